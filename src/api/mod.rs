@@ -1,0 +1,120 @@
+//! The HTTP API: extract and validate, call the [`Service`], map to DTOs. No SQL, no math.
+//!
+//! Every route is declared once with utoipa; [`router`] returns the axum router and the OpenAPI document built
+//! from the same declarations, so the served spec cannot drift from the code.
+
+pub mod gpus;
+pub mod health;
+pub mod json;
+pub mod predictions;
+pub mod problem;
+pub mod systems;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::service::Service;
+use problem::{ApiError, PROBLEM_JSON};
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub service: Service,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "perfcast",
+        description = "Predicts how fast distributed GPU applications run: LLM training iterations (S1's \
+operator-level model with a 1F1B pipeline timeline), GPU kernels and collectives, from analytic models corrected \
+by learned ones.\n\nConventions: JSON, snake_case, units in field names (`_us`, `_s`, `_gbs` = 10⁹ B/s, `_gib`, \
+`_tflops`). Every error is RFC 9457 `application/problem+json` with `errors[]` naming the field (or the line and \
+column of the body).",
+        license(name = "Apache-2.0"),
+    ),
+    tags(
+        (name = "predictions", description = "Training-iteration predictions"),
+        (name = "systems", description = "Clusters: a GPU, nodes and links"),
+        (name = "gpus", description = "The built-in GPU catalog"),
+        (name = "operations", description = "Health"),
+    )
+)]
+struct ApiDoc;
+
+/// The API router (without state) and its OpenAPI document.
+pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(predictions::predict_training))
+        .routes(routes!(systems::create_system, systems::list_systems))
+        .routes(routes!(systems::get_system))
+        .routes(routes!(gpus::list_gpus))
+        .routes(routes!(gpus::get_gpu))
+        .routes(routes!(health::healthz))
+        .split_for_parts()
+}
+
+/// The OpenAPI document alone (what `/openapi.json` serves and `openapi/openapi.json` holds).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    router().1
+}
+
+/// 404 for unknown routes.
+pub async fn not_found(req: Request<Body>) -> ApiError {
+    ApiError::not_found(format!("no route for {} {}", req.method(), req.uri().path()))
+}
+
+/// 405 for a known path with the wrong method.
+pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+    )
+}
+
+/// Safety net: any error response that is not already problem+json (a timeout, a caught panic, a layer's
+/// rejection) becomes one, so clients see one error format.
+pub async fn problem_for_every_error(req: Request<Body>, next: Next) -> Response {
+    let res = next.run(req).await;
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(PROBLEM_JSON));
+    if is_problem {
+        return res;
+    }
+    let title = status.canonical_reason().unwrap_or("Error");
+    let kind = match status {
+        StatusCode::REQUEST_TIMEOUT => "timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload-too-large",
+        StatusCode::METHOD_NOT_ALLOWED => "method-not-allowed",
+        s if s.is_server_error() => "internal",
+        _ => "http-error",
+    };
+    let detail = match status {
+        StatusCode::REQUEST_TIMEOUT => "the request took longer than the configured request_timeout_s".to_string(),
+        s if s.is_server_error() => "the server failed to handle the request; the error is logged".to_string(),
+        _ => title.to_string(),
+    };
+    let mut out = ApiError::new(status, kind, "Request failed", detail).into_response();
+    // Keep headers such as Retry-After or Allow.
+    for (name, value) in res.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}

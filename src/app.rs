@@ -1,0 +1,107 @@
+//! The application: state, router with its layers, startup and graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::routing::get;
+use axum::{middleware, Json, Router};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::service::Service;
+use crate::store::{Store, StoreError};
+
+/// Header carrying the request id (taken from the client when present, else generated), echoed in responses and
+/// logged in every request span.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Why the service could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+}
+
+/// The complete HTTP application over `service`: API routes, `/openapi.json`, Swagger UI at `/docs`, and the
+/// layers (request id, tracing span per request, body limit, timeout, panic → 500, problem+json for every
+/// error).
+pub fn build(service: Service, config: &Config) -> Router {
+    let (api, openapi) = api::router();
+    let openapi = Arc::new(openapi);
+    let spec = openapi.clone();
+    let request_id = HeaderName::from_static(REQUEST_ID);
+    api.with_state(AppState { service })
+        .route("/openapi.json", get(move || async move { Json(spec.as_ref().clone()) }))
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi.as_ref().clone()))
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        .layer(middleware::from_fn(api::problem_for_every_error))
+        .layer(CatchPanicLayer::new())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(config.request_timeout_s.max(1)),
+        ))
+        .layer(DefaultBodyLimit::max(config.body_limit_bytes))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// Opens the database (creating and migrating it), binds `config.bind` and serves until SIGINT or SIGTERM, then
+/// finishes in-flight requests and closes the database.
+pub async fn serve(config: Config) -> Result<(), AppError> {
+    let store = Store::open(&config.db).await?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| AppError::Bind { addr: config.bind.to_string(), source })?;
+    let addr = listener.local_addr().map_err(AppError::Serve)?;
+    tracing::info!(%addr, db = %config.db.display(), "perfcast listening; API docs at http://{addr}/docs");
+    let app = build(Service::new(store.clone()), &config);
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
+    store.close().await;
+    tracing::info!("perfcast stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

@@ -1,0 +1,36 @@
+//! The analytic backend: roofline operators ([`crate::op::analytic`]) and α–β collectives ([`crate::comm`]).
+
+use super::{CostBackend, Source, Timed};
+use crate::comm::{self, Collective, Group, GroupLinks};
+use crate::hw::{Precision, System};
+use crate::op::{self, analytic::UnsupportedPrecision, OpShape};
+
+/// Answers from the hardware description only.
+#[derive(Debug, Clone)]
+pub struct AnalyticBackend {
+    system: System,
+}
+
+impl AnalyticBackend {
+    /// A backend for `system`.
+    pub fn new(system: System) -> AnalyticBackend {
+        AnalyticBackend { system }
+    }
+}
+
+impl CostBackend for AnalyticBackend {
+    fn system(&self) -> &System {
+        &self.system
+    }
+
+    fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
+        let cost = op::estimate(shape, dtype, &self.system.gpu)?;
+        Ok(Timed { time_us: cost.time_us, analytic_us: cost.time_us, source: Source::Analytic })
+    }
+
+    fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
+        let links = GroupLinks::on(&self.system, active_per_node);
+        let e = comm::estimate(c, bytes, group, &links);
+        Timed { time_us: e.time_us, analytic_us: e.time_us, source: Source::Analytic }
+    }
+}

@@ -1,0 +1,68 @@
+//! Cost backends: how long one operator or one collective takes on a system.
+//!
+//! The training predictor asks a [`CostBackend`] for every operator and collective; the analytic backend
+//! ([`AnalyticBackend`]) answers from the hardware description alone, and learned backends wrap it with a
+//! correction t = t_analytic · exp(r̂) (DESIGN.md "The hybrid model"). Every answer names its [`Source`].
+
+pub mod analytic;
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::comm::{Collective, Group};
+use crate::hw::{Precision, System};
+use crate::op::{analytic::UnsupportedPrecision, OpShape};
+
+pub use analytic::AnalyticBackend;
+
+/// Where a time came from: the analytic model, or a learned regressor `<key>` at version `n`.
+///
+/// Serialized as `"analytic"` or `"regressor:<key>@v<n>"`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    Analytic,
+    Regressor { key: String, version: i64 },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Analytic => f.write_str("analytic"),
+            Source::Regressor { key, version } => write!(f, "regressor:{key}@v{version}"),
+        }
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A time with its provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed {
+    /// The answer, µs.
+    pub time_us: f64,
+    /// The analytic baseline it was derived from, µs.
+    pub analytic_us: f64,
+    pub source: Source,
+}
+
+/// Answers "how long" for operators and collectives on one system.
+///
+/// Implementations must be pure functions of their arguments (the training predictor caches by shape).
+pub trait CostBackend: Send + Sync {
+    /// The system the backend answers for.
+    fn system(&self) -> &System;
+
+    /// Time of one compute operator on one GPU of the system.
+    ///
+    /// Errors: the GPU has no path for `dtype` (e.g. bf16 on V100).
+    fn compute(&self, op: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision>;
+
+    /// Time of collective `c` over `group` while `active_per_node` GPUs of each node communicate at once (bytes
+    /// as nccl-tests counts them, see [`crate::comm::estimate`]).
+    fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed;
+}

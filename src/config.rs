@@ -1,0 +1,114 @@
+//! Service configuration: built-in defaults, then `config.toml`, then `PERFCAST_<KEY>` environment variables,
+//! then command-line flags — each layer overrides the one before (figment).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// Every setting of the service. Keys are the `config.toml` keys; the environment variable is `PERFCAST_` + the
+/// key in upper case (`PERFCAST_BIND`, `PERFCAST_DB`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address and port to listen on. Default `127.0.0.1:8080`.
+    pub bind: SocketAddr,
+    /// SQLite database file; created with its directory when missing. Relative paths are relative to the working
+    /// directory. Default `data/perfcast.db`.
+    pub db: PathBuf,
+    /// Largest accepted request body, bytes (larger → 413). Default 64 MiB.
+    pub body_limit_bytes: usize,
+    /// Time limit for one request, seconds (longer → 408). Default 30.
+    pub request_timeout_s: u64,
+    /// Log filter in `tracing_subscriber::EnvFilter` syntax (`RUST_LOG` overrides it). Default `info`.
+    pub log: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            db: PathBuf::from("data/perfcast.db"),
+            body_limit_bytes: 64 << 20,
+            request_timeout_s: 30,
+            log: "info".into(),
+        }
+    }
+}
+
+/// Values given on the command line; `None` leaves the lower layers' value.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+}
+
+/// Why the configuration cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    Missing(String),
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] Box<figment::Error>),
+}
+
+impl Config {
+    /// Loads defaults ← `file` (or `config.toml` in the working directory when `file` is `None` and it exists)
+    /// ← `PERFCAST_*` environment ← `overrides`.
+    ///
+    /// Errors: an explicitly named file that does not exist; a value of the wrong type or an unknown key (the
+    /// message names the key and where it came from).
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let file = match file {
+            Some(f) if !f.exists() => return Err(ConfigError::Missing(f.display().to_string())),
+            Some(f) => f.to_path_buf(),
+            None => PathBuf::from("config.toml"),
+        };
+        Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(file))
+            .merge(Env::prefixed("PERFCAST_").ignore(&["config"]))
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .map_err(|e| ConfigError::Invalid(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_override_in_order() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("perfcast.toml", "bind = \"0.0.0.0:9000\"\ndb = \"from-file.db\"\nrequest_timeout_s = 5")?;
+            jail.set_env("PERFCAST_DB", "from-env.db");
+            let c = Config::load(Some(Path::new("perfcast.toml")), &Overrides::default()).unwrap();
+            assert_eq!(c.bind, "0.0.0.0:9000".parse().unwrap());
+            assert_eq!(c.db, PathBuf::from("from-env.db"));
+            assert_eq!(c.request_timeout_s, 5);
+            assert_eq!(c.body_limit_bytes, 64 << 20);
+            let o = Overrides { bind: Some("127.0.0.1:1234".parse().unwrap()), db: Some("cli.db".into()) };
+            let c = Config::load(Some(Path::new("perfcast.toml")), &o).unwrap();
+            assert_eq!((c.bind.port(), c.db), (1234, PathBuf::from("cli.db")));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bad_values_and_missing_files_are_errors() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "request_timeout_s = \"soon\"")?;
+            let err = Config::load(Some(Path::new("bad.toml")), &Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("request_timeout_s"), "{err}");
+            assert!(matches!(
+                Config::load(Some(Path::new("nope.toml")), &Overrides::default()),
+                Err(ConfigError::Missing(_))
+            ));
+            Ok(())
+        });
+    }
+}

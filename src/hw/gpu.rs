@@ -1,0 +1,229 @@
+//! One GPU's description: the hardware numbers every analytic model reads.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Numeric precision of a computation. Decides which peak (tensor cores or not) and how many bytes per element.
+///
+/// `tf32` is fp32 storage computed on tensor cores (Ampere and later); `fp8` is E4M3/E5M2 on Hopper/Ada tensor
+/// cores, stored as 1 byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp64,
+    Fp32,
+    Tf32,
+    Fp16,
+    Bf16,
+    Fp8,
+}
+
+impl Precision {
+    /// Every precision, in the order of [`PeakTflops`]'s fields.
+    pub const ALL: [Precision; 6] =
+        [Precision::Fp64, Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16, Precision::Fp8];
+
+    /// Bytes per stored element (tf32 is stored as fp32).
+    pub fn bytes(self) -> f64 {
+        match self {
+            Precision::Fp64 => 8.0,
+            Precision::Fp32 | Precision::Tf32 => 4.0,
+            Precision::Fp16 | Precision::Bf16 => 2.0,
+            Precision::Fp8 => 1.0,
+        }
+    }
+
+    /// Lower-case name as used in the API (`"fp16"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp64 => "fp64",
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+            Precision::Fp8 => "fp8",
+        }
+    }
+
+    /// Parses the API name (case-insensitive; also accepts `float16`, `half`, `bfloat16`, `float32`, `float`,
+    /// `double`, `float64`). `None` for anything else.
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fp64" | "float64" | "double" | "f64" => Some(Precision::Fp64),
+            "fp32" | "float32" | "float" | "f32" => Some(Precision::Fp32),
+            "tf32" => Some(Precision::Tf32),
+            "fp16" | "float16" | "half" | "f16" => Some(Precision::Fp16),
+            "bf16" | "bfloat16" => Some(Precision::Bf16),
+            "fp8" | "float8" | "e4m3" | "e5m2" | "f8" => Some(Precision::Fp8),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Dense peak throughput per precision in TFLOP/s (10¹² FLOP/s), without structured sparsity.
+///
+/// `fp64`/`fp32` are the highest non-sparse rates the datasheet gives for general matrix work (FP64 tensor core
+/// rate where it exists is **not** used for fp64: it needs DGEMM-shaped work; we keep the vector rate). `tf32`,
+/// `fp16`, `bf16`, `fp8` are tensor-core (matrix-core) rates; `null` where the GPU has no such path (then a
+/// computation in that precision is refused rather than guessed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeakTflops {
+    /// FP64 vector peak, TFLOP/s.
+    pub fp64: f64,
+    /// FP32 (CUDA cores / vector ALUs) peak, TFLOP/s.
+    pub fp32: f64,
+    /// TF32 tensor-core peak, TFLOP/s; `null` before Ampere.
+    #[serde(default)]
+    pub tf32: Option<f64>,
+    /// FP16 peak (tensor cores where present), TFLOP/s.
+    pub fp16: f64,
+    /// BF16 tensor-core peak, TFLOP/s; `null` where unsupported (before Ampere / CDNA1 vector only).
+    #[serde(default)]
+    pub bf16: Option<f64>,
+    /// FP8 tensor-core peak, TFLOP/s; `null` before Hopper/Ada.
+    #[serde(default)]
+    pub fp8: Option<f64>,
+    /// FP32 on matrix cores (AMD CDNA MFMA), TFLOP/s: what fp32 GEMMs reach there. `null` on NVIDIA, whose fp32
+    /// GEMMs run on CUDA cores at `fp32`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp32_matrix: Option<f64>,
+}
+
+impl PeakTflops {
+    /// Peak for `p` in TFLOP/s on the general (vector) path, or `None` where the GPU has no such path.
+    pub fn get(&self, p: Precision) -> Option<f64> {
+        match p {
+            Precision::Fp64 => Some(self.fp64),
+            Precision::Fp32 => Some(self.fp32),
+            Precision::Tf32 => self.tf32,
+            Precision::Fp16 => Some(self.fp16),
+            Precision::Bf16 => self.bf16,
+            Precision::Fp8 => self.fp8,
+        }
+    }
+
+    /// Peak for matrix multiplication in `p`, TFLOP/s: like [`PeakTflops::get`] but fp32 GEMMs use the matrix
+    /// cores where the GPU has them for fp32 (`fp32_matrix`, AMD CDNA).
+    pub fn matmul(&self, p: Precision) -> Option<f64> {
+        match p {
+            Precision::Fp32 => Some(self.fp32_matrix.unwrap_or(self.fp32)),
+            _ => self.get(p),
+        }
+    }
+}
+
+/// GPU vendor, used to pick vendor conventions (warp 32 vs wavefront 64, NCCL vs RCCL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    #[default]
+    Nvidia,
+    Amd,
+    Other,
+}
+
+/// A GPU's hardware description: what the roofline, wave-quantization and Hong–Kim models need.
+///
+/// Units are in the field names: GHz, GiB (2³⁰ B) of device memory, GB/s (10⁹ B/s) of DRAM bandwidth, MiB of L2,
+/// TFLOP/s per precision. `clock_ghz` is the boost clock the datasheet's peaks are computed at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "name": "my-gpu", "vendor": "nvidia", "sm_count": 108, "clock_ghz": 1.41, "memory_gib": 40,
+    "memory_bandwidth_gbs": 1555, "l2_mib": 40,
+    "peak_tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "fp8": null}
+}))]
+pub struct GpuSpec {
+    /// Canonical name (catalog key), e.g. `A100-SXM4-40GB`.
+    pub name: String,
+    #[serde(default)]
+    pub vendor: Vendor,
+    /// Streaming multiprocessors (NVIDIA) or compute units (AMD).
+    pub sm_count: u32,
+    /// Boost clock in GHz.
+    pub clock_ghz: f64,
+    /// Device memory in GiB.
+    pub memory_gib: f64,
+    /// DRAM (HBM/GDDR) bandwidth in GB/s (10⁹ B/s).
+    pub memory_bandwidth_gbs: f64,
+    /// Last-level (L2) cache in MiB.
+    pub l2_mib: f64,
+    /// Dense peaks per precision.
+    pub peak_tflops: PeakTflops,
+    /// Compute capability (`"8.0"`) or AMD gfx target (`"gfx90a"`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
+    /// Where the numbers come from (datasheet title and URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl GpuSpec {
+    /// Peak FLOP/s (not TFLOP/s) for `p`, or `None` when the GPU has no path for that precision.
+    pub fn peak_flops(&self, p: Precision) -> Option<f64> {
+        self.peak_tflops.get(p).map(|t| t * 1e12)
+    }
+
+    /// Peak FLOP/s for matrix multiplication in `p` (see [`PeakTflops::matmul`]).
+    pub fn peak_matmul_flops(&self, p: Precision) -> Option<f64> {
+        self.peak_tflops.matmul(p).map(|t| t * 1e12)
+    }
+
+    /// DRAM bandwidth in B/s.
+    pub fn memory_bandwidth_bps(&self) -> f64 {
+        self.memory_bandwidth_gbs * 1e9
+    }
+
+    /// Device memory in bytes.
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gib * (1u64 << 30) as f64
+    }
+
+    /// Checks that every number is finite and positive; returns the first offending field as
+    /// `(field path relative to the spec, message)`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let positive = [
+            ("clock_ghz", self.clock_ghz),
+            ("memory_gib", self.memory_gib),
+            ("memory_bandwidth_gbs", self.memory_bandwidth_gbs),
+            ("peak_tflops.fp64", self.peak_tflops.fp64),
+            ("peak_tflops.fp32", self.peak_tflops.fp32),
+            ("peak_tflops.fp16", self.peak_tflops.fp16),
+        ];
+        if self.name.trim().is_empty() {
+            return Err(("name".into(), "must not be empty".into()));
+        }
+        if self.sm_count == 0 {
+            return Err(("sm_count".into(), "must be at least 1".into()));
+        }
+        for (field, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err((field.into(), format!("must be a positive number, got {v}")));
+            }
+        }
+        if !(self.l2_mib.is_finite() && self.l2_mib >= 0.0) {
+            return Err(("l2_mib".into(), "must be a non-negative number".into()));
+        }
+        let optional = [
+            ("peak_tflops.tf32", self.peak_tflops.tf32),
+            ("peak_tflops.bf16", self.peak_tflops.bf16),
+            ("peak_tflops.fp8", self.peak_tflops.fp8),
+            ("peak_tflops.fp32_matrix", self.peak_tflops.fp32_matrix),
+        ];
+        for (field, v) in optional {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err((field.into(), format!("must be a positive number or null, got {v}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}

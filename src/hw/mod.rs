@@ -1,0 +1,11 @@
+//! Hardware descriptions: GPUs (with a sourced catalog) and systems of nodes joined by links.
+//!
+//! Pure data and validation; no IO.
+
+pub mod catalog;
+pub mod gpu;
+pub mod system;
+
+pub use catalog::{catalog, lookup, CatalogGpu};
+pub use gpu::{GpuSpec, PeakTflops, Precision, Vendor};
+pub use system::{presets, GpuRef, Link, System, SystemError, SystemSpec};

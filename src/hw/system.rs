@@ -1,0 +1,304 @@
+//! A system: nodes of identical GPUs joined by an intra-node and an inter-node link class.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::ToSchema;
+
+use super::catalog;
+use super::gpu::GpuSpec;
+
+/// One link class of a system, the postal (Hockney) model's parameters: a message of n bytes takes
+/// `latency_us + n / (bandwidth_gbs · 10⁹)` seconds (S0's K-model; MODELS.md §3.1).
+///
+/// `bandwidth_gbs` is **unidirectional** GB/s (10⁹ B/s): per GPU for `intra_node` (the aggregate of its
+/// NVLink/xGMI/PCIe links), per node (all NICs together) for `inter_node`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"kind": "nvswitch", "bandwidth_gbs": 300, "latency_us": 2.0}))]
+pub struct Link {
+    /// Free-form technology name, e.g. `nvlink3`, `nvswitch`, `pcie4`, `infiniband-ndr`, `slingshot-10`.
+    pub kind: String,
+    /// Unidirectional bandwidth, GB/s (10⁹ B/s): per GPU intra-node, per node inter-node.
+    pub bandwidth_gbs: f64,
+    /// Per-message latency α, µs.
+    pub latency_us: f64,
+}
+
+impl Link {
+    /// Checks the numbers; returns `(field, message)` for the first bad one.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !(self.bandwidth_gbs.is_finite() && self.bandwidth_gbs > 0.0) {
+            return Err(("bandwidth_gbs".into(), format!("must be a positive number, got {}", self.bandwidth_gbs)));
+        }
+        if !(self.latency_us.is_finite() && self.latency_us >= 0.0) {
+            return Err(("latency_us".into(), format!("must be a non-negative number, got {}", self.latency_us)));
+        }
+        Ok(())
+    }
+}
+
+/// How a system names its GPU: a catalog name (or alias), or a complete inline description.
+///
+/// On the wire this is either a string (`"A100-SXM4-80GB"`) or a [`GpuSpec`] object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GpuRef {
+    /// A name to resolve in the catalog (canonical name or alias).
+    Name(String),
+    /// A full description given inline.
+    Spec(Box<GpuSpec>),
+}
+
+impl Serialize for GpuRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuRef::Name(n) => s.serialize_str(n),
+            GpuRef::Spec(spec) => spec.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = GpuRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a catalog GPU name (string) or a GPU description (object)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<GpuRef, E> {
+                Ok(GpuRef::Name(v.to_string()))
+            }
+            fn visit_map<M: de::MapAccess<'de>>(self, map: M) -> Result<GpuRef, M::Error> {
+                GpuSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(|s| GpuRef::Spec(Box::new(s)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl utoipa::PartialSchema for GpuRef {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("Catalog GPU name or alias (see GET /v1/gpus), e.g. `A100-SXM4-80GB`"))
+                    .examples([serde_json::json!("A100-SXM4-80GB")]),
+            )
+            .item(utoipa::openapi::Ref::from_schema_name("GpuSpec"))
+            .description(Some("A catalog GPU name, or a complete GPU description"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for GpuRef {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        schemas.push((GpuSpec::name().into(), <GpuSpec as utoipa::PartialSchema>::schema()));
+        <GpuSpec as utoipa::ToSchema>::schemas(schemas);
+    }
+}
+
+/// A cluster of identical nodes (S1's "system"): `nodes` × `gpus_per_node` GPUs of one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "name": "my-a100-cluster", "gpu": "A100-SXM4-80GB", "gpus_per_node": 8, "nodes": 64,
+    "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 300, "latency_us": 2.0},
+    "inter_node": {"kind": "infiniband-hdr", "bandwidth_gbs": 100, "latency_us": 5.0}
+}))]
+pub struct SystemSpec {
+    /// Unique name: 1–64 characters from `a-z A-Z 0-9 . _ -`.
+    pub name: String,
+    /// The GPU: a catalog name or an inline description.
+    pub gpu: GpuRef,
+    /// GPUs in one node.
+    pub gpus_per_node: u32,
+    /// Nodes in the system.
+    pub nodes: u32,
+    /// Link between GPUs of one node; bandwidth per GPU, unidirectional.
+    pub intra_node: Link,
+    /// Link between nodes; bandwidth per node (all NICs), unidirectional.
+    pub inter_node: Link,
+    /// Free text shown in listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A system whose GPU has been resolved to a full description: what the models consume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct System {
+    pub name: String,
+    pub gpu: GpuSpec,
+    pub gpus_per_node: u32,
+    pub nodes: u32,
+    pub intra_node: Link,
+    pub inter_node: Link,
+}
+
+impl System {
+    /// All GPUs of the system.
+    pub fn total_gpus(&self) -> u64 {
+        self.gpus_per_node as u64 * self.nodes as u64
+    }
+}
+
+/// Why a system description is not usable: the offending field path (relative to the system object) and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SystemError {
+    pub field: String,
+    pub message: String,
+}
+
+impl SystemSpec {
+    /// Validates the description and resolves the GPU against the catalog.
+    ///
+    /// Errors: an unknown catalog name (`gpu`), a bad name, zero counts, or non-positive link numbers, each
+    /// naming its field.
+    pub fn resolve(&self) -> Result<System, SystemError> {
+        let err = |field: &str, message: String| SystemError { field: field.to_string(), message };
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !name_ok {
+            return Err(err("name", "must be 1–64 characters from a-z A-Z 0-9 . _ -".into()));
+        }
+        if self.gpus_per_node == 0 {
+            return Err(err("gpus_per_node", "must be at least 1".into()));
+        }
+        if self.nodes == 0 {
+            return Err(err("nodes", "must be at least 1".into()));
+        }
+        self.intra_node.validate().map_err(|(f, m)| err(&format!("intra_node.{f}"), m))?;
+        self.inter_node.validate().map_err(|(f, m)| err(&format!("inter_node.{f}"), m))?;
+        let gpu = match &self.gpu {
+            GpuRef::Name(n) => catalog::lookup(n)
+                .map(|g| g.spec.clone())
+                .ok_or_else(|| err("gpu", format!("unknown GPU {n:?}: not in the catalog (GET /v1/gpus lists it)")))?,
+            GpuRef::Spec(spec) => {
+                spec.validate().map_err(|(f, m)| err(&format!("gpu.{f}"), m))?;
+                (**spec).clone()
+            }
+        };
+        Ok(System {
+            name: self.name.clone(),
+            gpu,
+            gpus_per_node: self.gpus_per_node,
+            nodes: self.nodes,
+            intra_node: self.intra_node.clone(),
+            inter_node: self.inter_node.clone(),
+        })
+    }
+}
+
+fn preset(
+    name: &str,
+    gpu: &str,
+    gpus_per_node: u32,
+    nodes: u32,
+    intra: (&str, f64, f64),
+    inter: (&str, f64, f64),
+    description: &str,
+) -> SystemSpec {
+    SystemSpec {
+        name: name.into(),
+        gpu: GpuRef::Name(gpu.into()),
+        gpus_per_node,
+        nodes,
+        intra_node: Link { kind: intra.0.into(), bandwidth_gbs: intra.1, latency_us: intra.2 },
+        inter_node: Link { kind: inter.0.into(), bandwidth_gbs: inter.1, latency_us: inter.2 },
+        description: Some(description.into()),
+    }
+}
+
+/// The systems every new database starts with.
+///
+/// Bandwidths are unidirectional GB/s. NVLink 3 (A100): 12 links × 25 GB/s = 300 GB/s per GPU; NVLink 4 (H100):
+/// 18 links × 25 GB/s = 450 GB/s per GPU (NVIDIA A100/H100 datasheets). NICs: a 200 Gb/s HDR port is 25 GB/s, a
+/// 400 Gb/s NDR port 50 GB/s, a 50 Gb/s Slingshot-10 port 6.25 GB/s. Latencies are typical per-message α values
+/// (NVLink ≈ 2 µs, InfiniBand ≈ 5 µs through NCCL); calibration from OSU / nccl-tests samples replaces them.
+pub fn presets() -> Vec<SystemSpec> {
+    vec![
+        preset(
+            "perlmutter-a100-40g",
+            "A100-SXM4-40GB",
+            4,
+            1536,
+            ("nvlink3", 300.0, 2.0),
+            ("slingshot-10", 25.0, 5.0),
+            "NERSC Perlmutter GPU partition: 1,536 nodes of 4× A100-SXM4-40GB (NVLink 3 all-to-all), \
+             HPE Slingshot-10 with 4×50 Gb/s NICs per node (S1's Perlmutter setup)",
+        ),
+        preset(
+            "vista-gh200",
+            "GH200",
+            1,
+            600,
+            ("nvlink-c2c", 450.0, 1.0),
+            ("infiniband-ndr", 50.0, 5.0),
+            "TACC Vista GH200 partition: 600 nodes of 1× GH200 96 GB, NDR InfiniBand 400 Gb/s per node \
+             (S1's Vista setup); the intra-node link is unused with one GPU per node",
+        ),
+        preset(
+            "dgx-a100-80g",
+            "A100-SXM4-80GB",
+            8,
+            140,
+            ("nvswitch", 300.0, 2.0),
+            ("infiniband-hdr", 200.0, 5.0),
+            "NVIDIA DGX A100 SuperPOD: 140 nodes of 8× A100-SXM4-80GB on NVSwitch, 8× HDR 200 Gb/s per node",
+        ),
+        preset(
+            "dgx-h100",
+            "H100-SXM5-80GB",
+            8,
+            128,
+            ("nvswitch", 450.0, 2.0),
+            ("infiniband-ndr", 400.0, 5.0),
+            "NVIDIA DGX H100 SuperPOD-scale: 128 nodes of 8× H100-SXM5-80GB on NVSwitch (NVLink 4), \
+             8× NDR 400 Gb/s per node",
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_resolve_with_the_stated_hardware() {
+        let systems: Vec<System> = presets().iter().map(|p| p.resolve().expect("preset resolves")).collect();
+        let find = |n: &str| systems.iter().find(|s| s.name == n).unwrap();
+        let perlmutter = find("perlmutter-a100-40g");
+        assert_eq!((perlmutter.gpus_per_node, perlmutter.gpu.name.as_str()), (4, "A100-SXM4-40GB"));
+        // 4 NICs × 50 Gb/s = 200 Gb/s = 25 GB/s per node.
+        assert_eq!(perlmutter.inter_node.bandwidth_gbs, 4.0 * 50.0 / 8.0);
+        let vista = find("vista-gh200");
+        assert_eq!((vista.gpus_per_node, vista.gpu.memory_gib), (1, 96.0));
+        assert_eq!(vista.inter_node.bandwidth_gbs, 400.0 / 8.0);
+        assert_eq!(find("dgx-a100-80g").inter_node.bandwidth_gbs, 8.0 * 200.0 / 8.0);
+        assert_eq!(find("dgx-h100").inter_node.bandwidth_gbs, 8.0 * 400.0 / 8.0);
+        assert_eq!(find("dgx-h100").total_gpus(), 1024);
+    }
+
+    #[test]
+    fn gpu_is_a_name_or_an_object_with_precise_errors() {
+        let by_name: SystemSpec = serde_json::from_value(serde_json::json!({
+            "name": "x", "gpu": "NVIDIA H100 80GB HBM3", "gpus_per_node": 8, "nodes": 2,
+            "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 450, "latency_us": 2},
+            "inter_node": {"kind": "ib", "bandwidth_gbs": 400, "latency_us": 5}}))
+        .unwrap();
+        assert_eq!(by_name.resolve().unwrap().gpu.name, "H100-SXM5-80GB");
+
+        let bad: Result<SystemSpec, _> = serde_json::from_value(serde_json::json!({
+            "name": "x", "gpu": {"name": "g", "sm_count": "many"}, "gpus_per_node": 8, "nodes": 2,
+            "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 450, "latency_us": 2},
+            "inter_node": {"kind": "ib", "bandwidth_gbs": 400, "latency_us": 5}}));
+        assert!(bad.unwrap_err().to_string().contains("invalid type: string \"many\""));
+
+        let unknown = SystemSpec { gpu: GpuRef::Name("RTX 9090".into()), ..by_name.clone() };
+        assert_eq!(unknown.resolve().unwrap_err().field, "gpu");
+        let zero = SystemSpec { nodes: 0, ..by_name };
+        assert_eq!(zero.resolve().unwrap_err().field, "nodes");
+    }
+}

@@ -1,0 +1,17 @@
+//! perfcast: predicts how fast distributed GPU applications run — GPU kernels, collectives and LLM training
+//! iterations — with analytic models corrected by learned ones.
+//!
+//! Layers (DESIGN.md): the pure domain core ([`hw`], [`op`], [`comm`], [`llm`], [`backend`]) knows nothing of HTTP
+//! or SQL; [`store`] holds all SQL; [`api`] is the HTTP layer; [`app`] wires them together; [`service`] is the
+//! orchestration the API and the CLI share.
+
+pub mod api;
+pub mod app;
+pub mod backend;
+pub mod comm;
+pub mod config;
+pub mod hw;
+pub mod llm;
+pub mod op;
+pub mod service;
+pub mod store;

@@ -1,0 +1,139 @@
+//! `perfcast` command line: `serve` the HTTP API, `predict` from a request file, print the `openapi` document.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use perfcast::api::json::parse_json;
+use perfcast::config::{Config, Overrides};
+use perfcast::llm::TrainingRequest;
+use perfcast::service::Service;
+use perfcast::store::Store;
+
+#[derive(Parser)]
+#[command(name = "perfcast", version, about = "Predicts how fast distributed GPU applications run")]
+struct Cli {
+    /// Configuration file (default: ./config.toml when it exists). Environment: PERFCAST_CONFIG.
+    #[arg(long, global = true, env = "PERFCAST_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// SQLite database file (overrides `db` in the config and PERFCAST_DB).
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (creates and migrates the database when needed).
+    Serve {
+        /// Address to listen on (overrides `bind` in the config and PERFCAST_BIND).
+        #[arg(long, value_name = "ADDR:PORT")]
+        bind: Option<SocketAddr>,
+    },
+    /// Predict one training iteration from a request file (the body of POST /v1/predictions/training; `-` reads
+    /// stdin) and print the same JSON the API returns.
+    Predict {
+        /// Request file.
+        request: PathBuf,
+    },
+    /// Print the OpenAPI document (what /openapi.json serves).
+    Openapi,
+}
+
+fn init_logging(config: &Config) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn read_request(path: &Path) -> Result<Vec<u8>, String> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).map_err(|e| format!("cannot read stdin: {e}"))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    }
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot encode the answer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let bind = match &cli.command {
+        Command::Serve { bind } => *bind,
+        _ => None,
+    };
+    let overrides = Overrides { bind, db: cli.db.clone() };
+    let config = match Config::load(cli.config.as_deref(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Serve { .. } => {
+            init_logging(&config);
+            match perfcast::app::serve(config).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "perfcast failed");
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Predict { request } => {
+            let bytes = match read_request(&request) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let req: TrainingRequest = match parse_json(&bytes) {
+                Ok(r) => r,
+                Err(problem) => {
+                    eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
+                    return ExitCode::from(2);
+                }
+            };
+            let store = match Store::open(&config.db).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let service = Service::new(store.clone());
+            let result = service.predict_training(&req).await;
+            store.close().await;
+            match result {
+                Ok(prediction) => print_json(&prediction),
+                Err(e) => {
+                    let problem = perfcast::api::problem::ApiError::from(e).problem();
+                    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Openapi => print_json(&perfcast::api::openapi()),
+    }
+}

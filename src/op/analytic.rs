@@ -1,0 +1,325 @@
+//! Analytic operator cost: roofline with GEMM wave quantization and a launch overhead (MODELS.md §2.1).
+//!
+//! time = kernels · [`LAUNCH_OVERHEAD_US`] + Σ over the operator's kernels of max(compute, memory), where
+//! compute = FLOPs / peak (for matrix products: waves · per-tile FLOPs / per-SM peak, NeuSight's wave
+//! observation) and memory = ideal DRAM bytes / DRAM bandwidth. Peaks are the datasheet's dense numbers, so this is
+//! a lower bound that real kernels approach to 60–90 %; the learned correction (MODELS.md §4) carries the rest.
+//!
+//! Per-operator byte and FLOP counts are a reconstruction [rec] of what the PyTorch/Megatron kernels read and
+//! write (documented per class in [`estimate`]).
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{OpClass, OpShape, Phase};
+use crate::hw::{GpuSpec, Precision};
+
+/// Fixed cost per kernel launch, µs: the minimum duration of a kernel on current GPUs (≈ 2 µs from back-to-back
+/// launches, S1 times operators by kernel spans so CPU dispatch is excluded).
+pub const LAUNCH_OVERHEAD_US: f64 = 2.0;
+
+/// Output tile (rows, columns) assumed for tensor-core GEMM waves: cuBLAS's common 128×128 CTA tile, one CTA per SM.
+pub const GEMM_TILE: (u64, u64) = (128, 128);
+
+/// Which roofline term bounds the estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    Compute,
+    Memory,
+    Launch,
+}
+
+/// The analytic estimate of one operator and the quantities behind it (also the learned model's features).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AnalyticCost {
+    /// Estimated time, µs.
+    pub time_us: f64,
+    /// Floating-point operations.
+    pub flops: f64,
+    /// Ideal DRAM traffic, bytes.
+    pub bytes: f64,
+    /// Σ compute terms, µs.
+    pub compute_us: f64,
+    /// Σ memory terms, µs.
+    pub memory_us: f64,
+    /// Launch overhead, µs.
+    pub launch_us: f64,
+    /// Kernels launched.
+    pub kernels: u32,
+    /// GEMM waves (Σ over the operator's GEMMs; 0 for non-matmul classes).
+    pub waves: f64,
+    /// Peak FLOP/s used for the compute term.
+    pub peak_flops: f64,
+    /// The binding term.
+    pub bound: Bound,
+}
+
+impl AnalyticCost {
+    /// Arithmetic intensity, FLOP per DRAM byte.
+    pub fn arithmetic_intensity(&self) -> f64 {
+        if self.bytes > 0.0 {
+            self.flops / self.bytes
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The GPU cannot run this precision on the path the operator needs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{gpu} has no {precision} {path} path (its peak_tflops.{precision} is null)")]
+pub struct UnsupportedPrecision {
+    pub gpu: String,
+    pub precision: Precision,
+    pub path: &'static str,
+}
+
+#[derive(Default)]
+struct Acc {
+    flops: f64,
+    bytes: f64,
+    compute_s: f64,
+    memory_s: f64,
+    time_s: f64,
+    kernels: u32,
+    waves: f64,
+}
+
+impl Acc {
+    /// Adds one kernel: `flops` at `compute_s`, `bytes` over DRAM.
+    fn kernel(&mut self, flops: f64, compute_s: f64, bytes: f64, bw: f64) {
+        let memory_s = bytes / bw;
+        self.flops += flops;
+        self.bytes += bytes;
+        self.compute_s += compute_s;
+        self.memory_s += memory_s;
+        self.time_s += compute_s.max(memory_s);
+        self.kernels += 1;
+    }
+}
+
+fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b.max(1))
+}
+
+/// One (batched) GEMM C[b][m,n] = A[b][m,k]·B[b][k,n] with wave quantization.
+fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f64, gpu: &GpuSpec) {
+    let (tm, tn) = GEMM_TILE;
+    let sms = gpu.sm_count.max(1) as u64;
+    let tiles = b.max(1) * ceil_div(m, tm) * ceil_div(n, tn);
+    let waves = ceil_div(tiles, sms) as f64;
+    let flops = 2.0 * b.max(1) as f64 * m as f64 * n as f64 * k as f64;
+    // Each wave runs full tiles at the per-SM peak, whatever part of the tile is padding.
+    let tile_flops = 2.0 * (tm * tn) as f64 * k as f64;
+    let compute_s = if flops == 0.0 { 0.0 } else { waves * tile_flops / (peak / sms as f64) };
+    let bytes = b.max(1) as f64 * (m * k + k * n + m * n) as f64 * elem_bytes;
+    acc.kernel(flops, compute_s, bytes, gpu.memory_bandwidth_bps());
+    acc.waves += waves;
+}
+
+/// Element-wise style kernel: `elems` elements, `flops_per_elem`, `bytes` of traffic, on the vector fp32 peak.
+fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuSpec) {
+    let flops = elems * flops_per_elem;
+    let peak = gpu.peak_tflops.fp32 * 1e12;
+    acc.kernel(flops, flops / peak, bytes, gpu.memory_bandwidth_bps());
+}
+
+/// Analytic time of `shape` in precision `dtype` on `gpu`.
+///
+/// Traffic per class, in units of N·e (N elements, e bytes per element), forward / backward, kernels in brackets:
+/// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] /
+/// 3 [1]; fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and
+/// k); elementwise 3 [1] / 2 [1]; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
+/// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
+/// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy). GEMMs: forward one GEMM,
+/// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
+/// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e.
+///
+/// Errors: [`UnsupportedPrecision`] when a matrix product asks for a precision the GPU has no path for.
+pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<AnalyticCost, UnsupportedPrecision> {
+    let e = dtype.bytes();
+    let d = shape.dims;
+    let bw = gpu.memory_bandwidth_bps();
+    let mut acc = Acc::default();
+    let bwd = shape.phase == Phase::Bwd;
+    let mut peak_used = gpu.peak_tflops.fp32 * 1e12;
+    let matmul_peak = || {
+        gpu.peak_matmul_flops(dtype).ok_or(UnsupportedPrecision {
+            gpu: gpu.name.clone(),
+            precision: dtype,
+            path: "matrix",
+        })
+    };
+    match shape.class {
+        OpClass::Linear | OpClass::Bmm => {
+            let peak = matmul_peak()?;
+            peak_used = peak;
+            let (b, m, n, k) = (d[0].max(1), d[1], d[2], d[3]);
+            if bwd {
+                gemm(&mut acc, b, m, k, n, e, peak, gpu); // dX[m,k] = dY[m,n]·Wᵀ[n,k]
+                gemm(&mut acc, b, k, n, m, e, peak, gpu); // dW[k,n] = Xᵀ[k,m]·dY[m,n]
+            } else {
+                gemm(&mut acc, b, m, n, k, e, peak, gpu);
+            }
+        }
+        OpClass::FlashAttention => {
+            let peak = matmul_peak()?;
+            peak_used = peak;
+            let (b, l, a, dh) = (d[0] as f64, d[1], d[2] as f64, d[3] as f64);
+            let sms = gpu.sm_count.max(1) as f64;
+            let tiles = (d[0].max(1) * d[2].max(1) * ceil_div(l, 128)) as f64;
+            let waves = (tiles / sms).ceil();
+            let factor = if bwd { 2.5 } else { 1.0 };
+            let l = l as f64;
+            // Causal: on average a 128-row query tile sees half the keys.
+            let flops = factor * 2.0 * b * a * l * l * dh;
+            let tile_flops = factor * 4.0 * 128.0 * (l / 2.0) * dh;
+            let compute_s = waves * tile_flops / (peak / sms);
+            let bytes = (if bwd { 8.0 } else { 4.0 }) * b * l * a * dh * e;
+            acc.kernel(flops, compute_s, bytes, bw);
+            acc.waves += waves;
+        }
+        OpClass::LayerNorm | OpClass::RmsNorm => {
+            let n = (d[0] * d[1]) as f64;
+            if bwd {
+                vector(&mut acc, n, 8.0, 3.0 * n * e, gpu);
+                vector(&mut acc, n, 4.0, 2.0 * n * e, gpu);
+            } else {
+                vector(&mut acc, n, 8.0, 2.0 * n * e, gpu);
+            }
+        }
+        OpClass::Softmax | OpClass::FusedSoftmax | OpClass::Gelu => {
+            let n = (d[0] * d[1]) as f64;
+            let f = if shape.class == OpClass::Gelu { 12.0 } else { 6.0 };
+            vector(&mut acc, n, f, if bwd { 3.0 } else { 2.0 } * n * e, gpu);
+        }
+        OpClass::FillMask => {
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, n, 1.0, 2.0 * n * e + n, gpu);
+        }
+        OpClass::Swiglu => {
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, n, 8.0, if bwd { 5.0 } else { 3.0 } * n * e, gpu);
+        }
+        OpClass::Rope => {
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, 2.0 * n, 3.0, 4.0 * n * e, gpu);
+        }
+        OpClass::Elementwise => {
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, n, 1.0, if bwd { 2.0 } else { 3.0 } * n * e, gpu);
+        }
+        OpClass::Embedding => {
+            let (t, v, h) = (d[0] as f64, d[1] as f64, d[2] as f64);
+            if bwd {
+                vector(&mut acc, v * h, 0.0, v * h * e, gpu);
+                vector(&mut acc, t * h, 1.0, 3.0 * t * h * e, gpu);
+            } else {
+                vector(&mut acc, t * h, 0.0, 2.0 * t * h * e, gpu);
+            }
+        }
+        OpClass::CrossEntropy => {
+            let n = (d[0] * d[1]) as f64;
+            if bwd {
+                vector(&mut acc, n, 1.0, n * 4.0, gpu);
+                vector(&mut acc, n, 1.0, n * e, gpu);
+            } else {
+                // max, subtract + exp (writes the fp32 softmax), sum, log: four passes.
+                vector(&mut acc, n, 1.0, n * e, gpu);
+                vector(&mut acc, n, 4.0, n * e + n * 4.0, gpu);
+                vector(&mut acc, n, 1.0, n * e, gpu);
+                acc.kernels += 1;
+            }
+        }
+        OpClass::Optimizer => {
+            let p = d[0] as f64;
+            vector(&mut acc, p, 12.0, 28.0 * p, gpu);
+        }
+    }
+    let launch_us = acc.kernels as f64 * LAUNCH_OVERHEAD_US;
+    let compute_us = acc.compute_s * 1e6;
+    let memory_us = acc.memory_s * 1e6;
+    let body_us = acc.time_s * 1e6;
+    let bound = if launch_us > body_us {
+        Bound::Launch
+    } else if compute_us >= memory_us {
+        Bound::Compute
+    } else {
+        Bound::Memory
+    };
+    Ok(AnalyticCost {
+        time_us: launch_us + body_us,
+        flops: acc.flops,
+        bytes: acc.bytes,
+        compute_us,
+        memory_us,
+        launch_us,
+        kernels: acc.kernels,
+        waves: acc.waves,
+        peak_flops: peak_used,
+        bound,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::lookup;
+
+    fn a100() -> GpuSpec {
+        lookup("A100-SXM4-40GB").unwrap().spec.clone()
+    }
+
+    #[test]
+    fn large_gemm_is_compute_bound_at_quantized_peak() {
+        // M=N=K=8192 fp16 on A100 (108 SMs, 312 TFLOP/s): 64·64 = 4096 tiles → ceil(4096/108) = 38 waves;
+        // per tile 2·128·128·8192 = 268,435,456 FLOP at 312e12/108 FLOP/s per SM = 92.92 µs; 38 waves = 3530.9 µs.
+        let c = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]), Precision::Fp16, &a100())
+            .unwrap();
+        assert_eq!(c.waves, 38.0);
+        let expected_compute_us = 38.0 * 268_435_456.0 / (312e12 / 108.0) * 1e6;
+        assert!((c.compute_us - expected_compute_us).abs() < 1e-6, "{}", c.compute_us);
+        assert!((expected_compute_us - 3530.9).abs() < 0.1);
+        assert_eq!(c.bound, Bound::Compute);
+        assert!((c.time_us - (expected_compute_us + 2.0)).abs() < 1e-6);
+        // Ideal FLOPs 2·8192³ = 1.0995e12.
+        assert!((c.flops - 1.099_511_627_776e12).abs() < 1.0);
+    }
+
+    #[test]
+    fn gemm_backward_is_two_gemms() {
+        let g = a100();
+        let fwd = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g)
+            .unwrap();
+        let bwd = estimate(&OpShape::new(OpClass::Linear, Phase::Bwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g)
+            .unwrap();
+        assert_eq!(bwd.kernels, 2);
+        assert!((bwd.flops - 2.0 * fwd.flops).abs() < 1.0);
+        assert!((bwd.time_us - 2.0 * fwd.time_us).abs() < 1e-6);
+    }
+
+    #[test]
+    fn layernorm_is_memory_bound() {
+        // 8192 rows × 6144 fp16 → read + write 2·8192·6144·2 B = 201,326,592 B over 1555 GB/s = 129.47 µs, + 2 µs.
+        let c = estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100())
+            .unwrap();
+        assert_eq!(c.bound, Bound::Memory);
+        assert!((c.bytes - 201_326_592.0).abs() < 1e-6);
+        assert!((c.time_us - (201_326_592.0 / 1555e9 * 1e6 + 2.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn unsupported_precision_is_an_error() {
+        let v100 = lookup("V100-SXM2").unwrap().spec.clone();
+        let err = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 64, 64, 64]), Precision::Bf16, &v100)
+            .unwrap_err();
+        assert_eq!(err.precision, Precision::Bf16);
+    }
+
+    #[test]
+    fn tiny_ops_are_launch_bound() {
+        let c = estimate(&OpShape::new(OpClass::Gelu, Phase::Fwd, &[1, 1024]), Precision::Fp16, &a100()).unwrap();
+        assert_eq!(c.bound, Bound::Launch);
+    }
+}

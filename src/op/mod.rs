@@ -1,0 +1,162 @@
+//! Operators: the unit perfcast times. An operator is one framework-level call (a `torch.nn.functional`
+//! op or a fused kernel) with a class, a phase, a precision and a shape. S1's Table I operators (MODELS.md §1.1)
+//! map onto these classes — Linear1–4 and Final_Linear are all [`OpClass::Linear`] — so they share data.
+//!
+//! Shape convention (`dims`, four unsigned integers; NeuSight's names for GEMMs and vector ops):
+//! | class | dims | meaning |
+//! |---|---|---|
+//! | `linear` | B, M, N, K | B·(M×K)·(K×N): y[M,N] = x[M,K]·W[K,N], B = 1 for a plain linear |
+//! | `bmm` | B, M, N, K | B independent (M×K)·(K×N) products |
+//! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu`, `elementwise` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
+//! | `rope` | B, H | B = tokens·heads rows of H = head_dim elements, applied to q and k |
+//! | `flash_attention` | B, L, A, D | batch, sequence, heads (on this GPU), head dim; causal |
+//! | `embedding` | T, V, H | tokens, vocabulary rows (on this GPU), hidden |
+//! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU) |
+//! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
+//! Unused trailing dims are 0.
+
+pub mod analytic;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+pub use analytic::{estimate, AnalyticCost, Bound};
+
+/// Operator class: what a regressor is keyed on (with phase and precision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpClass {
+    /// GEMM of a linear layer (S1: Linear1–4, Final_Linear).
+    Linear,
+    /// Batched GEMM (S1: QK^T, ·V).
+    Bmm,
+    #[serde(rename = "layernorm")]
+    LayerNorm,
+    #[serde(rename = "rmsnorm")]
+    RmsNorm,
+    /// Unfused softmax (S1: Softmax).
+    Softmax,
+    /// Scale + causal mask + softmax in one kernel (S1: Fused Softmax).
+    FusedSoftmax,
+    /// Causal mask fill (S1: Fillmask).
+    #[serde(rename = "fillmask")]
+    FillMask,
+    Gelu,
+    /// SwiGLU gate: silu(a)·b.
+    Swiglu,
+    /// Rotary position embedding on q and k.
+    Rope,
+    /// FlashAttention (causal), replacing QK^T, mask, softmax and ·V.
+    FlashAttention,
+    /// Vocabulary-parallel embedding lookup.
+    Embedding,
+    /// Vocabulary-parallel cross-entropy.
+    CrossEntropy,
+    /// Fused Adam step.
+    Optimizer,
+    /// Any other element-wise op (add, mul, dropout, …): one read per input, one write.
+    Elementwise,
+}
+
+impl OpClass {
+    /// Every class.
+    pub const ALL: [OpClass; 15] = [
+        OpClass::Linear,
+        OpClass::Bmm,
+        OpClass::LayerNorm,
+        OpClass::RmsNorm,
+        OpClass::Softmax,
+        OpClass::FusedSoftmax,
+        OpClass::FillMask,
+        OpClass::Gelu,
+        OpClass::Swiglu,
+        OpClass::Rope,
+        OpClass::FlashAttention,
+        OpClass::Embedding,
+        OpClass::CrossEntropy,
+        OpClass::Optimizer,
+        OpClass::Elementwise,
+    ];
+
+    /// The wire name (`"fused_softmax"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpClass::Linear => "linear",
+            OpClass::Bmm => "bmm",
+            OpClass::LayerNorm => "layernorm",
+            OpClass::RmsNorm => "rmsnorm",
+            OpClass::Softmax => "softmax",
+            OpClass::FusedSoftmax => "fused_softmax",
+            OpClass::FillMask => "fillmask",
+            OpClass::Gelu => "gelu",
+            OpClass::Swiglu => "swiglu",
+            OpClass::Rope => "rope",
+            OpClass::FlashAttention => "flash_attention",
+            OpClass::Embedding => "embedding",
+            OpClass::CrossEntropy => "cross_entropy",
+            OpClass::Optimizer => "optimizer",
+            OpClass::Elementwise => "elementwise",
+        }
+    }
+
+    /// Names of the meaningful dims, in order (see the module's table).
+    pub fn dim_names(self) -> &'static [&'static str] {
+        match self {
+            OpClass::Linear | OpClass::Bmm => &["B", "M", "N", "K"],
+            OpClass::FlashAttention => &["B", "L", "A", "D"],
+            OpClass::Embedding => &["T", "V", "H"],
+            OpClass::CrossEntropy => &["T", "V"],
+            OpClass::Optimizer => &["P"],
+            _ => &["B", "H"],
+        }
+    }
+
+    /// True for classes that run on tensor/matrix cores (when the precision allows).
+    pub fn is_matmul(self) -> bool {
+        matches!(self, OpClass::Linear | OpClass::Bmm | OpClass::FlashAttention)
+    }
+}
+
+impl std::fmt::Display for OpClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Forward or backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Fwd,
+    Bwd,
+}
+
+impl Phase {
+    /// `"fwd"` or `"bwd"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Fwd => "fwd",
+            Phase::Bwd => "bwd",
+        }
+    }
+}
+
+/// One operator instance to time: class, phase and shape (see the module's dims table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpShape {
+    pub class: OpClass,
+    pub phase: Phase,
+    /// Four dims; meaning per class in the module doc; unused ones are 0.
+    pub dims: [u64; 4],
+}
+
+impl OpShape {
+    /// Builds a shape, zero-filling unused dims.
+    pub fn new(class: OpClass, phase: Phase, dims: &[u64]) -> OpShape {
+        let mut d = [0u64; 4];
+        for (slot, v) in d.iter_mut().zip(dims) {
+            *slot = *v;
+        }
+        OpShape { class, phase, dims: d }
+    }
+}
