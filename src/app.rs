@@ -1,12 +1,10 @@
 //! The application: state, router with its layers, startup and graceful shutdown.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
-use axum::routing::get;
-use axum::{middleware, Json, Router};
+use axum::{middleware, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -38,12 +36,10 @@ pub enum AppError {
 /// error).
 pub fn build(service: Service, config: &Config) -> Router {
     let (api, openapi) = api::router();
-    let openapi = Arc::new(openapi);
-    let spec = openapi.clone();
     let request_id = HeaderName::from_static(REQUEST_ID);
     api.with_state(AppState { service })
-        .route("/openapi.json", get(move || async move { Json(spec.as_ref().clone()) }))
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi.as_ref().clone()))
+        // SwaggerUi serves both the UI (vendored assets, no CDN) and the document at /openapi.json.
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(middleware::from_fn(api::problem_for_every_error))

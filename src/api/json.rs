@@ -92,7 +92,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
                     rejection.body_text(),
                 )
             } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "unreadable-body", "The body could not be read", rejection.body_text())
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "unreadable-body",
+                    "The body could not be read",
+                    rejection.body_text(),
+                )
             }
         })?;
         parse_json(&bytes).map(ValidJson)

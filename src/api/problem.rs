@@ -70,7 +70,12 @@ impl ApiError {
 
     /// Adds a field location.
     pub fn at_field(mut self, field: impl Into<String>, message: impl Into<String>) -> ApiError {
-        self.errors.push(ProblemLocation { field: Some(field.into()), line: None, column: None, message: message.into() });
+        self.errors.push(ProblemLocation {
+            field: Some(field.into()),
+            line: None,
+            column: None,
+            message: message.into(),
+        });
         self
     }
 

@@ -202,9 +202,23 @@ mod tests {
     #[test]
     fn every_required_gpu_is_present_and_valid() {
         let required = [
-            "P4", "P100-PCIE-16GB", "T4", "V100-PCIE-32GB", "V100-SXM2", "A100-PCIE-40GB", "A100-SXM4-40GB",
-            "A100-SXM4-80GB", "A100-80GB-PCIe", "L4", "H100-SXM5-80GB", "H100-PCIe", "H200", "GH200", "MI100",
-            "MI210", "MI250X",
+            "P4",
+            "P100-PCIE-16GB",
+            "T4",
+            "V100-PCIE-32GB",
+            "V100-SXM2",
+            "A100-PCIE-40GB",
+            "A100-SXM4-40GB",
+            "A100-SXM4-80GB",
+            "A100-80GB-PCIe",
+            "L4",
+            "H100-SXM5-80GB",
+            "H100-PCIe",
+            "H200",
+            "GH200",
+            "MI100",
+            "MI210",
+            "MI250X",
         ];
         for name in required {
             let g = lookup(name).unwrap_or_else(|| panic!("{name} missing"));

@@ -197,15 +197,15 @@ pub fn validate(
         }
     }
     if model.hidden % model.heads != 0 {
-        return Err(bad(
-            "model.hidden",
-            format!("hidden {} is not divisible by heads {}", model.hidden, model.heads),
-        ));
+        return Err(bad("model.hidden", format!("hidden {} is not divisible by heads {}", model.hidden, model.heads)));
     }
     if model.heads % par.tp != 0 {
         return Err(bad(
             "parallelism.tp",
-            format!("heads {} are not divisible by tp {}: each tensor-parallel rank needs whole heads", model.heads, par.tp),
+            format!(
+                "heads {} are not divisible by tp {}: each tensor-parallel rank needs whole heads",
+                model.heads, par.tp
+            ),
         ));
     }
     if model.hidden % par.tp != 0 {
@@ -289,8 +289,13 @@ mod tests {
 
     #[test]
     fn global_batch_derives_grad_accum() {
-        let c = validate(&gpt20b(), &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
-            "global_batch": 512})), Precision::Fp16, 128)
+        let c = validate(
+            &gpt20b(),
+            &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+            "global_batch": 512})),
+            Precision::Fp16,
+            128,
+        )
         .unwrap();
         assert_eq!((c.grad_accum, c.global_batch), (16, 512));
     }

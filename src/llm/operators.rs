@@ -190,7 +190,14 @@ pub fn encoder_ops(cfg: &TrainingConfig, encoders: u32) -> Vec<StageOp> {
 /// `VocabParallelEmbedding` all-reduces its output; S1 omits it). The all-reduces inside the parallel
 /// cross-entropy are ignored (S1: negligible volume). The PP_P2P send of b·l·d/mp activations is charged to the
 /// sender: forward on every stage but the last, backward on every stage but the first.
-pub fn stage_ops(cfg: &TrainingConfig, layout: &Layout, s: u32, role: StageRole, encoders: u32, v_padded: u64) -> Vec<StageOp> {
+pub fn stage_ops(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    s: u32,
+    role: StageRole,
+    encoders: u32,
+    v_padded: u64,
+) -> Vec<StageOp> {
     let m = &cfg.model;
     let (b, l, d) = (cfg.micro_batch as u64, m.seq_len as u64, m.hidden as u64);
     let mp = cfg.tp as u64;

@@ -137,10 +137,10 @@ impl<'a> Timer<'a> {
             return Ok(t.clone());
         }
         let t = match *work {
-            Work::Compute(shape) => self.backend.compute(&shape, self.cfg.precision).map_err(|e| ConfigError {
-                field: "precision".into(),
-                message: e.to_string(),
-            })?,
+            Work::Compute(shape) => self
+                .backend
+                .compute(&shape, self.cfg.precision)
+                .map_err(|e| ConfigError { field: "precision".into(), message: e.to_string() })?,
             Work::Collective { collective, bytes, group, active_per_node } => {
                 self.backend.collective(collective, bytes, group, active_per_node)
             }
@@ -162,9 +162,10 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
     let mut timer = Timer { backend, cfg, cache: HashMap::new() };
     let mut rows: Vec<OperatorRow> = Vec::new();
     let mut record = |op: &StageOp, t: &Timed, calls: u32| {
-        if let Some(r) = rows.iter_mut().find(|r| {
-            r.name == op.name && r.phase == op.phase && r.features == op.features && r.time_us == t.time_us
-        }) {
+        if let Some(r) = rows
+            .iter_mut()
+            .find(|r| r.name == op.name && r.phase == op.phase && r.features == op.features && r.time_us == t.time_us)
+        {
             r.calls_per_micro_batch += calls;
             r.total_us += calls as f64 * t.time_us;
         } else {
@@ -209,9 +210,11 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
             name: OpName::Optimizer,
             phase: Phase::Fwd,
             calls: 1,
-            work: Work::Compute(crate::op::OpShape::new(crate::op::OpClass::Optimizer, Phase::Fwd, &[
-                opt_params.round() as u64,
-            ])),
+            work: Work::Compute(crate::op::OpShape::new(
+                crate::op::OpClass::Optimizer,
+                Phase::Fwd,
+                &[opt_params.round() as u64],
+            )),
             features: vec![cfg.tp as u64, cfg.model.hidden as u64, n as u64],
         };
         let opt_t = timer.time(&opt.work)?;
@@ -228,7 +231,11 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
                     group: layout.dp_group,
                     active_per_node: dp_active,
                 },
-                features: vec![params.round() as u64, layout.dp_group.nodes as u64, layout.dp_group.ranks_per_node as u64],
+                features: vec![
+                    params.round() as u64,
+                    layout.dp_group.nodes as u64,
+                    layout.dp_group.ranks_per_node as u64,
+                ],
             };
             let t = timer.time(&op.work)?;
             gather_us = t.time_us;
@@ -250,7 +257,11 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
                     group: layout.dp_group,
                     active_per_node: dp_active,
                 },
-                features: vec![params.round() as u64, layout.dp_group.nodes as u64, layout.dp_group.ranks_per_node as u64],
+                features: vec![
+                    params.round() as u64,
+                    layout.dp_group.nodes as u64,
+                    layout.dp_group.ranks_per_node as u64,
+                ],
             };
             let t = timer.time(&op.work)?;
             first_stage_grad_sync_s = t.time_us * 1e-6;

@@ -117,10 +117,18 @@ fn analytic(system: &System, m: &ModelSpec, p: serde_json::Value) -> super::Trai
 #[test]
 fn doubling_dp_at_fixed_global_batch_lowers_the_time() {
     let s = preset("perlmutter-a100-40g");
-    let small = analytic(&s, &gpt20b(), serde_json::json!({"tp": 4, "pp": 4, "dp": 4, "micro_batch": 4,
-        "global_batch": 512}));
-    let big = analytic(&s, &gpt20b(), serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
-        "global_batch": 512}));
+    let small = analytic(
+        &s,
+        &gpt20b(),
+        serde_json::json!({"tp": 4, "pp": 4, "dp": 4, "micro_batch": 4,
+        "global_batch": 512}),
+    );
+    let big = analytic(
+        &s,
+        &gpt20b(),
+        serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+        "global_batch": 512}),
+    );
     assert_eq!((small.config.grad_accum, big.config.grad_accum), (32, 16));
     assert!(big.iteration_time_s < small.iteration_time_s);
 }
@@ -129,10 +137,18 @@ fn doubling_dp_at_fixed_global_batch_lowers_the_time() {
 fn tensor_parallelism_across_nodes_costs_more_than_within() {
     let s = preset("perlmutter-a100-40g");
     // tp 4 fits a 4-GPU node; tp 8 spans two nodes. Same GPUs (128), same global batch.
-    let within = analytic(&s, &gpt20b(), serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
-        "grad_accum": 16}));
-    let across = analytic(&s, &gpt20b(), serde_json::json!({"tp": 8, "pp": 4, "dp": 4, "micro_batch": 4,
-        "grad_accum": 32}));
+    let within = analytic(
+        &s,
+        &gpt20b(),
+        serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+        "grad_accum": 16}),
+    );
+    let across = analytic(
+        &s,
+        &gpt20b(),
+        serde_json::json!({"tp": 8, "pp": 4, "dp": 4, "micro_batch": 4,
+        "grad_accum": 32}),
+    );
     assert_eq!(across.config.tp_nodes, 2);
     assert!(across.iteration_time_s > within.iteration_time_s);
     assert!(across.warnings.iter().any(|w| w.contains("tensor-parallel all-reduces cross")));
@@ -141,8 +157,12 @@ fn tensor_parallelism_across_nodes_costs_more_than_within() {
 #[test]
 fn prediction_reports_sources_throughput_and_all_operators() {
     let s = preset("perlmutter-a100-40g");
-    let p = analytic(&s, &gpt20b(), serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
-        "grad_accum": 16}));
+    let p = analytic(
+        &s,
+        &gpt20b(),
+        serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+        "grad_accum": 16}),
+    );
     assert_eq!(p.sources, vec!["analytic".to_string()]);
     assert_eq!(p.config.vocab_padded, 50688);
     assert!(p.throughput.mfu > 0.0 && p.throughput.mfu < 1.0, "{}", p.throughput.mfu);
@@ -150,10 +170,25 @@ fn prediction_reports_sources_throughput_and_all_operators() {
     assert!((p.throughput.tokens_per_s * p.iteration_time_s - 512.0 * 2048.0).abs() < 1e-6);
     let names: Vec<String> =
         p.operators.iter().map(|r| serde_json::to_value(r.name).unwrap().as_str().unwrap().to_string()).collect();
-    for n in ["Embedding", "LayerNorm", "Linear1", "QK^T", "Fused_Softmax", "V", "Linear2", "Linear3", "GeLU",
-        "Linear4", "Final_Linear", "Parallel_Cross_Entropy", "MP_Allreduce", "DP_Allreduce", "DP_Allgather",
-        "PP_P2P", "Optimizer"]
-    {
+    for n in [
+        "Embedding",
+        "LayerNorm",
+        "Linear1",
+        "QK^T",
+        "Fused_Softmax",
+        "V",
+        "Linear2",
+        "Linear3",
+        "GeLU",
+        "Linear4",
+        "Final_Linear",
+        "Parallel_Cross_Entropy",
+        "MP_Allreduce",
+        "DP_Allreduce",
+        "DP_Allgather",
+        "PP_P2P",
+        "Optimizer",
+    ] {
         assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
     }
     // QKV GEMM runs once per encoder per micro-batch: 44 calls forward over the pipeline.

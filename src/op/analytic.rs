@@ -290,10 +290,10 @@ mod tests {
     #[test]
     fn gemm_backward_is_two_gemms() {
         let g = a100();
-        let fwd = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g)
-            .unwrap();
-        let bwd = estimate(&OpShape::new(OpClass::Linear, Phase::Bwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g)
-            .unwrap();
+        let fwd =
+            estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g).unwrap();
+        let bwd =
+            estimate(&OpShape::new(OpClass::Linear, Phase::Bwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g).unwrap();
         assert_eq!(bwd.kernels, 2);
         assert!((bwd.flops - 2.0 * fwd.flops).abs() < 1.0);
         assert!((bwd.time_us - 2.0 * fwd.time_us).abs() < 1e-6);
@@ -302,8 +302,8 @@ mod tests {
     #[test]
     fn layernorm_is_memory_bound() {
         // 8192 rows × 6144 fp16 → read + write 2·8192·6144·2 B = 201,326,592 B over 1555 GB/s = 129.47 µs, + 2 µs.
-        let c = estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100())
-            .unwrap();
+        let c =
+            estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100()).unwrap();
         assert_eq!(c.bound, Bound::Memory);
         assert!((c.bytes - 201_326_592.0).abs() < 1e-6);
         assert!((c.time_us - (201_326_592.0 / 1555e9 * 1e6 + 2.0)).abs() < 1e-6);
@@ -312,8 +312,8 @@ mod tests {
     #[test]
     fn unsupported_precision_is_an_error() {
         let v100 = lookup("V100-SXM2").unwrap().spec.clone();
-        let err = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 64, 64, 64]), Precision::Bf16, &v100)
-            .unwrap_err();
+        let err =
+            estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 64, 64, 64]), Precision::Bf16, &v100).unwrap_err();
         assert_eq!(err.precision, Precision::Bf16);
     }
 

@@ -1,0 +1,99 @@
+//! Test harness: the real router over a real SQLite file in a temporary directory.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use perfcast::config::Config;
+use perfcast::service::Service;
+use perfcast::store::Store;
+use serde_json::Value;
+use tower::ServiceExt;
+
+pub struct TestApp {
+    pub router: Router,
+    pub store: Store,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub headers: axum::http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// Asserts an RFC 9457 problem with `status` and returns it.
+    pub fn problem(&self, status: u16) -> Value {
+        assert_eq!(self.status.as_u16(), status, "body: {}", String::from_utf8_lossy(&self.body));
+        assert_eq!(self.content_type, "application/problem+json");
+        let p = self.json();
+        assert_eq!(p["status"], status);
+        assert!(p["type"].as_str().unwrap().starts_with("urn:perfcast:problem:"));
+        assert!(p["title"].is_string() && p["detail"].is_string());
+        p
+    }
+}
+
+impl TestApp {
+    pub async fn new() -> TestApp {
+        TestApp::with_config(Config::default()).await
+    }
+
+    pub async fn with_config(mut config: Config) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        config.db = dir.path().join("perfcast.db");
+        let store = Store::open(&config.db).await.unwrap();
+        let router = perfcast::app::build(Service::new(store.clone()), &config);
+        TestApp { router, store, dir }
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> Reply {
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let content_type =
+            headers.get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let body = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Reply { status, content_type, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(Request::get(path).body(Body::empty()).unwrap()).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+        self.post_raw(path, "application/json", serde_json::to_vec(body).unwrap()).await
+    }
+
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Reply {
+        self.send(Request::post(path).header(header::CONTENT_TYPE, content_type).body(Body::from(body)).unwrap()).await
+    }
+}
+
+/// Every request file under `examples/`.
+pub fn example_requests() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for system in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
+        let system = system.unwrap().path();
+        if !system.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&system).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "json") {
+                let v: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+                out.push((f.display().to_string(), v));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}

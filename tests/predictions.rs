@@ -1,0 +1,157 @@
+//! `POST /v1/predictions/training` through the real router and a real SQLite file.
+
+mod common;
+
+use common::{example_requests, TestApp};
+use perfcast::config::Config;
+use serde_json::{json, Value};
+
+fn gpt20b(system: &str, par: Value) -> Value {
+    json!({"system": system,
+           "model": {"name": "GPT-20B", "layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048, "vocab": 50257,
+                     "norm": "layernorm", "attention": "fused_softmax", "activation": "gelu",
+                     "parallel_residual": true},
+           "parallelism": par, "precision": "fp16"})
+}
+
+#[tokio::test]
+async fn every_example_request_predicts_a_positive_time() {
+    let app = TestApp::new().await;
+    let examples = example_requests();
+    assert_eq!(examples.len(), 10);
+    for (file, req) in examples {
+        let r = app.post_json("/v1/predictions/training", &req).await;
+        assert_eq!(r.status, 200, "{file}: {}", String::from_utf8_lossy(&r.body));
+        let p = r.json();
+        let t = p["iteration_time_s"].as_f64().unwrap();
+        assert!(t > 0.0 && t.is_finite(), "{file}: {t}");
+        let c = &p["components"];
+        let sum = c["pipeline_s"].as_f64().unwrap()
+            + c["first_stage_grad_sync_s"].as_f64().unwrap()
+            + c["max_update_s"].as_f64().unwrap();
+        assert!((sum - t).abs() < 1e-9 * t, "{file}");
+        assert_eq!(p["stages"].as_array().unwrap().len() as u64, req["parallelism"]["pp"].as_u64().unwrap());
+        let encoders: u64 = p["stages"].as_array().unwrap().iter().map(|s| s["encoders"].as_u64().unwrap()).sum();
+        assert_eq!(encoders, req["model"]["layers"].as_u64().unwrap(), "{file}");
+        assert!(p["operators"].as_array().unwrap().iter().all(|o| o["source"] == "analytic"));
+        let mfu = p["throughput"]["mfu"].as_f64().unwrap();
+        assert!(mfu > 0.0 && mfu < 1.0, "{file}: mfu {mfu}");
+    }
+}
+
+#[tokio::test]
+async fn s1_configuration_reports_eq7_parts_and_stages() {
+    let app = TestApp::new().await;
+    let p = app
+        .post_json(
+            "/v1/predictions/training",
+            &gpt20b(
+                "perlmutter-a100-40g",
+                json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4, "grad_accum": 16, "zero_stage": 1}),
+            ),
+        )
+        .await
+        .json();
+    let roles: Vec<&str> = p["stages"].as_array().unwrap().iter().map(|s| s["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, vec!["first", "middle", "middle", "last"]);
+    let enc: Vec<u64> = p["stages"].as_array().unwrap().iter().map(|s| s["encoders"].as_u64().unwrap()).collect();
+    assert_eq!(enc, vec![11, 13, 13, 7]);
+    // S1 eq. 6 for the middle stage: 13 · 113,284,608.
+    assert_eq!(p["stages"][1]["parameters"], 1_472_699_904.0);
+    assert_eq!(p["config"]["vocab_padded"], 50688);
+    assert_eq!(p["config"]["global_batch"], 512);
+    // (m − 1 + pp) = 19 times the slowest forward + backward.
+    let c = &p["components"];
+    let expected = 19.0 * (c["max_fwd_s"].as_f64().unwrap() + c["max_bwd_s"].as_f64().unwrap());
+    assert!((c["pipeline_s"].as_f64().unwrap() - expected).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn direction_of_effects() {
+    let app = TestApp::new().await;
+    let gb512 = |tp: u32, dp: u32| {
+        gpt20b("perlmutter-a100-40g", json!({"tp": tp, "pp": 4, "dp": dp, "micro_batch": 4, "global_batch": 512}))
+    };
+    // Doubling dp at a fixed global batch lowers the time.
+    let dp4 = predict(&app, &gb512(4, 4)).await["iteration_time_s"].as_f64().unwrap();
+    let dp8 = predict(&app, &gb512(4, 8)).await["iteration_time_s"].as_f64().unwrap();
+    assert!(dp8 < dp4, "{dp8} !< {dp4}");
+    // tp spanning two Perlmutter nodes costs more than tp within a node, at the same GPUs and global batch.
+    let across = predict(&app, &gb512(8, 4)).await;
+    assert_eq!(across["config"]["tp_nodes"], 2);
+    assert!(across["iteration_time_s"].as_f64().unwrap() > dp8);
+    // More micro-batches per step: more time per step, more tokens per second (the bubble is amortized).
+    let m = |ga: u32| gpt20b("dgx-h100", json!({"tp": 8, "pp": 4, "dp": 2, "micro_batch": 2, "grad_accum": ga}));
+    let (m8, m32) = (predict(&app, &m(8)).await, predict(&app, &m(32)).await);
+    assert!(m32["iteration_time_s"].as_f64().unwrap() > m8["iteration_time_s"].as_f64().unwrap());
+    assert!(m32["throughput"]["tokens_per_s"].as_f64().unwrap() > m8["throughput"]["tokens_per_s"].as_f64().unwrap());
+}
+
+async fn predict(app: &TestApp, req: &Value) -> Value {
+    let r = app.post_json("/v1/predictions/training", req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[tokio::test]
+async fn every_error_class_is_a_problem_naming_its_field() {
+    let app = TestApp::new().await;
+    let base = json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4, "grad_accum": 16});
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (gpt20b("no-such-system", base.clone()), 404, "system"),
+        (gpt20b("perlmutter-a100-40g", json!({"tp": 3})), 422, "parallelism.tp"),
+        (gpt20b("perlmutter-a100-40g", json!({"pp": 45})), 422, "parallelism.pp"),
+        (gpt20b("perlmutter-a100-40g", json!({"tp": 4, "pp": 4, "dp": 512})), 422, "parallelism"),
+        (
+            gpt20b("perlmutter-a100-40g", json!({"dp": 8, "micro_batch": 4, "global_batch": 100})),
+            422,
+            "parallelism.global_batch",
+        ),
+        (gpt20b("perlmutter-a100-40g", json!({"tp": "four"})), 422, "parallelism.tp"),
+        (gpt20b("perlmutter-a100-40g", json!({"tp": -1})), 422, "parallelism.tp"),
+        (gpt20b("perlmutter-a100-40g", json!({"tensor_parallel": 4})), 422, "parallelism"),
+    ];
+    for (req, status, field) in cases {
+        let p = app.post_json("/v1/predictions/training", &req).await.problem(status);
+        let got = p["errors"][0]["field"].as_str().unwrap_or_default().to_string();
+        assert!(got == field || got.starts_with(&format!("{field}.")), "{req}: {p}");
+    }
+    // Enum value out of range, attention kind unknown.
+    let mut bad = gpt20b("perlmutter-a100-40g", base.clone());
+    bad["model"]["attention"] = json!("sparse");
+    let p = app.post_json("/v1/predictions/training", &bad).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "model.attention");
+    // Precision the GPU has no path for: fp8 on A100.
+    let mut fp8 = gpt20b("perlmutter-a100-40g", base.clone());
+    fp8["precision"] = json!("fp8");
+    let p = app.post_json("/v1/predictions/training", &fp8).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "precision");
+    // Malformed JSON: 400 with a position.
+    let p = app.post_raw("/v1/predictions/training", "application/json", b"{\"system\": ".to_vec()).await.problem(400);
+    assert_eq!(p["errors"][0]["line"], 1);
+}
+
+#[tokio::test]
+async fn bodies_over_the_configured_limit_are_413() {
+    let app = TestApp::with_config(Config { body_limit_bytes: 1024, ..Config::default() }).await;
+    let mut req = gpt20b("perlmutter-a100-40g", json!({}));
+    req["model"]["name"] = json!("x".repeat(4096));
+    app.post_json("/v1/predictions/training", &req).await.problem(413);
+}
+
+#[tokio::test]
+async fn a_created_system_can_be_predicted_on() {
+    let app = TestApp::new().await;
+    let sys = json!({"name": "lab", "gpu": "H100-PCIe", "gpus_per_node": 4, "nodes": 2,
+        "intra_node": {"kind": "pcie5", "bandwidth_gbs": 64, "latency_us": 3},
+        "inter_node": {"kind": "roce", "bandwidth_gbs": 50, "latency_us": 6}});
+    assert_eq!(app.post_json("/v1/systems", &sys).await.status, 201);
+    let r = app
+        .post_json(
+            "/v1/predictions/training",
+            &gpt20b("lab", json!({"tp": 4, "pp": 2, "micro_batch": 1, "grad_accum": 8})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["gpu"], "H100-PCIe");
+}
