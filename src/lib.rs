@@ -11,6 +11,7 @@ pub mod backend;
 pub mod comm;
 pub mod config;
 pub mod hw;
+pub mod ingest;
 pub mod llm;
 pub mod op;
 pub mod service;

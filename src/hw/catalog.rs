@@ -57,6 +57,9 @@ fn gpu(
             },
             compute_capability: Some(cc.to_string()),
             source: Some(source.to_string()),
+            warp_size: Some(if vendor == Vendor::Amd { 64 } else { 32 }),
+            max_threads_per_sm: None,
+            hierarchy: None,
         },
         aliases: aliases.to_vec(),
     }

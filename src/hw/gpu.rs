@@ -163,6 +163,54 @@ pub struct GpuSpec {
     /// Where the numbers come from (datasheet title and URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Threads per warp (NVIDIA 32) or wavefront (AMD CDNA 64); `null` = vendor default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warp_size: Option<u32>,
+    /// Maximum resident threads per SM/CU; `null` = unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads_per_sm: Option<u32>,
+    /// Measured or documented memory hierarchy (MT4G import, Nsight numbers); `null` = not known, models fall
+    /// back to their documented defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hierarchy: Option<MemoryHierarchy>,
+}
+
+/// One level of the memory hierarchy. Every number is optional: MT4G measures some, datasheets give others.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryLevel {
+    /// Capacity in bytes (per SM for L1 and shared memory, per device for L2/L3/DRAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<f64>,
+    /// Load latency in core clock cycles (mean, or p50 when only that is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_cycles: Option<f64>,
+    /// Read bandwidth of the whole device at this level, GB/s (10⁹ B/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bandwidth_gbs: Option<f64>,
+    /// Write bandwidth of the whole device at this level, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bandwidth_gbs: Option<f64>,
+    /// Cache line (or fetch granularity) in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_bytes: Option<u32>,
+}
+
+/// The memory hierarchy the cache-aware kernel models read (Hong–Kim with caches, hierarchical roofline).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryHierarchy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1: Option<MemoryLevel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<MemoryLevel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2: Option<MemoryLevel>,
+    /// AMD Infinity Cache / MALL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l3: Option<MemoryLevel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram: Option<MemoryLevel>,
 }
 
 impl GpuSpec {

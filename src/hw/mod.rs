@@ -7,5 +7,5 @@ pub mod gpu;
 pub mod system;
 
 pub use catalog::{catalog, lookup, CatalogGpu};
-pub use gpu::{GpuSpec, PeakTflops, Precision, Vendor};
+pub use gpu::{GpuSpec, MemoryHierarchy, MemoryLevel, PeakTflops, Precision, Vendor};
 pub use system::{presets, GpuRef, Link, System, SystemError, SystemSpec};

@@ -130,7 +130,7 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// Traffic per class, in units of N·e (N elements, e bytes per element), forward / backward, kernels in brackets:
 /// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] /
 /// 3 [1]; fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and
-/// k); elementwise 3 [1] / 2 [1]; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
+/// k); elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
 /// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
 /// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy). GEMMs: forward one GEMM,
 /// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
@@ -155,7 +155,11 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         OpClass::Linear | OpClass::Bmm => {
             let peak = matmul_peak()?;
             peak_used = peak;
-            let (b, m, n, k) = (d[0].max(1), d[1], d[2], d[3]);
+            let (mut b, mut m, n, k) = (d[0].max(1), d[1], d[2], d[3]);
+            if shape.class == OpClass::Linear {
+                // A linear layer over B·M rows shares one weight: one GEMM of B·M rows.
+                (b, m) = (1, b * m);
+            }
             if bwd {
                 gemm(&mut acc, b, m, k, n, e, peak, gpu); // dX[m,k] = dY[m,n]·Wᵀ[n,k]
                 gemm(&mut acc, b, k, n, m, e, peak, gpu); // dW[k,n] = Xᵀ[k,m]·dY[m,n]
@@ -208,7 +212,10 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         }
         OpClass::Elementwise => {
             let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, n, 1.0, if bwd { 2.0 } else { 3.0 } * n * e, gpu);
+            let inputs = if d[2] == 0 { 2.0 } else { d[2] as f64 };
+            // Forward reads every input and writes one output; backward reads the output gradient (and the
+            // inputs for non-linear ops, ignored) and writes one gradient per input.
+            vector(&mut acc, n, 1.0, (inputs + 1.0) * n * e, gpu);
         }
         OpClass::Embedding => {
             let (t, v, h) = (d[0] as f64, d[1] as f64, d[2] as f64);

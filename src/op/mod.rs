@@ -7,7 +7,8 @@
 //! |---|---|---|
 //! | `linear` | B, M, N, K | B·(M×K)·(K×N): y[M,N] = x[M,K]·W[K,N], B = 1 for a plain linear |
 //! | `bmm` | B, M, N, K | B independent (M×K)·(K×N) products |
-//! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu`, `elementwise` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
+//! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
+//! | `elementwise` | B, H, I | B rows of H elements, I input tensors (1 unary, 2 binary; 0 means 2) |
 //! | `rope` | B, H | B = tokens·heads rows of H = head_dim elements, applied to q and k |
 //! | `flash_attention` | B, L, A, D | batch, sequence, heads (on this GPU), head dim; causal |
 //! | `embedding` | T, V, H | tokens, vocabulary rows (on this GPU), hidden |
@@ -54,7 +55,7 @@ pub enum OpClass {
     CrossEntropy,
     /// Fused Adam step.
     Optimizer,
-    /// Any other element-wise op (add, mul, dropout, …): one read per input, one write.
+    /// Any other element-wise op (add, mul, pow, relu, tanh, dropout, …): one read per input, one write.
     Elementwise,
 }
 
@@ -107,6 +108,7 @@ impl OpClass {
             OpClass::Embedding => &["T", "V", "H"],
             OpClass::CrossEntropy => &["T", "V"],
             OpClass::Optimizer => &["P"],
+            OpClass::Elementwise => &["B", "H", "I"],
             _ => &["B", "H"],
         }
     }

@@ -1,0 +1,323 @@
+//! Ingest: one parser per input format, each a pure function from bytes to typed samples (or, for MT4G, a GPU
+//! description). No IO, no database: the service stores what a parser returns.
+//!
+//! Rules every parser follows (FORMATS.md): columns are mapped by header name, never by position; units are
+//! explicit and converted (times to µs, bandwidths to GB/s = 10⁹ B/s); bad input gives a [`ParseError`] naming the
+//! line (and column where there is one) — never a panic; memory stays proportional to the input (no unbounded
+//! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
+//! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
+
+pub mod neusight;
+pub mod samples;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::comm::Collective;
+use crate::hw::Precision;
+use crate::op::{OpClass, Phase};
+
+/// Input formats perfcast reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// perfcast's own sample format, JSON lines (README "Sample format").
+    PerfcastJsonl,
+    /// perfcast's own sample format, CSV.
+    PerfcastCsv,
+    /// NeuSight operator CSVs (`OPName, Latency, Device, …, B, M, N, K` or `B, H`; latency in ms).
+    NeusightCsv,
+}
+
+impl Format {
+    /// Every format, in detection order.
+    pub const ALL: [Format; 3] = [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv];
+
+    /// The wire name (`perfcast_jsonl`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::PerfcastJsonl => "perfcast_jsonl",
+            Format::PerfcastCsv => "perfcast_csv",
+            Format::NeusightCsv => "neusight_csv",
+        }
+    }
+
+    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`).
+    pub fn parse(s: &str) -> Option<Format> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
+            "perfcast_csv" | "csv" => Some(Format::PerfcastCsv),
+            "neusight_csv" | "neusight" => Some(Format::NeusightCsv),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Free-form string attributes of a sample: library versions, kernel names, launch configuration, CI labels.
+pub type Attributes = BTreeMap<String, String>;
+
+/// One measured operator call (S1's micro-benchmark sample).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OpSample {
+    pub op: OpClass,
+    pub phase: Phase,
+    pub dtype: Precision,
+    /// Device name as the file (or the upload's `gpu`/`system` parameter) gives it; the service resolves it to a
+    /// catalog name.
+    pub gpu: String,
+    /// Shape, per the class's dim names ([`crate::op`]).
+    pub dims: [u64; 4],
+    /// Measured time, µs.
+    pub time_us: f64,
+    #[serde(default)]
+    pub attributes: Attributes,
+}
+
+/// One measured kernel launch (Nsight Compute, rocprof, a PyTorch trace).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct KernelSample {
+    /// Kernel (function) name, demangled when the tool demangles.
+    pub name: String,
+    /// Device name when the file names it.
+    #[serde(default)]
+    pub gpu: Option<String>,
+    /// Duration, µs.
+    pub duration_us: f64,
+    /// Grid size in blocks (x, y, z).
+    #[serde(default)]
+    pub grid: Option<[u64; 3]>,
+    /// Block size in threads (x, y, z).
+    #[serde(default)]
+    pub block: Option<[u64; 3]>,
+    /// Normalized metrics (names and units in [`kernel_metrics`]).
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub attributes: Attributes,
+}
+
+/// Names of [`KernelSample::metrics`] and their units; parsers convert to these.
+pub mod kernel_metrics {
+    /// FP32 floating-point operations (fadd + fmul + 2·ffma), count.
+    pub const FLOPS_FP32: &str = "flops_fp32";
+    /// FP64 floating-point operations, count.
+    pub const FLOPS_FP64: &str = "flops_fp64";
+    /// FP16 floating-point operations on the CUDA cores, count.
+    pub const FLOPS_FP16: &str = "flops_fp16";
+    /// Tensor-core operations (any precision), count of FLOPs.
+    pub const FLOPS_TENSOR: &str = "flops_tensor";
+    /// DRAM bytes read + written.
+    pub const DRAM_BYTES: &str = "dram_bytes";
+    /// L2 bytes (lts__t_bytes).
+    pub const L2_BYTES: &str = "l2_bytes";
+    /// L1/TEX bytes (l1tex__t_bytes).
+    pub const L1_BYTES: &str = "l1_bytes";
+    /// L1 hit rate, 0–1.
+    pub const L1_HIT_RATE: &str = "l1_hit_rate";
+    /// L2 hit rate, 0–1.
+    pub const L2_HIT_RATE: &str = "l2_hit_rate";
+    /// Achieved occupancy, 0–1.
+    pub const ACHIEVED_OCCUPANCY: &str = "achieved_occupancy";
+    /// Registers per thread.
+    pub const REGISTERS_PER_THREAD: &str = "registers_per_thread";
+    /// Static + dynamic shared memory per block, bytes.
+    pub const SHARED_MEM_BYTES: &str = "shared_mem_bytes";
+    /// SM cycles elapsed (average over SMs).
+    pub const SM_CYCLES: &str = "sm_cycles";
+}
+
+/// One measured collective or point-to-point transfer (OSU, nccl-tests, a PyTorch trace, TAU).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommSample {
+    pub collective: Collective,
+    /// Message size as nccl-tests counts it (the full vector; for all-gather the gathered total), bytes.
+    pub bytes: u64,
+    /// Ranks taking part.
+    pub ranks: u32,
+    /// Nodes, when known.
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    /// GPUs (ranks) per node, when known.
+    #[serde(default)]
+    pub gpus_per_node: Option<u32>,
+    /// Time, µs.
+    pub time_us: f64,
+    /// Algorithm bandwidth bytes/time, GB/s.
+    #[serde(default)]
+    pub algbw_gbs: Option<f64>,
+    /// Bus bandwidth (nccl-tests convention), GB/s.
+    #[serde(default)]
+    pub busbw_gbs: Option<f64>,
+    /// Element type (`float`, `bf16`, …) when stated.
+    #[serde(default)]
+    pub dtype: Option<String>,
+    #[serde(default)]
+    pub attributes: Attributes,
+}
+
+/// A parsed sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Sample {
+    Op(OpSample),
+    Kernel(KernelSample),
+    Comm(CommSample),
+}
+
+/// A row that was read but not kept, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Rejected {
+    /// 1-based line of the input.
+    pub line: u64,
+    pub reason: String,
+}
+
+/// What a parser returns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    pub samples: Vec<Sample>,
+    pub rejected: Vec<Rejected>,
+}
+
+/// Why an input cannot be parsed at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{message}", location(*line, *column))]
+pub struct ParseError {
+    /// 1-based line, when the problem has one.
+    pub line: Option<u64>,
+    /// 1-based column, when known.
+    pub column: Option<u64>,
+    pub message: String,
+}
+
+fn location(line: Option<u64>, column: Option<u64>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!("line {l}, column {c}: "),
+        (Some(l), None) => format!("line {l}: "),
+        _ => String::new(),
+    }
+}
+
+impl ParseError {
+    /// An error at `line`.
+    pub fn at(line: u64, message: impl Into<String>) -> ParseError {
+        ParseError { line: Some(line), column: None, message: message.into() }
+    }
+
+    /// An error without a position.
+    pub fn whole(message: impl Into<String>) -> ParseError {
+        ParseError { line: None, column: None, message: message.into() }
+    }
+}
+
+/// What the upload adds to a file that does not say everything itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Context {
+    /// Device to assume when the file names none (the upload's `gpu`, or its `system`'s GPU).
+    pub gpu: Option<String>,
+    /// Precision to assume when the format does not record one (NeuSight: fp32).
+    pub dtype: Option<Precision>,
+}
+
+/// Parses `bytes` as `format`.
+///
+/// Errors: the whole input is unusable (wrong format, no header, not UTF-8 where text is required), with the
+/// line where that shows.
+pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, ParseError> {
+    match format {
+        Format::PerfcastJsonl => samples::parse_jsonl(bytes, ctx),
+        Format::PerfcastCsv => samples::parse_csv(bytes, ctx),
+        Format::NeusightCsv => neusight::parse(bytes, ctx),
+    }
+}
+
+/// Guesses the format from the first bytes; `None` when nothing matches.
+pub fn detect(bytes: &[u8]) -> Option<Format> {
+    let head = &bytes[..bytes.len().min(64 * 1024)];
+    Format::ALL.into_iter().find(|f| match f {
+        Format::PerfcastJsonl => samples::looks_like_jsonl(head),
+        Format::PerfcastCsv => samples::looks_like_csv(head),
+        Format::NeusightCsv => neusight::looks_like(head),
+    })
+}
+
+/// Text of `bytes` as UTF-8 (a leading BOM is skipped). Errors name the line of the first invalid byte.
+pub fn utf8(bytes: &[u8]) -> Result<&str, ParseError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| {
+        let valid = &bytes[..e.valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() as u64 + 1;
+        ParseError { line: Some(line), column: Some(column), message: "not valid UTF-8 text".into() }
+    })
+}
+
+/// Parses an operator name: perfcast's classes, S1's Table I names and common aliases
+/// (`gemm`/`matmul`/`mm`/`addmm` → linear, `baddbmm` → bmm, `layer_norm` → layernorm, …). Case-insensitive.
+pub fn op_class(name: &str) -> Option<OpClass> {
+    let n: String = name.trim().to_ascii_lowercase().chars().filter(|c| !matches!(c, ' ' | '-')).collect();
+    Some(match n.as_str() {
+        "linear" | "gemm" | "matmul" | "mm" | "addmm" | "linear1" | "linear2" | "linear3" | "linear4"
+        | "final_linear" | "finallinear" | "lmhead" | "lm_head" | "qkv" => OpClass::Linear,
+        "bmm" | "baddbmm" | "batched_gemm" | "qk^t" | "qkt" | "v" | "attnv" | "attn_v" => OpClass::Bmm,
+        "layernorm" | "layer_norm" | "ln" => OpClass::LayerNorm,
+        "rmsnorm" | "rms_norm" => OpClass::RmsNorm,
+        "softmax" => OpClass::Softmax,
+        "fused_softmax" | "fusedsoftmax" | "scaled_masked_softmax" | "scaled_upper_triang_masked_softmax" => {
+            OpClass::FusedSoftmax
+        }
+        "fillmask" | "fill_mask" | "masked_fill" => OpClass::FillMask,
+        "gelu" => OpClass::Gelu,
+        "swiglu" | "silu_mul" => OpClass::Swiglu,
+        "rope" | "rotary" | "rotary_embedding" => OpClass::Rope,
+        "flash_attention" | "flashattention" | "flash_attn" | "sdpa" | "scaled_dot_product_attention" => {
+            OpClass::FlashAttention
+        }
+        "embedding" => OpClass::Embedding,
+        "cross_entropy" | "crossentropy" | "parallel_cross_entropy" => OpClass::CrossEntropy,
+        "optimizer" | "adam" | "adamw" | "fused_adam" => OpClass::Optimizer,
+        "elementwise" | "elem" | "add" | "mul" | "dropout" | "relu" | "silu" | "tanh" | "sigmoid" => {
+            OpClass::Elementwise
+        }
+        _ => return None,
+    })
+}
+
+/// Parses a phase (`fwd`/`forward`, `bwd`/`backward`).
+pub fn phase(name: &str) -> Option<Phase> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "fwd" | "forward" | "f" => Some(Phase::Fwd),
+        "bwd" | "backward" | "b" => Some(Phase::Bwd),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_errors_point_at_the_byte() {
+        let e = utf8(b"ok\nab\xffc").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(2), Some(3)));
+        assert_eq!(utf8(b"\xEF\xBB\xBFhello").unwrap(), "hello");
+    }
+
+    #[test]
+    fn operator_names_map_to_classes() {
+        assert_eq!(op_class("Linear3"), Some(OpClass::Linear));
+        assert_eq!(op_class("QK^T"), Some(OpClass::Bmm));
+        assert_eq!(op_class("Fused Softmax"), Some(OpClass::FusedSoftmax));
+        assert_eq!(op_class("ln"), Some(OpClass::LayerNorm));
+        assert_eq!(op_class("conv2d"), None);
+    }
+}
