@@ -15,6 +15,7 @@ use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::service::Service;
 use crate::store::{Store, StoreError};
+use crate::worker::WorkerHandle;
 
 /// Header carrying the request id (taken from the client when present, else generated), echoed in responses and
 /// logged in every request span.
@@ -29,13 +30,15 @@ pub enum AppError {
     Bind { addr: String, source: std::io::Error },
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    #[error("cannot start: {0}")]
+    Start(String),
 }
 
 /// The complete HTTP application over `service`: API routes, `/openapi.json`, Swagger UI at `/docs`, and the
 /// layers (request id, tracing span per request, body limit, timeout, panic → 500, problem+json for every
 /// error).
 pub fn build(service: Service, config: &Config) -> Router {
-    let (api, openapi) = api::router();
+    let (api, openapi) = api::router(config.upload_limit_bytes);
     let request_id = HeaderName::from_static(REQUEST_ID);
     api.with_state(AppState { service })
         // SwaggerUi serves both the UI (vendored assets, no CDN) and the document at /openapi.json.
@@ -61,13 +64,19 @@ pub fn build(service: Service, config: &Config) -> Router {
 /// finishes in-flight requests and closes the database.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     let store = Store::open(&config.db).await?;
+    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default());
+    let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
+    tracing::info!(models = loaded, "active models loaded");
+    let worker = crate::worker::spawn(store.clone(), service.registry.clone(), config.worker(), service.worker.clone());
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|source| AppError::Bind { addr: config.bind.to_string(), source })?;
     let addr = listener.local_addr().map_err(AppError::Serve)?;
     tracing::info!(%addr, db = %config.db.display(), "perfcast listening; API docs at http://{addr}/docs");
-    let app = build(Service::new(store.clone()), &config);
+    let app = build(service, &config);
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
+    // A retrain in flight is abandoned: its job stays `running` and is queued again at the next start.
+    worker.abort();
     store.close().await;
     tracing::info!("perfcast stopped");
     Ok(())

@@ -18,12 +18,23 @@ pub struct Config {
     /// SQLite database file; created with its directory when missing. Relative paths are relative to the working
     /// directory. Default `data/perfcast.db`.
     pub db: PathBuf,
-    /// Largest accepted request body, bytes (larger → 413). Default 64 MiB.
+    /// Largest accepted JSON request body, bytes (larger → 413). Default 1 MiB.
     pub body_limit_bytes: usize,
     /// Time limit for one request, seconds (longer → 408). Default 30.
     pub request_timeout_s: u64,
     /// Log filter in `tracing_subscriber::EnvFilter` syntax (`RUST_LOG` overrides it). Default `info`.
     pub log: String,
+    /// Largest accepted profile upload (`POST /v1/profiles`), bytes after gzip decoding (larger → 413). Default
+    /// 256 MiB.
+    pub upload_limit_bytes: usize,
+    /// Retrain automatically when new samples arrive. Default true.
+    pub auto_retrain: bool,
+    /// Quiet time after the last upload before an automatic retrain, seconds. Default 5.
+    pub retrain_debounce_s: u64,
+    /// Hyper-parameter grid of automatic retrains: `full`, `fast` or `minimal`. Default `full`.
+    pub retrain_grid: crate::learn::Grid,
+    /// Samples a GPU needs for one (operator, phase, dtype) before a per-GPU model is tried. Default 300.
+    pub per_gpu_min_samples: u64,
 }
 
 impl Default for Config {
@@ -31,9 +42,14 @@ impl Default for Config {
         Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             db: PathBuf::from("data/perfcast.db"),
-            body_limit_bytes: 64 << 20,
+            body_limit_bytes: 1 << 20,
             request_timeout_s: 30,
             log: "info".into(),
+            upload_limit_bytes: 256 << 20,
+            auto_retrain: true,
+            retrain_debounce_s: 5,
+            retrain_grid: crate::learn::Grid::Full,
+            per_gpu_min_samples: 300,
         }
     }
 }
@@ -90,7 +106,7 @@ mod tests {
             assert_eq!(c.bind, "0.0.0.0:9000".parse().unwrap());
             assert_eq!(c.db, PathBuf::from("from-env.db"));
             assert_eq!(c.request_timeout_s, 5);
-            assert_eq!(c.body_limit_bytes, 64 << 20);
+            assert_eq!(c.body_limit_bytes, 1 << 20);
             let o = Overrides { bind: Some("127.0.0.1:1234".parse().unwrap()), db: Some("cli.db".into()) };
             let c = Config::load(Some(Path::new("perfcast.toml")), &o).unwrap();
             assert_eq!((c.bind.port(), c.db), (1234, PathBuf::from("cli.db")));
@@ -110,5 +126,17 @@ mod tests {
             ));
             Ok(())
         });
+    }
+}
+
+impl Config {
+    /// The worker's settings.
+    pub fn worker(&self) -> crate::worker::WorkerConfig {
+        crate::worker::WorkerConfig {
+            debounce: std::time::Duration::from_secs(self.retrain_debounce_s),
+            grid: self.retrain_grid,
+            per_gpu_min_samples: self.per_gpu_min_samples,
+            auto_retrain: self.auto_retrain,
+        }
     }
 }

@@ -43,6 +43,27 @@ enum Command {
     },
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
+    /// Accuracy on the held-out rows of the shared datasets (train on the train split only).
+    Eval {
+        #[command(subcommand)]
+        what: EvalWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalWhat {
+    /// Operator regressors: upload the train split, retrain, report MAPE on the test split per (operator, GPU).
+    Operators {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for operators.md, operators.json and operators.svg.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "full")]
+        grid: String,
+    },
 }
 
 fn init_logging(config: &Config) {
@@ -123,7 +144,10 @@ async fn main() -> ExitCode {
                 }
             };
             let service = Service::new(store.clone());
-            let result = service.predict_training(&req).await;
+            let result = match service.load_models().await {
+                Ok(_) => service.predict_training(&req).await,
+                Err(e) => Err(e),
+            };
             store.close().await;
             match result {
                 Ok(prediction) => print_json(&prediction),
@@ -135,5 +159,23 @@ async fn main() -> ExitCode {
             }
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
+        Command::Eval { what: EvalWhat::Operators { data, out, grid } } => {
+            let Ok(grid) = serde_json::from_value::<perfcast::learn::Grid>(serde_json::Value::String(grid.clone())) else {
+                eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
+                return ExitCode::from(2);
+            };
+            let opts = perfcast::eval::operators::Options { data, out: out.clone(), grid, per_gpu_min_samples: config.per_gpu_min_samples };
+            match perfcast::eval::operators::run(&opts, &mut |m| eprintln!("{m}")).await {
+                Ok(report) => {
+                    println!("{}", perfcast::eval::operators::markdown(&report));
+                    eprintln!("wrote {0}/operators.md, {0}/operators.json, {0}/operators.svg", out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }

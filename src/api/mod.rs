@@ -3,11 +3,14 @@
 //! Every route is declared once with utoipa; [`router`] returns the axum router and the OpenAPI document built
 //! from the same declarations, so the served spec cannot drift from the code.
 
+pub mod estimates;
 pub mod gpus;
 pub mod health;
 pub mod json;
 pub mod predictions;
 pub mod problem;
+pub mod profiles;
+pub mod regressors;
 pub mod systems;
 
 use axum::body::Body;
@@ -41,6 +44,10 @@ column of the body).",
     ),
     tags(
         (name = "predictions", description = "Training-iteration predictions"),
+        (name = "estimates", description = "Single-operator estimates, analytic and learned"),
+        (name = "profiles", description = "Uploads of profiler and benchmark outputs, and their samples"),
+        (name = "regressors", description = "Learned correction models and their retraining"),
+        (name = "jobs", description = "Background jobs"),
         (name = "systems", description = "Clusters: a GPU, nodes and links"),
         (name = "gpus", description = "The built-in GPU catalog"),
         (name = "operations", description = "Health"),
@@ -48,9 +55,22 @@ column of the body).",
 )]
 struct ApiDoc;
 
-/// The API router (without state) and its OpenAPI document.
-pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+/// The API router (without state) and its OpenAPI document. `upload_limit_bytes` bounds profile uploads
+/// (after gzip decoding); other routes use the app-wide JSON body limit.
+pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let uploads = OpenApiRouter::new()
+        .routes(routes!(profiles::upload_profile, profiles::list_profiles))
+        .layer(axum::extract::DefaultBodyLimit::max(upload_limit_bytes))
+        .layer(tower_http::decompression::RequestDecompressionLayer::new());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(uploads)
+        .routes(routes!(profiles::get_profile))
+        .routes(routes!(profiles::profile_samples))
+        .routes(routes!(regressors::retrain))
+        .routes(routes!(regressors::list_regressors))
+        .routes(routes!(regressors::get_regressor))
+        .routes(routes!(regressors::get_job))
+        .routes(routes!(estimates::estimate_operator))
         .routes(routes!(predictions::predict_training))
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))
@@ -62,7 +82,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The OpenAPI document alone (what `/openapi.json` serves and `openapi/openapi.json` holds).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    router().1
+    router(0).1
 }
 
 /// 404 for unknown routes.

@@ -137,6 +137,21 @@ impl From<ServiceError> for ApiError {
                 format!("{field}: {message}"),
             )
             .at_field(field, message),
+            ServiceError::Unparseable { line, column, message } => {
+                let at = match (line, column) {
+                    (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+                    (Some(l), None) => format!(" (line {l})"),
+                    _ => String::new(),
+                };
+                let mut err = ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "unparseable-file",
+                    "The uploaded file cannot be parsed",
+                    format!("{message}{at}"),
+                );
+                err.errors.push(ProblemLocation { field: None, line, column, message });
+                err
+            }
             ServiceError::Internal(cause) => ApiError::internal(&cause),
         }
     }

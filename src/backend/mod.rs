@@ -5,6 +5,7 @@
 //! correction t = t_analytic · exp(r̂) (DESIGN.md "The hybrid model"). Every answer names its [`Source`].
 
 pub mod analytic;
+pub mod learned;
 
 use std::fmt;
 
@@ -15,6 +16,7 @@ use crate::hw::{Precision, System};
 use crate::op::{analytic::UnsupportedPrecision, OpShape};
 
 pub use analytic::AnalyticBackend;
+pub use learned::LearnedBackend;
 
 /// Where a time came from: the analytic model, or a learned regressor `<key>` at version `n`.
 ///

@@ -18,7 +18,8 @@ use crate::hw::{GpuSpec, Precision};
 /// launches, S1 times operators by kernel spans so CPU dispatch is excluded).
 pub const LAUNCH_OVERHEAD_US: f64 = 2.0;
 
-/// Output tile (rows, columns) assumed for tensor-core GEMM waves: cuBLAS's common 128×128 CTA tile, one CTA per SM.
+/// The reference output tile (rows, columns): cuBLAS's common 128×128 CTA tile, one CTA per SM at full
+/// efficiency; smaller tiles trade efficiency for parallelism ([`gemm_plan`]).
 pub const GEMM_TILE: (u64, u64) = (128, 128);
 
 /// Which roofline term bounds the estimate.
@@ -103,19 +104,59 @@ fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b.max(1))
 }
 
-/// One (batched) GEMM C[b][m,n] = A[b][m,k]·B[b][k,n] with wave quantization.
-fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f64, gpu: &GpuSpec) {
-    let (tm, tn) = GEMM_TILE;
+/// Per-SM efficiency of an output tile relative to a 128×128 tile: its arithmetic intensity per operand byte
+/// loaded into shared memory, tm·tn/(tm + tn), over the 128×128 tile's 64, capped at 1 [rec].
+pub fn tile_efficiency(tm: u64, tn: u64) -> f64 {
+    ((tm * tn) as f64 / (tm + tn) as f64 / 64.0).min(1.0)
+}
+
+/// The compute plan of one (batched) GEMM: tile, split-K factor and waves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GemmPlan {
+    pub tile: (u64, u64),
+    pub split_k: u64,
+    pub waves: f64,
+    /// Compute time including the split-K reduction, s.
+    pub time_s: f64,
+}
+
+/// Chooses the tile and split-K that minimize the compute time of C[b][m,n] = A[b][m,k]·B[b][k,n], as cuBLAS's
+/// heuristics pick a kernel [rec]: for each tile in [`GEMM_TILES`] and split-K s ∈ {1, 2, 4, 8, 16} (K/s ≥ 256),
+/// time = waves · 2·tm·tn·⌈K/s⌉ / (per-SM peak · tile efficiency) + the split-K reduction ((s + 1)·b·m·n fp32
+/// partials over DRAM), waves = ⌈b·⌈m/tm⌉·⌈n/tn⌉·s / SMs⌉ (NeuSight's wave quantization).
+pub fn gemm_plan(b: u64, m: u64, n: u64, k: u64, peak: f64, gpu: &GpuSpec) -> GemmPlan {
     let sms = gpu.sm_count.max(1) as u64;
-    let tiles = b.max(1) * ceil_div(m, tm) * ceil_div(n, tn);
-    let waves = ceil_div(tiles, sms) as f64;
+    let per_sm = peak / sms as f64;
+    let bw = gpu.memory_bandwidth_bps();
+    let mut best = GemmPlan { tile: GEMM_TILE, split_k: 1, waves: 0.0, time_s: f64::INFINITY };
+    for &(tm, tn) in GEMM_TILES.iter() {
+        let tiles = b.max(1) * ceil_div(m, tm) * ceil_div(n, tn);
+        for s in [1u64, 2, 4, 8, 16] {
+            if s > 1 && k / s < 256 {
+                break;
+            }
+            let waves = ceil_div(tiles * s, sms) as f64;
+            let compute = waves * 2.0 * (tm * tn) as f64 * ceil_div(k, s) as f64 / (per_sm * tile_efficiency(tm, tn));
+            let reduce = if s > 1 { (s + 1) as f64 * (b.max(1) * m * n) as f64 * 4.0 / bw } else { 0.0 };
+            if compute + reduce < best.time_s {
+                best = GemmPlan { tile: (tm, tn), split_k: s, waves, time_s: compute + reduce };
+            }
+        }
+    }
+    best
+}
+
+/// Output tiles considered by [`gemm_plan`].
+pub const GEMM_TILES: [(u64, u64); 6] = [(128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64)];
+
+/// One (batched) GEMM C[b][m,n] = A[b][m,k]·B[b][k,n] with wave quantization ([`gemm_plan`]).
+fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f64, gpu: &GpuSpec) {
     let flops = 2.0 * b.max(1) as f64 * m as f64 * n as f64 * k as f64;
-    // Each wave runs full tiles at the per-SM peak, whatever part of the tile is padding.
-    let tile_flops = 2.0 * (tm * tn) as f64 * k as f64;
-    let compute_s = if flops == 0.0 { 0.0 } else { waves * tile_flops / (peak / sms as f64) };
+    let plan = gemm_plan(b, m, n, k, peak, gpu);
+    let compute_s = if flops == 0.0 { 0.0 } else { plan.time_s };
     let bytes = b.max(1) as f64 * (m * k + k * n + m * n) as f64 * elem_bytes;
     acc.kernel(flops, compute_s, bytes, gpu.memory_bandwidth_bps());
-    acc.waves += waves;
+    acc.waves += plan.waves;
 }
 
 /// Element-wise style kernel: `elems` elements, `flops_per_elem`, `bytes` of traffic, on the vector fp32 peak.
@@ -292,6 +333,20 @@ mod tests {
         assert!((c.time_us - (expected_compute_us + 2.0)).abs() < 1e-6);
         // Ideal FLOPs 2·8192³ = 1.0995e12.
         assert!((c.flops - 1.099_511_627_776e12).abs() < 1.0);
+    }
+
+    #[test]
+    fn small_output_gemms_use_small_tiles_and_split_k() {
+        // M = N = 128, K = 4096, fp32 on A100 (108 SMs, 19.5 TFLOP/s → 180.56 GFLOP/s per SM).
+        // One 128×128 tile alone: 2·128·128·4096 / 180.56e9 = 743.4 µs. Best plan by hand: 64×64 tiles (4 of
+        // them, efficiency 4096/128/64 = 0.5) with split-K 16 (K/s = 256): 64 tile-splits in one wave,
+        // 2·64·64·256 / (180.56e9 · 0.5) = 23.23 µs, plus the reduction 17·128·128·4 B / 1555e9 B/s = 0.72 µs.
+        let g = a100();
+        let plan = gemm_plan(1, 128, 128, 4096, 19.5e12, &g);
+        assert_eq!((plan.tile, plan.split_k, plan.waves), ((64, 64), 16, 1.0));
+        let expected = 2.0 * 64.0 * 64.0 * 256.0 / (19.5e12 / 108.0 * 0.5) + 17.0 * 128.0 * 128.0 * 4.0 / 1555e9;
+        assert!((plan.time_s - expected).abs() < 1e-12, "{} vs {expected}", plan.time_s);
+        assert_eq!(tile_efficiency(128, 64), (8192.0 / 192.0 / 64.0));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Storage: all SQL lives here, one module per table group. SQLite by default (WAL, STRICT tables, foreign
 //! keys, `BEGIN IMMEDIATE` for writes); migrations from `migrations/` are embedded and applied at open.
 
+pub mod jobs;
+pub mod profiles;
+pub mod regressors;
 pub mod systems;
 
 use std::path::Path;

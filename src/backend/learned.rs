@@ -1,0 +1,83 @@
+//! The learned backend: the analytic time corrected by an active regressor, t = t_analytic · exp(r̂)
+//! (MODELS.md §4; S1's per-operator regressors, hardware-aware as in DESIGN.md "The hybrid model").
+//!
+//! Lookup order for an operator on GPU g: the per-GPU model of (class, phase, dtype, g), else the cross-GPU
+//! model of (class, phase, dtype). A GEMM's backward with no backward model of its own is timed as its two GEMMs
+//! (dX = dY·Wᵀ, dW = Xᵀ·dY), each through the forward model: they are forward GEMMs of other shapes. Otherwise
+//! the answer is analytic and says so.
+
+use std::sync::Arc;
+
+use super::{AnalyticBackend, CostBackend, Source, Timed};
+use crate::comm::{Collective, Group};
+use crate::hw::{Precision, System};
+use crate::learn::fit::MAX_ABS_LOG_RATIO;
+use crate::learn::{features::op_features, ActiveRegressor, Registry};
+use crate::op::{self, analytic::UnsupportedPrecision, OpClass, OpShape, Phase};
+
+/// Analytic times corrected by the registry's active models.
+#[derive(Debug, Clone)]
+pub struct LearnedBackend {
+    analytic: AnalyticBackend,
+    registry: Arc<Registry>,
+}
+
+impl LearnedBackend {
+    /// A backend for `system` reading `registry` (a snapshot: it does not change under the backend).
+    pub fn new(system: System, registry: Arc<Registry>) -> LearnedBackend {
+        LearnedBackend { analytic: AnalyticBackend::new(system), registry }
+    }
+
+    fn corrected(&self, shape: &OpShape, dtype: Precision, model: &ActiveRegressor) -> Result<Timed, UnsupportedPrecision> {
+        let gpu = &self.analytic.system().gpu;
+        let cost = op::estimate(shape, dtype, gpu)?;
+        let x = op_features(shape, dtype, gpu, &cost);
+        let time_us = match model.model.predict(&x) {
+            Ok(r) => cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
+            Err(e) => {
+                tracing::warn!(key = %model.key, error = %e, "regressor failed; answering analytically");
+                return Ok(Timed { time_us: cost.time_us, analytic_us: cost.time_us, source: Source::Analytic });
+            }
+        };
+        Ok(Timed { time_us, analytic_us: cost.time_us, source: model.source() })
+    }
+
+    /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
+    fn gemm_backward_via_forward(&self, shape: &OpShape, dtype: Precision) -> Option<Result<Timed, UnsupportedPrecision>> {
+        if shape.phase != Phase::Bwd || !matches!(shape.class, OpClass::Linear | OpClass::Bmm) {
+            return None;
+        }
+        let gpu = &self.analytic.system().gpu.name;
+        let fwd = self.registry.op(shape.class, Phase::Fwd, dtype, gpu)?;
+        let [b, m, n, k] = shape.dims;
+        let (b, m) = if shape.class == OpClass::Linear { (1, b.max(1) * m) } else { (b, m) };
+        let dgrad = OpShape::new(shape.class, Phase::Fwd, &[b, m, k, n]);
+        let wgrad = OpShape::new(shape.class, Phase::Fwd, &[b, k, n, m]);
+        Some((|| {
+            let (a, c) = (self.corrected(&dgrad, dtype, fwd)?, self.corrected(&wgrad, dtype, fwd)?);
+            let analytic = op::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
+            Ok(Timed { time_us: a.time_us + c.time_us, analytic_us: analytic, source: a.source })
+        })())
+    }
+}
+
+impl CostBackend for LearnedBackend {
+    fn system(&self) -> &System {
+        self.analytic.system()
+    }
+
+    fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
+        let gpu = &self.analytic.system().gpu.name;
+        if let Some(model) = self.registry.op(shape.class, shape.phase, dtype, gpu) {
+            return self.corrected(shape, dtype, model);
+        }
+        if let Some(t) = self.gemm_backward_via_forward(shape, dtype) {
+            return t;
+        }
+        self.analytic.compute(shape, dtype)
+    }
+
+    fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
+        self.analytic.collective(c, bytes, group, active_per_node)
+    }
+}

@@ -1,0 +1,6 @@
+//! Accuracy evaluations against the measured datasets of `../shared/data` (DATA.md's train/test rule: fit on
+//! train rows only, report on test rows only). Used by `perfcast eval …`.
+
+pub mod datasets;
+pub mod operators;
+pub mod plot;

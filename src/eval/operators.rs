@@ -1,0 +1,242 @@
+//! `perfcast eval operators`: operator-level accuracy on the held-out rows of `../shared/data`.
+//!
+//! It runs the service's own pipeline end to end: the train split (DATA.md) is uploaded into a fresh database
+//! through [`Service::upload_profile`], the retrain job trains the regressors exactly as the worker does, and every
+//! test row is answered by the learned backend the API uses. Nothing from the test split is uploaded, and no
+//! hyper-parameter is chosen on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::datasets;
+use crate::backend::{CostBackend, LearnedBackend};
+use crate::hw::{lookup, Link, System};
+use crate::ingest::{self, Context, Format, OpSample, Sample};
+use crate::learn::fit::{accuracy, Accuracy};
+use crate::learn::{registry, Grid};
+use crate::op::{self, OpShape};
+use crate::service::profiles::UploadParams;
+use crate::service::Service;
+use crate::store::Store;
+use crate::worker::{self, RetrainParams, WorkerConfig, WorkerHandle};
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `../shared/data`.
+    pub data: PathBuf,
+    /// Where the report (markdown, JSON, SVG) goes.
+    pub out: PathBuf,
+    pub grid: Grid,
+    pub per_gpu_min_samples: u64,
+}
+
+/// One (operator class, GPU) row of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub op: String,
+    pub gpu: String,
+    /// The GPU had training samples of this operator class.
+    pub seen: bool,
+    pub analytic: Accuracy,
+    pub learned: Accuracy,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// Summaries (label → analytic, learned).
+    pub summary: Vec<(String, Accuracy, Accuracy)>,
+    pub training_samples: u64,
+    /// Test rows that could not be evaluated (GPU not in the catalog, …).
+    pub skipped_test_rows: u64,
+}
+
+fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.contains(".csv")));
+    v.sort();
+    v
+}
+
+/// The training files of DATA.md's operator rows.
+pub fn training_files(data: &Path) -> Vec<(PathBuf, &'static str)> {
+    let ns = data.join("neusight");
+    let mut v: Vec<(PathBuf, &'static str)> = Vec::new();
+    v.extend(files(&ns.join("train_collect"), "").into_iter().map(|p| (p, "neusight")));
+    v.extend(files(&ns.join("train_processed"), "").into_iter().map(|p| (p, "neusight")));
+    v.extend(files(&ns.join("amd"), "train_processed_").into_iter().map(|p| (p, "neusight")));
+    v.push((data.join("deepbench/deepbench_gemm.csv"), "deepbench"));
+    v.push((data.join("xla_gpu_perf_tables/xla_matmul_perf_table.csv"), "xla"));
+    v
+}
+
+/// The test files of DATA.md's operator rows.
+pub fn test_files(data: &Path) -> Vec<PathBuf> {
+    let ns = data.join("neusight");
+    let mut v = files(&ns.join("test"), "");
+    v.extend(files(&ns.join("amd"), "test_"));
+    v
+}
+
+fn parse_neusight(path: &Path) -> Result<Vec<OpSample>, String> {
+    let raw = datasets::read(path)?;
+    let parsed = ingest::parse(Format::NeusightCsv, &raw, &Context::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(parsed.samples.into_iter().filter_map(|s| if let Sample::Op(o) = s { Some(o) } else { None }).collect())
+}
+
+/// Runs the evaluation; `progress` gets human-readable steps.
+pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
+    let tmp = tempfile_dir()?;
+    let store = Store::open(&tmp.join("eval.db")).await.map_err(|e| e.to_string())?;
+    let service = Service::with(store.clone(), registry::shared(), WorkerHandle::default());
+    let mut training_samples = 0u64;
+    for (path, kind) in training_files(&opts.data) {
+        let (raw, format) = match kind {
+            "deepbench" => (datasets::to_jsonl(&datasets::deepbench_gemm(&path)?), "perfcast_jsonl"),
+            "xla" => (datasets::to_jsonl(&datasets::xla_matmul(&path)?), "perfcast_jsonl"),
+            _ => (datasets::read(&path)?, "neusight_csv"),
+        };
+        let params = UploadParams { format: Some(format.into()), ..Default::default() };
+        match service.upload_profile(&raw, &params).await {
+            Ok(out) => {
+                training_samples += out.profile.samples;
+                progress(&format!("uploaded {} ({} samples)", path.display(), out.profile.samples));
+            }
+            Err(e) => progress(&format!("skipped {}: {e}", path.display())),
+        }
+    }
+    progress("training (this takes minutes with the full grid)");
+    let job = store.create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false).await.map_err(|e| e.to_string())?;
+    store.claim_job(&[worker::RETRAIN]).await.map_err(|e| e.to_string())?;
+    let cfg = WorkerConfig { grid: opts.grid, per_gpu_min_samples: opts.per_gpu_min_samples, ..WorkerConfig::default() };
+    let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
+    let result = worker::retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    progress(&format!("trained {} models, {} active", result["trained"], result["activated"]));
+
+    // GPUs with training samples per operator class.
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (op, _, _, gpu, _) in store.op_sample_counts().await.map_err(|e| e.to_string())? {
+        seen.entry(op).or_default().insert(gpu);
+    }
+    let snapshot = service.registry.load_full();
+    let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
+    let mut groups: BTreeMap<(String, String), (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut skipped = 0u64;
+    let mut points: Vec<(f64, f64, f64)> = Vec::new();
+    for path in test_files(&opts.data) {
+        let samples = parse_neusight(&path)?;
+        progress(&format!("evaluating {} ({} rows)", path.display(), samples.len()));
+        for s in samples {
+            let Some(gpu) = lookup(&s.gpu).map(|g| g.spec.clone()) else {
+                skipped += 1;
+                continue;
+            };
+            let shape = OpShape { class: s.op, phase: s.phase, dims: s.dims };
+            let Ok(analytic) = op::estimate(&shape, s.dtype, &gpu) else {
+                skipped += 1;
+                continue;
+            };
+            let system = System { name: "-".into(), gpu: gpu.clone(), gpus_per_node: 1, nodes: 1, intra_node: link.clone(), inter_node: link.clone() };
+            let Ok(learned) = LearnedBackend::new(system, snapshot.clone()).compute(&shape, s.dtype) else {
+                skipped += 1;
+                continue;
+            };
+            let g = groups.entry((s.op.as_str().to_string(), gpu.name.clone())).or_default();
+            g.0.push(analytic.time_us);
+            g.1.push(learned.time_us);
+            g.2.push(s.time_us);
+            points.push((s.time_us, analytic.time_us, learned.time_us));
+        }
+    }
+    let mut rows = Vec::new();
+    for ((op, gpu), (a, l, m)) in &groups {
+        rows.push(Row {
+            op: op.clone(),
+            gpu: gpu.clone(),
+            seen: seen.get(op).is_some_and(|s| s.contains(gpu)),
+            analytic: accuracy(a, m),
+            learned: accuracy(l, m),
+        });
+    }
+    let pick = |f: &dyn Fn(&str, &str, bool) -> bool| {
+        let (mut a, mut l, mut m) = (vec![], vec![], vec![]);
+        for ((op, gpu), (ga, gl, gm)) in &groups {
+            let s = seen.get(op).is_some_and(|s| s.contains(gpu));
+            if f(op, gpu, s) {
+                a.extend(ga);
+                l.extend(gl);
+                m.extend(gm);
+            }
+        }
+        (accuracy(&a, &m), accuracy(&l, &m))
+    };
+    let gemm = |op: &str| op == "linear" || op == "bmm";
+    let mut summary = Vec::new();
+    for (label, f) in [
+        ("GEMM (linear + bmm), unseen H100", Box::new(|op: &str, gpu: &str, _s: bool| gemm(op) && gpu == "H100-SXM5-80GB") as Box<dyn Fn(&str, &str, bool) -> bool>),
+        ("GEMM (linear + bmm), all unseen GPUs", Box::new(|op: &str, _g: &str, s: bool| gemm(op) && !s)),
+        ("GEMM (linear + bmm), training GPUs' test shapes", Box::new(|op: &str, _g: &str, s: bool| gemm(op) && s)),
+        ("vector ops, unseen GPUs", Box::new(|op: &str, _g: &str, s: bool| !gemm(op) && !s)),
+        ("vector ops, training GPUs' test shapes", Box::new(|op: &str, _g: &str, s: bool| !gemm(op) && s)),
+        ("all test rows", Box::new(|_: &str, _: &str, _: bool| true)),
+    ] {
+        let (a, l) = pick(&*f);
+        summary.push((label.to_string(), a, l));
+    }
+    let report = Report { rows, summary, training_samples, skipped_test_rows: skipped };
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    std::fs::write(opts.out.join("operators.md"), markdown(&report)).map_err(|e| e.to_string())?;
+    std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default()).map_err(|e| e.to_string())?;
+    super::plot::scatter(&opts.out.join("operators.svg"), "Operators, held-out rows: predicted vs measured", &points)?;
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(report)
+}
+
+fn tempfile_dir() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("perfcast-eval-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1} %", v * 100.0)
+}
+
+fn signed_pct(v: f64) -> String {
+    format!("{:+.1} %", v * 100.0)
+}
+
+/// The report as a markdown table.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "Trained on {} samples of the train split; {} test rows skipped (GPU not in the catalog).\n\n",
+        r.training_samples, r.skipped_test_rows
+    ));
+    s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
+    for (label, a, l) in &r.summary {
+        s.push_str(&format!("| {label} | {} | {} | {} | {} | {} |\n", a.rows, pct(a.mape), signed_pct(a.signed), pct(l.mape), signed_pct(l.signed)));
+    }
+    s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---|---|---:|---:|---:|---:|---:|\n");
+    for row in &r.rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            row.op,
+            row.gpu,
+            if row.seen { "yes" } else { "**no**" },
+            row.analytic.rows,
+            pct(row.analytic.mape),
+            signed_pct(row.analytic.signed),
+            pct(row.learned.mape),
+            signed_pct(row.learned.signed)
+        ));
+    }
+    s
+}

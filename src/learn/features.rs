@@ -1,0 +1,111 @@
+//! Feature vectors of the learned operator correction (MODELS.md §4): the operator's workload dims, the
+//! analytic model's quantities, and the GPU's descriptors — so one model can serve GPUs it has no samples for.
+//!
+//! Magnitudes enter as logarithms (trees split on order of magnitude, and ratios become differences); quantities
+//! relative to the machine (intensity over machine balance, wave utilization, bytes over L2) are what transfers
+//! between GPUs best, the absolute descriptors let a model learn what does not.
+
+use crate::hw::{GpuSpec, Precision};
+use crate::op::{AnalyticCost, OpShape};
+
+/// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
+/// it was trained on.
+pub const OP_FEATURES: [&str; 22] = [
+    "dim0_log2",
+    "dim1_log2",
+    "dim2_log2",
+    "dim3_log2",
+    "flops_log10",
+    "bytes_log10",
+    "arithmetic_intensity_log2",
+    "intensity_over_balance_log2",
+    "waves",
+    "wave_utilization",
+    "analytic_us_log10",
+    "compute_us_log10",
+    "memory_us_log10",
+    "kernels",
+    "compute_share",
+    "peak_tflops",
+    "memory_bandwidth_gbs",
+    "sm_count",
+    "l2_mib",
+    "clock_ghz",
+    "elem_bytes",
+    "bytes_over_l2_log2",
+];
+
+fn log2p(v: f64) -> f64 {
+    (v.max(0.0) + 1.0).log2()
+}
+
+fn log10p(v: f64) -> f64 {
+    (v.max(0.0) + 1e-3).log10()
+}
+
+/// The feature vector of `shape` in `dtype` on `gpu`, given its analytic cost (MODELS.md §4). Length
+/// [`OP_FEATURES`]`.len()`.
+pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 22] {
+    let d = shape.dims;
+    let bw = gpu.memory_bandwidth_bps();
+    let balance = cost.peak_flops / bw;
+    let ai = cost.arithmetic_intensity();
+    // Fraction of the compute term that is useful work: 1 for non-matmuls, < 1 when the last wave is partial.
+    let ideal_compute_us = cost.flops / cost.peak_flops * 1e6;
+    let wave_utilization = if cost.waves > 0.0 && cost.compute_us > 0.0 { ideal_compute_us / cost.compute_us } else { 1.0 };
+    let l2_bytes = gpu.l2_mib * (1u64 << 20) as f64;
+    [
+        log2p(d[0] as f64),
+        log2p(d[1] as f64),
+        log2p(d[2] as f64),
+        log2p(d[3] as f64),
+        log10p(cost.flops),
+        log10p(cost.bytes),
+        (ai + 1e-6).log2(),
+        ((ai + 1e-6) / balance).log2(),
+        cost.waves,
+        wave_utilization,
+        log10p(cost.time_us),
+        log10p(cost.compute_us),
+        log10p(cost.memory_us),
+        cost.kernels as f64,
+        cost.compute_us / (cost.compute_us + cost.memory_us).max(1e-12),
+        cost.peak_flops / 1e12,
+        gpu.memory_bandwidth_gbs,
+        gpu.sm_count as f64,
+        gpu.l2_mib,
+        gpu.clock_ghz,
+        dtype.bytes(),
+        ((cost.bytes + 1.0) / l2_bytes.max(1.0)).log2(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::lookup;
+    use crate::op::{estimate, OpClass, Phase};
+
+    #[test]
+    fn features_are_finite_and_describe_the_machine() {
+        let gpu = lookup("A100-SXM4-40GB").unwrap().spec.clone();
+        for (class, dims) in [
+            (OpClass::Linear, [1, 8192, 8192, 8192]),
+            (OpClass::LayerNorm, [1, 1, 0, 0]),
+            (OpClass::Elementwise, [4096, 1024, 1, 0]),
+            (OpClass::Optimizer, [1_000_000, 0, 0, 0]),
+        ] {
+            let shape = OpShape::new(class, Phase::Fwd, &dims);
+            let cost = estimate(&shape, Precision::Fp16, &gpu).unwrap();
+            let f = op_features(&shape, Precision::Fp16, &gpu, &cost);
+            assert!(f.iter().all(|v| v.is_finite()), "{class}: {f:?}");
+            assert_eq!(f[17], 108.0);
+        }
+        // 8192³ GEMM: 4096 tiles over 38 waves of 108 SMs → utilization 4096 / (38·108) = 0.998.
+        let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]);
+        let cost = estimate(&shape, Precision::Fp16, &gpu).unwrap();
+        let f = op_features(&shape, Precision::Fp16, &gpu, &cost);
+        assert!((f[9] - 4096.0 / (38.0 * 108.0)).abs() < 1e-9, "{}", f[9]);
+        assert_eq!(f[0], 1.0); // log2(1 + 1)
+    }
+}

@@ -1,0 +1,11 @@
+//! Learning: the correction models of MODELS.md §4 — features, LightGBM training with S1's model selection, and
+//! the registry of active models predictions read.
+
+pub mod features;
+pub mod fit;
+pub mod lgbm;
+pub mod op_data;
+pub mod registry;
+
+pub use fit::{fit, Accuracy, Fitted, Grid, TrainingSet};
+pub use registry::{op_key, ActiveRegressor, Registry, SharedRegistry};

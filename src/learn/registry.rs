@@ -1,0 +1,93 @@
+//! The in-memory registry of active models: what predictions read, hot-swapped as a whole by the worker
+//! (readers take an `Arc` snapshot and never see a half-updated set).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::lgbm::Model;
+use crate::hw::Precision;
+use crate::op::{OpClass, Phase};
+
+/// Model families: what a regressor corrects.
+pub mod family {
+    /// Operator regressors (S1): `<class>.<phase>.<dtype>[.<gpu>]`.
+    pub const OP: &str = "op";
+}
+
+/// One active model.
+#[derive(Debug)]
+pub struct ActiveRegressor {
+    /// Full key, e.g. `linear.fwd.fp32` or `linear.fwd.fp32.H100-SXM5-80GB`.
+    pub key: String,
+    pub version: i64,
+    pub model: Model,
+    /// The feature names the model was trained on, in order.
+    pub feature_names: Vec<String>,
+    /// Validation MAPE recorded at training.
+    pub validation_mape: f64,
+}
+
+impl ActiveRegressor {
+    /// `regressor:<key>@v<n>`.
+    pub fn source(&self) -> crate::backend::Source {
+        crate::backend::Source::Regressor { key: self.key.clone(), version: self.version }
+    }
+}
+
+/// The set of active models by key.
+#[derive(Debug, Default)]
+pub struct Registry {
+    by_key: HashMap<String, Arc<ActiveRegressor>>,
+}
+
+/// The registry shared between the worker (writer) and every request (readers).
+pub type SharedRegistry = Arc<ArcSwap<Registry>>;
+
+/// A fresh, empty shared registry.
+pub fn shared() -> SharedRegistry {
+    Arc::new(ArcSwap::from_pointee(Registry::default()))
+}
+
+/// Key of the operator regressor for (class, phase, dtype), all GPUs (`gpu` = None) or one GPU (catalog name).
+pub fn op_key(class: OpClass, phase: Phase, dtype: Precision, gpu: Option<&str>) -> String {
+    match gpu {
+        None => format!("{class}.{}.{dtype}", phase.as_str()),
+        Some(g) => format!("{class}.{}.{dtype}.{g}", phase.as_str()),
+    }
+}
+
+impl Registry {
+    /// A registry holding `models`.
+    pub fn new(models: impl IntoIterator<Item = ActiveRegressor>) -> Registry {
+        Registry { by_key: models.into_iter().map(|m| (m.key.clone(), Arc::new(m))).collect() }
+    }
+
+    /// The active model of `key`.
+    pub fn get(&self, key: &str) -> Option<&Arc<ActiveRegressor>> {
+        self.by_key.get(key)
+    }
+
+    /// The operator model for `gpu`: its per-GPU model where one is active, else the cross-GPU one.
+    pub fn op(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &str) -> Option<&Arc<ActiveRegressor>> {
+        self.get(&op_key(class, phase, dtype, Some(gpu))).or_else(|| self.get(&op_key(class, phase, dtype, None)))
+    }
+
+    /// Number of active models.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// True without models.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Active (key, version) pairs, sorted.
+    pub fn versions(&self) -> Vec<(String, i64)> {
+        let mut v: Vec<(String, i64)> = self.by_key.values().map(|m| (m.key.clone(), m.version)).collect();
+        v.sort();
+        v
+    }
+}

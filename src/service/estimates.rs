@@ -1,0 +1,91 @@
+//! Single-operator estimates: analytic and learned.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{Service, ServiceError};
+use crate::backend::{CostBackend, LearnedBackend};
+use crate::hw::{GpuRef, Link, Precision, System};
+use crate::ingest::samples::place_dims;
+use crate::op::{self, AnalyticCost, OpClass, OpShape, Phase};
+
+/// `POST /v1/estimates/operator`: one operator call on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"gpu": "NVIDIA H100 80GB HBM3", "op": "linear", "phase": "fwd", "dtype": "fp32",
+    "dims": {"B": 1, "M": 1024, "N": 2560, "K": 2560}}))]
+pub struct OperatorEstimateRequest {
+    /// Catalog GPU name or alias, or a full description.
+    pub gpu: GpuRef,
+    /// Operator class (`linear`, `bmm`, `layernorm`, …) or S1 name (`Linear1`, `QK^T`, …).
+    pub op: String,
+    /// Default `fwd`.
+    #[serde(default = "fwd")]
+    pub phase: Phase,
+    pub dtype: Precision,
+    /// Dims by name: `B, M, N, K` for linear/bmm; `B, H` for vector ops (`I` = inputs for elementwise);
+    /// `B, L, A, D` for flash_attention; `T, V, H` embedding; `T, V` cross_entropy; `P` optimizer.
+    pub dims: std::collections::BTreeMap<String, u64>,
+}
+
+fn fwd() -> Phase {
+    Phase::Fwd
+}
+
+/// The answer: analytic and predicted time, the source of the prediction and the analytic quantities.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct OperatorEstimate {
+    /// Canonical GPU name.
+    pub gpu: String,
+    pub op: OpClass,
+    pub phase: Phase,
+    pub dtype: Precision,
+    /// Dims in the class's slots (see `op`'s dim names).
+    pub dims: [u64; 4],
+    /// Roofline estimate, µs.
+    pub analytic_us: f64,
+    /// Learned prediction (= analytic when no regressor covers it), µs.
+    pub predicted_us: f64,
+    /// `analytic` or `regressor:<key>@v<n>`.
+    pub source: String,
+    /// The analytic model's quantities (FLOPs, bytes, bound, waves, …).
+    pub analytic: AnalyticCost,
+}
+
+impl Service {
+    /// Estimates one operator. Errors: unknown GPU (`gpu`), operator (`op`), bad dims (`dims`), or a precision
+    /// the GPU lacks (`dtype`).
+    pub async fn estimate_operator(&self, req: &OperatorEstimateRequest) -> Result<OperatorEstimate, ServiceError> {
+        let gpu = match &req.gpu {
+            GpuRef::Name(n) => self.gpu(n, "gpu")?,
+            GpuRef::Spec(s) => {
+                s.validate().map_err(|(f, m)| ServiceError::invalid(&format!("gpu.{f}"), m))?;
+                (**s).clone()
+            }
+        };
+        let class = crate::ingest::op_class(&req.op).ok_or_else(|| {
+            let names: Vec<&str> = OpClass::ALL.iter().map(|c| c.as_str()).collect();
+            ServiceError::invalid("op", format!("unknown operator {:?}; classes: {}", req.op, names.join(", ")))
+        })?;
+        let dims = place_dims(class, &req.dims).map_err(|m| ServiceError::invalid("dims", m))?;
+        let shape = OpShape { class, phase: req.phase, dims };
+        let analytic = op::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
+        // A one-GPU system carries the GPU into the backend; links are irrelevant to a compute operator.
+        let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
+        let system = System { name: "-".into(), gpu: gpu.clone(), gpus_per_node: 1, nodes: 1, intra_node: link.clone(), inter_node: link };
+        let timed = LearnedBackend::new(system, self.registry.load_full())
+            .compute(&shape, req.dtype)
+            .map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
+        Ok(OperatorEstimate {
+            gpu: gpu.name,
+            op: class,
+            phase: req.phase,
+            dtype: req.dtype,
+            dims,
+            analytic_us: analytic.time_us,
+            predicted_us: timed.time_us,
+            source: timed.source.to_string(),
+            analytic,
+        })
+    }
+}

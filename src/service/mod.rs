@@ -1,0 +1,103 @@
+//! The operations the HTTP API and the CLI share: they resolve names through the store and call the domain
+//! core, so `perfcast predict request.json` and `POST /v1/predictions/training` give the same answer.
+
+pub mod estimates;
+pub mod learning;
+pub mod predictions;
+pub mod profiles;
+pub mod systems;
+
+use std::sync::Arc;
+
+use crate::hw::{lookup, GpuSpec, SystemError};
+use crate::learn::SharedRegistry;
+use crate::llm;
+use crate::store::{Store, StoreError};
+use crate::worker::WorkerHandle;
+
+/// Why an operation failed, sorted by whose fault it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A named thing does not exist (`what` = e.g. `system "x"`); `field` is the request field that named it.
+    #[error("{what} not found")]
+    NotFound { what: String, field: Option<String> },
+    /// The thing to create exists already.
+    #[error("{0} already exists")]
+    Conflict(String),
+    /// The request is well-formed but impossible; `field` is its path in the request.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// An uploaded file cannot be parsed; line and column of the input where known.
+    #[error("{message}")]
+    Unparseable { line: Option<u64>, column: Option<u64>, message: String },
+    /// Our fault.
+    #[error(transparent)]
+    Internal(StoreError),
+}
+
+impl ServiceError {
+    /// `Invalid` for `field`.
+    pub fn invalid(field: &str, message: impl Into<String>) -> ServiceError {
+        ServiceError::Invalid { field: field.to_string(), message: message.into() }
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ServiceError::NotFound { what, field: None },
+            StoreError::Conflict(what) => ServiceError::Conflict(what),
+            other => ServiceError::Internal(other),
+        }
+    }
+}
+
+impl From<llm::ConfigError> for ServiceError {
+    fn from(e: llm::ConfigError) -> Self {
+        ServiceError::Invalid { field: e.field, message: e.message }
+    }
+}
+
+impl From<SystemError> for ServiceError {
+    fn from(e: SystemError) -> Self {
+        ServiceError::Invalid { field: e.field, message: e.message }
+    }
+}
+
+/// The application's operations over one store, one model registry and the worker.
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub store: Store,
+    /// Active learned models (hot-swapped by the worker).
+    pub registry: SharedRegistry,
+    /// Wakes the background worker.
+    pub worker: WorkerHandle,
+}
+
+impl Service {
+    /// A service over `store` with an empty registry and a worker handle nobody listens to (the CLI's case;
+    /// [`crate::app`] wires a real worker).
+    pub fn new(store: Store) -> Service {
+        Service { store, registry: crate::learn::registry::shared(), worker: WorkerHandle::default() }
+    }
+
+    /// A service with a registry and a worker handle.
+    pub fn with(store: Store, registry: SharedRegistry, worker: WorkerHandle) -> Service {
+        Service { store, registry, worker }
+    }
+
+    /// Loads the stored active models into the registry (startup, and the CLI before predicting).
+    pub async fn load_models(&self) -> Result<usize, ServiceError> {
+        let reg = crate::worker::load_registry(&self.store).await?;
+        let n = reg.len();
+        self.registry.store(Arc::new(reg));
+        Ok(n)
+    }
+
+    /// Resolves a GPU name (catalog name or alias). Errors: `Invalid` naming `field`.
+    pub fn gpu(&self, name: &str, field: &str) -> Result<GpuSpec, ServiceError> {
+        lookup(name).map(|g| g.spec.clone()).ok_or_else(|| {
+            ServiceError::invalid(field, format!("unknown GPU {name:?}: not in the catalog (GET /v1/gpus lists it)"))
+        })
+    }
+}

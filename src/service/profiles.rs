@@ -1,0 +1,149 @@
+//! Profile uploads: detect the format, parse, normalize the samples, store raw bytes and samples in one
+//! transaction, wake the retraining worker.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest, Sha256};
+
+use super::{Service, ServiceError};
+use crate::hw::{lookup, Precision};
+use crate::ingest::{self, Context, Format, Rejected, Sample};
+use crate::store::profiles::{NewProfile, ProfileRecord, SampleBatch, Stored};
+
+/// The query parameters of an upload.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UploadParams {
+    /// Format name; detected from the content when absent.
+    pub format: Option<String>,
+    /// System the file was measured on (its GPU is the default device; communication samples belong to it).
+    pub system: Option<String>,
+    /// GPU the file was measured on, when the file does not name it.
+    pub gpu: Option<String>,
+    /// Precision, when the format does not record it (NeuSight: fp32).
+    pub dtype: Option<String>,
+    /// Every other parameter: free CI labels (`ci_run`, `git_sha`, …).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What an upload did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UploadOutcome {
+    pub profile: ProfileRecord,
+    /// True when identical bytes were uploaded before (nothing was written).
+    pub duplicate: bool,
+    /// Samples accepted per kind (`op`, `comm`, `kernel`); empty for a duplicate.
+    pub by_kind: BTreeMap<&'static str, u64>,
+}
+
+/// Stable 64-bit key of the `index`-th sample of an upload: decides its side of the 80/20 split.
+fn split_key(sha: &[u8], index: usize) -> u64 {
+    let mut h = Sha256::new();
+    h.update(sha);
+    h.update((index as u64).to_le_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+impl Service {
+    /// Stores an upload of `raw` (already gzip-decoded) with `params`.
+    ///
+    /// Errors: unknown `format`, `system` or `gpu` (naming the parameter); a format that cannot be detected
+    /// (listing the formats tried); an unparseable file (`Unparseable` with line and column); a file with no
+    /// usable sample (`Invalid` on `body`, with the first rejection reasons).
+    pub async fn upload_profile(&self, raw: &[u8], params: &UploadParams) -> Result<UploadOutcome, ServiceError> {
+        let system = match &params.system {
+            Some(name) => Some(self.system_for(name, "system").await?),
+            None => None,
+        };
+        let gpu = match &params.gpu {
+            Some(name) => Some(self.gpu(name, "gpu")?.name),
+            None => system.as_ref().map(|s| s.gpu.name.clone()),
+        };
+        let dtype = match &params.dtype {
+            Some(d) => Some(Precision::parse(d).ok_or_else(|| {
+                ServiceError::invalid("dtype", format!("unknown dtype {d:?} (fp64, fp32, tf32, fp16, bf16, fp8)"))
+            })?),
+            None => None,
+        };
+        let format = match &params.format {
+            Some(f) => Format::parse(f).ok_or_else(|| {
+                let names: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+                ServiceError::invalid("format", format!("unknown format {f:?}; known: {}", names.join(", ")))
+            })?,
+            None => ingest::detect(raw).ok_or_else(|| {
+                let names: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+                ServiceError::invalid(
+                    "format",
+                    format!("cannot detect the format (tried {}); give ?format=", names.join(", ")),
+                )
+            })?,
+        };
+        let sha = Sha256::digest(raw);
+        if let Some(profile) = self.store.profile_by_sha256(&hex::encode(sha)).await? {
+            return Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() });
+        }
+        let ctx = Context { gpu: gpu.clone(), dtype };
+        let parsed = ingest::parse(format, raw, &ctx)
+            .map_err(|e| ServiceError::Unparseable { line: e.line, column: e.column, message: e.message })?;
+
+        let mut rejected = parsed.rejected;
+        let mut batch = SampleBatch::default();
+        let mut unknown_gpus: HashMap<String, u64> = HashMap::new();
+        for (i, sample) in parsed.samples.into_iter().enumerate() {
+            match sample {
+                Sample::Op(mut s) => match lookup(&s.gpu) {
+                    Some(g) => {
+                        s.gpu = g.spec.name.clone();
+                        batch.ops.push((s, split_key(&sha, i)));
+                    }
+                    None => *unknown_gpus.entry(s.gpu).or_default() += 1,
+                },
+                Sample::Comm(s) => batch.comms.push(s),
+                Sample::Kernel(mut s) => {
+                    if let Some(g) = s.gpu.as_deref().and_then(lookup) {
+                        s.gpu = Some(g.spec.name.clone());
+                    } else if s.gpu.is_none() {
+                        s.gpu = gpu.clone();
+                    }
+                    batch.kernels.push(s);
+                }
+            }
+        }
+        let mut unknown: Vec<(String, u64)> = unknown_gpus.into_iter().collect();
+        unknown.sort();
+        for (name, n) in unknown {
+            rejected.push(Rejected {
+                line: 0,
+                reason: format!("{n} sample(s) on GPU {name:?}, which is not in the catalog (GET /v1/gpus)"),
+            });
+        }
+        if batch.is_empty() {
+            let first: Vec<String> = rejected.iter().take(5).map(|r| format!("line {}: {}", r.line, r.reason)).collect();
+            return Err(ServiceError::invalid(
+                "body",
+                format!("no usable sample in the file ({} rejected): {}", rejected.len(), first.join("; ")),
+            ));
+        }
+        let by_kind = BTreeMap::from([
+            ("op", batch.ops.len() as u64),
+            ("comm", batch.comms.len() as u64),
+            ("kernel", batch.kernels.len() as u64),
+        ]);
+        let new = NewProfile {
+            sha256: hex::encode(sha),
+            format: format.as_str().to_string(),
+            system: system.map(|s| s.name),
+            gpu,
+            labels: params.labels.clone(),
+            raw,
+            rejected,
+        };
+        match self.store.insert_profile(&new, &batch).await? {
+            Stored::Created(profile) => {
+                self.worker.samples_changed();
+                Ok(UploadOutcome { profile, duplicate: false, by_kind })
+            }
+            Stored::Duplicate(profile) => Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() }),
+        }
+    }
+}

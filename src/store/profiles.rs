@@ -1,0 +1,357 @@
+//! The `profiles` table and the sample tables filled from it (`op_samples`, `comm_samples`, `kernel_samples`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+use super::{Store, StoreError};
+use crate::ingest::{CommSample, KernelSample, OpSample, Rejected};
+
+/// An upload to store: the raw (decoded) bytes and what parsing made of them.
+#[derive(Debug, Clone)]
+pub struct NewProfile<'a> {
+    /// Hex SHA-256 of `raw`: the idempotency key.
+    pub sha256: String,
+    pub format: String,
+    pub system: Option<String>,
+    /// The upload's `gpu` parameter (canonical name).
+    pub gpu: Option<String>,
+    /// Free labels (`ci_run`, `git_sha`, …).
+    pub labels: BTreeMap<String, String>,
+    pub raw: &'a [u8],
+    pub rejected: Vec<Rejected>,
+}
+
+/// Normalized samples ready to store: operator samples carry their canonical GPU and split key.
+#[derive(Debug, Clone, Default)]
+pub struct SampleBatch {
+    pub ops: Vec<(OpSample, u64)>,
+    pub comms: Vec<CommSample>,
+    pub kernels: Vec<KernelSample>,
+}
+
+impl SampleBatch {
+    /// All samples.
+    pub fn len(&self) -> usize {
+        self.ops.len() + self.comms.len() + self.kernels.len()
+    }
+
+    /// True without samples.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A stored profile (without its raw bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileRecord {
+    pub id: String,
+    pub sha256: String,
+    pub format: String,
+    pub system: Option<String>,
+    pub gpu: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub raw_bytes: u64,
+    pub samples: u64,
+    pub rejected: Vec<Rejected>,
+    pub created_at: String,
+}
+
+/// What storing an upload did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// New profile and its samples, committed.
+    Created(ProfileRecord),
+    /// The same bytes were stored before: nothing written, the earlier record returned.
+    Duplicate(ProfileRecord),
+}
+
+/// A stored operator sample as training reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpRow {
+    pub gpu: String,
+    pub dims: [u64; 4],
+    pub time_us: f64,
+    pub split_key: u64,
+}
+
+/// A stored sample as `GET /v1/profiles/{id}/samples` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRow {
+    pub kind: &'static str,
+    pub id: i64,
+    /// The sample as JSON (its kind's fields).
+    pub data: serde_json::Value,
+}
+
+fn gzip(raw: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(raw).and_then(|_| enc.finish()).map_err(|e| StoreError::Corrupt(format!("gzip: {e}")))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn decode_profile(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, StoreError> {
+    let labels: String = row.try_get("labels")?;
+    let rejected: String = row.try_get("rejected")?;
+    let rejected: Vec<(u64, String)> = serde_json::from_str::<Vec<serde_json::Value>>(&rejected)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?
+        .into_iter()
+        .map(|v| (v["line"].as_u64().unwrap_or(0), v["reason"].as_str().unwrap_or("").to_string()))
+        .collect();
+    Ok(ProfileRecord {
+        id: row.try_get("id")?,
+        sha256: row.try_get("sha256")?,
+        format: row.try_get("format")?,
+        system: row.try_get("system")?,
+        gpu: row.try_get("gpu")?,
+        labels: serde_json::from_str(&labels).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        raw_bytes: row.try_get::<i64, _>("raw_bytes")? as u64,
+        samples: row.try_get::<i64, _>("samples")? as u64,
+        rejected: rejected.into_iter().map(|(line, reason)| Rejected { line, reason }).collect(),
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+const PROFILE_COLUMNS: &str = "id, sha256, format, system, gpu, labels, raw_bytes, samples, rejected, created_at";
+
+/// Rows per multi-row INSERT (13 bound values per op sample stays far below SQLite's variable limit).
+const BATCH: usize = 500;
+
+impl Store {
+    /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
+    /// transaction, or finds the identical earlier upload. Either everything is committed or nothing is.
+    pub async fn insert_profile(&self, p: &NewProfile<'_>, samples: &SampleBatch) -> Result<Stored, StoreError> {
+        let raw_gzip = gzip(p.raw)?;
+        let id: String = p.sha256.chars().take(16).collect();
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
+            .bind(&p.sha256)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = existing {
+            return Ok(Stored::Duplicate(decode_profile(&row)?));
+        }
+        sqlx::query(
+            "INSERT INTO profiles (id, sha256, format, system, gpu, labels, raw_gzip, raw_bytes, samples, rejected) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&id)
+        .bind(&p.sha256)
+        .bind(&p.format)
+        .bind(&p.system)
+        .bind(&p.gpu)
+        .bind(json(&p.labels)?)
+        .bind(raw_gzip)
+        .bind(p.raw.len() as i64)
+        .bind(samples.len() as i64)
+        .bind(json(&p.rejected)?)
+        .execute(&mut *tx)
+        .await?;
+        for chunk in samples.ops.chunks(BATCH) {
+            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, time_us, attributes, split_key) ",
+            );
+            let mut err = None;
+            q.push_values(chunk, |mut b, (s, key)| {
+                let attrs = json(&s.attributes).unwrap_or_else(|e| {
+                    err = Some(e);
+                    "{}".into()
+                });
+                b.push_bind(&id)
+                    .push_bind(s.op.as_str())
+                    .push_bind(s.phase.as_str())
+                    .push_bind(s.dtype.as_str())
+                    .push_bind(&s.gpu)
+                    .push_bind(s.dims[0] as i64)
+                    .push_bind(s.dims[1] as i64)
+                    .push_bind(s.dims[2] as i64)
+                    .push_bind(s.dims[3] as i64)
+                    .push_bind(s.time_us)
+                    .push_bind(attrs)
+                    .push_bind(*key as i64);
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+            q.build().execute(&mut *tx).await?;
+        }
+        for chunk in samples.comms.chunks(BATCH) {
+            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
+                 time_us, algbw_gbs, busbw_gbs, dtype, attributes) ",
+            );
+            q.push_values(chunk, |mut b, s| {
+                b.push_bind(&id)
+                    .push_bind(&p.system)
+                    .push_bind(s.collective.as_str())
+                    .push_bind(s.bytes as i64)
+                    .push_bind(s.ranks as i64)
+                    .push_bind(s.nodes.map(|v| v as i64))
+                    .push_bind(s.gpus_per_node.map(|v| v as i64))
+                    .push_bind(s.time_us)
+                    .push_bind(s.algbw_gbs)
+                    .push_bind(s.busbw_gbs)
+                    .push_bind(&s.dtype)
+                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        for chunk in samples.kernels.chunks(BATCH) {
+            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes) ",
+            );
+            q.push_values(chunk, |mut b, s| {
+                b.push_bind(&id)
+                    .push_bind(&s.gpu)
+                    .push_bind(&s.name)
+                    .push_bind(s.duration_us)
+                    .push_bind(s.grid.map(|g| serde_json::to_string(&g).unwrap_or_default()))
+                    .push_bind(s.block.map(|g| serde_json::to_string(&g).unwrap_or_default()))
+                    .push_bind(serde_json::to_string(&s.metrics).unwrap_or_else(|_| "{}".into()))
+                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
+            .bind(&id)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Stored::Created(decode_profile(&row)?))
+    }
+
+    /// The profile stored from bytes with this SHA-256 (hex), if any.
+    pub async fn profile_by_sha256(&self, sha256: &str) -> Result<Option<ProfileRecord>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
+            .bind(sha256)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode_profile).transpose()
+    }
+
+    /// Profiles, newest first, and the total count.
+    pub async fn list_profiles(&self, limit: u32, offset: u64) -> Result<(Vec<ProfileRecord>, u64), StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {PROFILE_COLUMNS} FROM profiles ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+        ))
+        .bind(limit as i64)
+        .bind(offset as i64)
+        .fetch_all(self.pool())
+        .await?;
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM profiles").fetch_one(self.pool()).await?;
+        Ok((rows.iter().map(decode_profile).collect::<Result<_, _>>()?, total as u64))
+    }
+
+    /// One profile. Errors: [`StoreError::NotFound`].
+    pub async fn get_profile(&self, id: &str) -> Result<ProfileRecord, StoreError> {
+        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("profile {id:?}")))?;
+        decode_profile(&row)
+    }
+
+    /// The raw bytes of a profile, decompressed. Errors: [`StoreError::NotFound`].
+    pub async fn profile_raw(&self, id: &str) -> Result<Vec<u8>, StoreError> {
+        let blob: Vec<u8> = sqlx::query_scalar("SELECT raw_gzip FROM profiles WHERE id = ?")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("profile {id:?}")))?;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&blob[..])
+            .read_to_end(&mut out)
+            .map_err(|e| StoreError::Corrupt(format!("profile {id}: {e}")))?;
+        Ok(out)
+    }
+
+    /// A page of a profile's samples (operator, then communication, then kernel samples, each by id), and
+    /// the total. Errors: [`StoreError::NotFound`] for an unknown profile.
+    pub async fn profile_samples(&self, id: &str, limit: u32, offset: u64) -> Result<(Vec<SampleRow>, u64), StoreError> {
+        let profile = self.get_profile(id).await?;
+        let rows = sqlx::query(
+            "SELECT kind, sid, data FROM (
+                SELECT 'op' AS kind, 0 AS ord, id AS sid, json_object('op', op, 'phase', phase, 'dtype', dtype,
+                    'gpu', gpu, 'dims', json_array(d0, d1, d2, d3), 'time_us', time_us,
+                    'attributes', json(attributes)) AS data
+                FROM op_samples WHERE profile_id = ?1
+                UNION ALL
+                SELECT 'comm', 1, id, json_object('collective', collective, 'bytes', bytes, 'ranks', ranks,
+                    'nodes', nodes, 'gpus_per_node', gpus_per_node, 'time_us', time_us, 'algbw_gbs', algbw_gbs,
+                    'busbw_gbs', busbw_gbs, 'dtype', dtype, 'system', system, 'attributes', json(attributes))
+                FROM comm_samples WHERE profile_id = ?1
+                UNION ALL
+                SELECT 'kernel', 2, id, json_object('name', name, 'gpu', gpu, 'duration_us', duration_us,
+                    'grid', json(grid), 'block', json(block), 'metrics', json(metrics),
+                    'attributes', json(attributes))
+                FROM kernel_samples WHERE profile_id = ?1
+             ) ORDER BY ord, sid LIMIT ?2 OFFSET ?3",
+        )
+        .bind(id)
+        .bind(limit as i64)
+        .bind(offset as i64)
+        .fetch_all(self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let kind: String = r.try_get("kind")?;
+            let data: String = r.try_get("data")?;
+            out.push(SampleRow {
+                kind: match kind.as_str() {
+                    "op" => "op",
+                    "comm" => "comm",
+                    _ => "kernel",
+                },
+                id: r.try_get("sid")?,
+                data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            });
+        }
+        Ok((out, profile.samples))
+    }
+
+    /// Operator-sample counts per (op, phase, dtype, gpu).
+    pub async fn op_sample_counts(&self) -> Result<Vec<(String, String, String, String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT op, phase, dtype, gpu, COUNT(*) AS n FROM op_samples GROUP BY op, phase, dtype, gpu ORDER BY 1, 2, 3, 4",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((r.try_get("op")?, r.try_get("phase")?, r.try_get("dtype")?, r.try_get("gpu")?, r.try_get::<i64, _>("n")? as u64))
+            })
+            .collect()
+    }
+
+    /// Every operator sample of (op, phase, dtype), for training.
+    pub async fn op_rows(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<OpRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT gpu, d0, d1, d2, d3, time_us, split_key FROM op_samples WHERE op = ? AND phase = ? AND dtype = ? ORDER BY id",
+        )
+        .bind(op)
+        .bind(phase)
+        .bind(dtype)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(OpRow {
+                    gpu: r.try_get("gpu")?,
+                    dims: [
+                        r.try_get::<i64, _>("d0")? as u64,
+                        r.try_get::<i64, _>("d1")? as u64,
+                        r.try_get::<i64, _>("d2")? as u64,
+                        r.try_get::<i64, _>("d3")? as u64,
+                    ],
+                    time_us: r.try_get("time_us")?,
+                    split_key: r.try_get::<i64, _>("split_key")? as u64,
+                })
+            })
+            .collect()
+    }
+}

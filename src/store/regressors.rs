@@ -1,0 +1,190 @@
+//! The `regressors` table: every model version, exactly one active per key.
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+
+/// A model version to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRegressor {
+    pub key: String,
+    pub family: String,
+    /// `all` or a GPU name.
+    pub scope: String,
+    pub model: String,
+    pub holdout_model: String,
+    pub feature_names: Vec<String>,
+    pub candidate: serde_json::Value,
+    pub candidates: serde_json::Value,
+    pub validation_mape: f64,
+    pub validation_signed: f64,
+    pub analytic_validation_mape: f64,
+    pub train_rows: u64,
+    pub validation_rows: u64,
+    /// Samples of the key when trained (retraining is skipped while it is unchanged).
+    pub samples: u64,
+    pub summary: serde_json::Value,
+    pub importance: serde_json::Value,
+    /// Why it was or was not activated.
+    pub promotion: serde_json::Value,
+    /// Activate it (deactivating the key's previous active version).
+    pub activate: bool,
+}
+
+/// A stored model version (model texts only where asked for).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegressorRecord {
+    pub id: i64,
+    pub key: String,
+    pub family: String,
+    pub scope: String,
+    pub version: i64,
+    pub active: bool,
+    pub model: Option<String>,
+    pub feature_names: Vec<String>,
+    pub candidate: serde_json::Value,
+    pub candidates: serde_json::Value,
+    pub validation_mape: f64,
+    pub validation_signed: f64,
+    pub analytic_validation_mape: f64,
+    pub train_rows: u64,
+    pub validation_rows: u64,
+    pub samples: u64,
+    pub summary: serde_json::Value,
+    pub importance: serde_json::Value,
+    pub promotion: serde_json::Value,
+    pub job_id: Option<i64>,
+    pub created_at: String,
+}
+
+const META: &str = "id, key, family, scope, version, active, feature_names, candidate, candidates, validation_mape, \
+    validation_signed, analytic_validation_mape, train_rows, validation_rows, samples, summary, importance, promotion, \
+    job_id, created_at";
+
+fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorRecord, StoreError> {
+    let j = |c: &str| -> Result<serde_json::Value, StoreError> {
+        let s: String = r.try_get(c)?;
+        serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("regressor {c}: {e}")))
+    };
+    let names: Vec<String> =
+        serde_json::from_value(j("feature_names")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(RegressorRecord {
+        id: r.try_get("id")?,
+        key: r.try_get("key")?,
+        family: r.try_get("family")?,
+        scope: r.try_get("scope")?,
+        version: r.try_get("version")?,
+        active: r.try_get::<i64, _>("active")? != 0,
+        model: if with_model { Some(r.try_get("model")?) } else { None },
+        feature_names: names,
+        candidate: j("candidate")?,
+        candidates: j("candidates")?,
+        validation_mape: r.try_get("validation_mape")?,
+        validation_signed: r.try_get("validation_signed")?,
+        analytic_validation_mape: r.try_get("analytic_validation_mape")?,
+        train_rows: r.try_get::<i64, _>("train_rows")? as u64,
+        validation_rows: r.try_get::<i64, _>("validation_rows")? as u64,
+        samples: r.try_get::<i64, _>("samples")? as u64,
+        summary: j("summary")?,
+        importance: j("importance")?,
+        promotion: j("promotion")?,
+        job_id: r.try_get("job_id")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+impl Store {
+    /// Stores new versions (each the key's next version number) and applies their activation, all in one
+    /// transaction: a crash leaves either all of them or none. Returns the stored records (without model texts).
+    pub async fn insert_regressors(&self, job_id: Option<i64>, new: &[NewRegressor]) -> Result<Vec<RegressorRecord>, StoreError> {
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut out = Vec::with_capacity(new.len());
+        for n in new {
+            let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM regressors WHERE key = ?")
+                .bind(&n.key)
+                .fetch_one(&mut *tx)
+                .await?;
+            if n.activate {
+                sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1").bind(&n.key).execute(&mut *tx).await?;
+            }
+            let s = |v: &serde_json::Value| v.to_string();
+            let r = sqlx::query(&format!(
+                "INSERT INTO regressors (key, family, scope, version, active, model, holdout_model, feature_names,
+                    candidate, candidates, validation_mape, validation_signed, analytic_validation_mape, train_rows,
+                    validation_rows, samples, summary, importance, promotion, job_id)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {META}"
+            ))
+            .bind(&n.key)
+            .bind(&n.family)
+            .bind(&n.scope)
+            .bind(version)
+            .bind(n.activate as i64)
+            .bind(&n.model)
+            .bind(&n.holdout_model)
+            .bind(serde_json::to_string(&n.feature_names).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+            .bind(s(&n.candidate))
+            .bind(s(&n.candidates))
+            .bind(n.validation_mape)
+            .bind(n.validation_signed)
+            .bind(n.analytic_validation_mape)
+            .bind(n.train_rows as i64)
+            .bind(n.validation_rows as i64)
+            .bind(n.samples as i64)
+            .bind(s(&n.summary))
+            .bind(s(&n.importance))
+            .bind(s(&n.promotion))
+            .bind(job_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            out.push(decode(&r, false)?);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Every active version with its model text (what the registry loads).
+    pub async fn active_regressors(&self) -> Result<Vec<RegressorRecord>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {META}, model FROM regressors WHERE active = 1 ORDER BY key"))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| decode(r, true)).collect()
+    }
+
+    /// The active version's hold-out model text of `key` and its version, if the key has an active version.
+    pub async fn active_holdout(&self, key: &str) -> Result<Option<(i64, String)>, StoreError> {
+        let r = sqlx::query("SELECT version, holdout_model FROM regressors WHERE key = ? AND active = 1")
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        r.map(|r| Ok((r.try_get("version")?, r.try_get("holdout_model")?))).transpose()
+    }
+
+    /// The newest version's sample count of `key` (0 when never trained).
+    pub async fn latest_trained_samples(&self, key: &str) -> Result<u64, StoreError> {
+        let n: Option<i64> = sqlx::query_scalar("SELECT samples FROM regressors WHERE key = ? ORDER BY version DESC LIMIT 1")
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(n.unwrap_or(0) as u64)
+    }
+
+    /// All versions of every key (without model texts), by key and version.
+    pub async fn list_regressors(&self) -> Result<Vec<RegressorRecord>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {META} FROM regressors ORDER BY key, version"))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| decode(r, false)).collect()
+    }
+
+    /// All versions of `key`, newest first. Errors: [`StoreError::NotFound`] when the key has none.
+    pub async fn regressor_versions(&self, key: &str) -> Result<Vec<RegressorRecord>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {META} FROM regressors WHERE key = ? ORDER BY version DESC"))
+            .bind(key)
+            .fetch_all(self.pool())
+            .await?;
+        if rows.is_empty() {
+            return Err(StoreError::NotFound(format!("regressor {key:?}")));
+        }
+        rows.iter().map(|r| decode(r, false)).collect()
+    }
+}

@@ -1,0 +1,359 @@
+//! The background retraining worker: wakes when samples arrive (debounced) or a retrain job is queued, trains
+//! in `spawn_blocking`, writes new versions in one transaction and hot-swaps the registry. Jobs are rows in
+//! SQLite: one left `running` by a crash is queued again at the next start; until a job commits, the previous
+//! active models keep serving.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use utoipa::ToSchema;
+
+use crate::hw::{lookup, GpuSpec, Precision};
+use crate::learn::fit::{predict_rows, split, Accuracy, FitError, Fitted};
+use crate::learn::lgbm::Model;
+use crate::learn::op_data::{op_training_set, OpObservation};
+use crate::learn::registry::family;
+use crate::learn::{fit, op_key, ActiveRegressor, Grid, Registry, SharedRegistry, TrainingSet};
+use crate::op::{OpClass, Phase};
+use crate::store::regressors::NewRegressor;
+use crate::store::{Store, StoreError};
+
+/// Job kind of a retrain.
+pub const RETRAIN: &str = "retrain";
+
+/// Worker settings (from the service configuration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    /// Quiet time after new samples before an automatic retrain starts.
+    pub debounce: Duration,
+    /// Grid of automatic retrains.
+    pub grid: Grid,
+    /// Samples a GPU needs for (class, phase, dtype) before a per-GPU model is tried.
+    pub per_gpu_min_samples: u64,
+    /// Retrain automatically when samples arrive.
+    pub auto_retrain: bool,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig { debounce: Duration::from_secs(5), grid: Grid::Full, per_gpu_min_samples: 300, auto_retrain: true }
+    }
+}
+
+/// Parameters of a retrain job (`POST /v1/regressors/retrain`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrainParams {
+    /// Only these keys (`linear.fwd.fp32`; per-GPU models of a key are included). Default: every key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+    /// Hyper-parameter grid. Default: the configured one (`full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<Grid>,
+    /// Retrain keys whose samples did not change since their last version. Default false.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Wakes the worker.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerHandle {
+    notify: Arc<Notify>,
+    samples_changed: Arc<AtomicBool>,
+}
+
+impl WorkerHandle {
+    /// New samples were committed: retrain after the debounce.
+    pub fn samples_changed(&self) {
+        self.samples_changed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// A job was queued: look now.
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+}
+
+/// Loads the active versions from the store into a registry. Versions whose model text does not load are
+/// skipped with an error log (serving continues without them).
+pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
+    let records = store.active_regressors().await?;
+    let mut models = Vec::with_capacity(records.len());
+    for r in records {
+        match Model::from_text(r.model.as_deref().unwrap_or("")) {
+            Ok(model) => models.push(ActiveRegressor {
+                key: r.key,
+                version: r.version,
+                model,
+                feature_names: r.feature_names,
+                validation_mape: r.validation_mape,
+            }),
+            Err(e) => tracing::error!(key = %r.key, version = r.version, error = %e, "stored model does not load"),
+        }
+    }
+    Ok(Registry::new(models))
+}
+
+/// Starts the worker on the current tokio runtime: first re-queues jobs a crash interrupted, then serves jobs
+/// until the task is aborted.
+pub fn spawn(store: Store, registry: SharedRegistry, config: WorkerConfig, handle: WorkerHandle) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        match store.requeue_interrupted_jobs().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(jobs = n, "re-queued jobs interrupted by a restart"),
+            Err(e) => tracing::error!(error = %e, "cannot re-queue interrupted jobs"),
+        }
+        loop {
+            loop {
+                match store.claim_job(&[RETRAIN]).await {
+                    Ok(Some(job)) => {
+                        let params: RetrainParams = serde_json::from_value(job.params.clone()).unwrap_or_default();
+                        let id = job.id;
+                        tracing::info!(job = id, attempt = job.attempts, "retrain started");
+                        let outcome = retrain(&store, &registry, &config, id, &params).await;
+                        let finished = match outcome {
+                            Ok(result) => {
+                                let msg = format!(
+                                    "trained {} model(s), activated {}",
+                                    result["trained"].as_u64().unwrap_or(0),
+                                    result["activated"].as_u64().unwrap_or(0)
+                                );
+                                tracing::info!(job = id, %msg, "retrain finished");
+                                store.finish_job(id, true, &msg, &result).await
+                            }
+                            Err(e) => {
+                                tracing::error!(job = id, error = %e, "retrain failed");
+                                store.finish_job(id, false, &e.to_string(), &json!({})).await
+                            }
+                        };
+                        if let Err(e) = finished {
+                            tracing::error!(job = id, error = %e, "cannot record the job's end");
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot claim a job");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = handle.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+            }
+            if handle.samples_changed.load(Ordering::SeqCst) && config.auto_retrain {
+                // Debounce: wait until uploads have been quiet for `debounce`.
+                while handle.samples_changed.swap(false, Ordering::SeqCst) {
+                    tokio::time::sleep(config.debounce).await;
+                }
+                let params = json!({"reason": "new samples"});
+                if let Err(e) = store.create_job(RETRAIN, &params, true).await {
+                    tracing::error!(error = %e, "cannot queue an automatic retrain");
+                }
+            }
+        }
+    })
+}
+
+/// Why a retrain failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrainError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("training failed for {key}: {source}")]
+    Fit { key: String, source: FitError },
+    #[error("training task panicked: {0}")]
+    Join(String),
+}
+
+struct KeyGroup {
+    class: OpClass,
+    phase: Phase,
+    dtype: Precision,
+    total: u64,
+    per_gpu: BTreeMap<String, u64>,
+}
+
+fn parse_group(op: &str, phase: &str, dtype: &str) -> Option<(OpClass, Phase, Precision)> {
+    let class = OpClass::ALL.into_iter().find(|c| c.as_str() == op)?;
+    let phase = match phase {
+        "fwd" => Phase::Fwd,
+        "bwd" => Phase::Bwd,
+        _ => return None,
+    };
+    Some((class, phase, Precision::parse(dtype)?))
+}
+
+async fn fit_blocking(set: Arc<TrainingSet>, grid: Grid, key: &str) -> Result<Fitted, RetrainError> {
+    let k = key.to_string();
+    tokio::task::spawn_blocking(move || fit(&set, grid, &mut |_| {}))
+        .await
+        .map_err(|e| RetrainError::Join(e.to_string()))?
+        .map_err(|source| RetrainError::Fit { key: k, source })
+}
+
+/// Accuracy of a hold-out model text on the validation rows of `set` (None when it does not load or predict).
+fn holdout_accuracy(text: &str, set: &TrainingSet) -> Option<Accuracy> {
+    let model = Model::from_text(text).ok()?;
+    let (_, val) = split(set);
+    let pred = predict_rows(&model, set, &val).ok()?;
+    let meas: Vec<f64> = val.iter().map(|&i| set.measured_us[i]).collect();
+    Some(crate::learn::fit::accuracy(&pred, &meas))
+}
+
+fn new_regressor(key: &str, scope: &str, f: &Fitted, samples: u64, summary: serde_json::Value) -> NewRegressor {
+    NewRegressor {
+        key: key.to_string(),
+        family: family::OP.to_string(),
+        scope: scope.to_string(),
+        model: f.model_text.clone(),
+        holdout_model: f.holdout_text.clone(),
+        feature_names: crate::learn::features::OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+        candidate: serde_json::to_value(&f.chosen).unwrap_or_default(),
+        candidates: json!(f.candidates.iter().map(|(n, m)| json!({"name": n, "validation_mape": m})).collect::<Vec<_>>()),
+        validation_mape: f.validation.mape,
+        validation_signed: f.validation.signed,
+        analytic_validation_mape: f.analytic_validation.mape,
+        train_rows: f.train_rows as u64,
+        validation_rows: f.validation_rows as u64,
+        samples,
+        summary,
+        importance: json!(f.importance.iter().map(|(n, g)| json!({"feature": n, "gain": g})).collect::<Vec<_>>()),
+        promotion: json!({}),
+        activate: false,
+    }
+}
+
+/// One retrain: every (class, phase, dtype) whose samples changed (or the requested keys), a cross-GPU model
+/// and per-GPU models where a GPU has enough samples; promotion on the same held-out rows; one transaction;
+/// registry swap. Returns the job result.
+pub async fn retrain(
+    store: &Store,
+    registry: &SharedRegistry,
+    config: &WorkerConfig,
+    job_id: i64,
+    params: &RetrainParams,
+) -> Result<serde_json::Value, RetrainError> {
+    let grid = params.grid.unwrap_or(config.grid);
+    let mut groups: BTreeMap<String, KeyGroup> = BTreeMap::new();
+    for (op, phase, dtype, gpu, n) in store.op_sample_counts().await? {
+        let Some((class, phase, dtype)) = parse_group(&op, &phase, &dtype) else { continue };
+        let key = op_key(class, phase, dtype, None);
+        let g = groups.entry(key).or_insert(KeyGroup { class, phase, dtype, total: 0, per_gpu: BTreeMap::new() });
+        g.total += n;
+        *g.per_gpu.entry(gpu).or_default() += n;
+    }
+    if let Some(keys) = &params.keys {
+        groups.retain(|k, _| keys.iter().any(|want| want == k || want.starts_with(&format!("{k}."))));
+    }
+    let mut gpu_cache: HashMap<String, Option<GpuSpec>> = HashMap::new();
+    let mut new: Vec<NewRegressor> = Vec::new();
+    let mut report = Vec::new();
+    let n_groups = groups.len().max(1);
+    for (i, (key, g)) in groups.iter().enumerate() {
+        store.job_progress(job_id, i as f64 / n_groups as f64, &format!("training {key} ({}/{n_groups})", i + 1)).await?;
+        if !params.force && params.keys.is_none() && store.latest_trained_samples(key).await? == g.total {
+            report.push(json!({"key": key, "skipped": "samples unchanged since the last version"}));
+            continue;
+        }
+        let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
+        for r in &rows {
+            gpu_cache.entry(r.gpu.clone()).or_insert_with(|| lookup(&r.gpu).map(|c| c.spec.clone()));
+        }
+        let observations: Vec<OpObservation> = rows
+            .iter()
+            .filter_map(|r| {
+                gpu_cache.get(&r.gpu)?.as_ref().map(|gpu| OpObservation {
+                    gpu,
+                    dims: r.dims,
+                    time_us: r.time_us,
+                    split_key: r.split_key,
+                })
+            })
+            .collect();
+        let (set, summary) = op_training_set(g.class, g.phase, g.dtype, &observations);
+        if set.len() < crate::learn::fit::MIN_ROWS {
+            report.push(json!({"key": key, "skipped": format!("{} usable samples, {} needed", set.len(), crate::learn::fit::MIN_ROWS)}));
+            continue;
+        }
+        let set = Arc::new(set);
+        let fitted = fit_blocking(set.clone(), grid, key).await?;
+        // Promotion: the candidate's hold-out model against the active one's, on the same validation rows.
+        let active = store.active_holdout(key).await?;
+        let candidate_acc = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
+        let (activate, promotion) = match &active {
+            None => (true, json!({"activated": true, "reason": "first model of this key",
+                                  "candidate_validation_mape": candidate_acc.mape})),
+            Some((version, text)) => match holdout_accuracy(text, &set) {
+                Some(a) if candidate_acc.mape > a.mape => (false, json!({"activated": false,
+                    "reason": "worse than the active version on the same held-out rows", "active_version": version,
+                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape})),
+                Some(a) => (true, json!({"activated": true,
+                    "reason": "not worse than the active version on the same held-out rows", "active_version": version,
+                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape})),
+                None => (true, json!({"activated": true, "reason": "the active version's hold-out model does not load",
+                    "active_version": version})),
+            },
+        };
+        let cross_holdout = if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t) };
+        let mut reg = new_regressor(key, "all", &fitted, g.total, serde_json::to_value(&summary).unwrap_or_default());
+        reg.activate = activate;
+        reg.promotion = promotion.clone();
+        report.push(json!({"key": key, "rows": set.len(), "validation_mape": fitted.validation.mape,
+            "analytic_validation_mape": fitted.analytic_validation.mape, "promotion": promotion}));
+        new.push(reg);
+
+        // Per-GPU models where a GPU has enough samples; active only when better than the cross-GPU model.
+        for (gpu_name, n) in &g.per_gpu {
+            if *n < config.per_gpu_min_samples {
+                continue;
+            }
+            let Some(Some(gpu)) = gpu_cache.get(gpu_name) else { continue };
+            let canonical = gpu.name.clone();
+            let obs: Vec<OpObservation> = observations.iter().filter(|o| o.gpu.name == canonical).copied().collect();
+            let (gset, gsummary) = op_training_set(g.class, g.phase, g.dtype, &obs);
+            if gset.len() < crate::learn::fit::MIN_ROWS {
+                continue;
+            }
+            let gkey = op_key(g.class, g.phase, g.dtype, Some(&canonical));
+            let gset = Arc::new(gset);
+            let gfit = fit_blocking(gset.clone(), grid, &gkey).await?;
+            let cand = holdout_accuracy(&gfit.holdout_text, &gset).unwrap_or(gfit.validation);
+            let cross = cross_holdout.as_deref().and_then(|t| holdout_accuracy(t, &gset));
+            let own = store.active_holdout(&gkey).await?.and_then(|(_, t)| holdout_accuracy(&t, &gset));
+            let beats_cross = cross.is_none_or(|c| cand.mape < c.mape);
+            let beats_own = own.is_none_or(|o| cand.mape <= o.mape);
+            let promotion = json!({"activated": beats_cross && beats_own,
+                "reason": if !beats_cross { "not better than the cross-GPU model on this GPU's held-out rows" }
+                          else if !beats_own { "worse than the active per-GPU version on the same held-out rows" }
+                          else { "better than the cross-GPU model on this GPU's held-out rows" },
+                "candidate_validation_mape": cand.mape,
+                "cross_gpu_validation_mape": cross.map(|c| c.mape),
+                "active_validation_mape": own.map(|o| o.mape)});
+            let mut greg = new_regressor(&gkey, &canonical, &gfit, *n, serde_json::to_value(&gsummary).unwrap_or_default());
+            greg.activate = beats_cross && beats_own;
+            greg.promotion = promotion.clone();
+            report.push(json!({"key": gkey, "rows": gset.len(), "validation_mape": gfit.validation.mape,
+                "promotion": promotion}));
+            new.push(greg);
+        }
+    }
+    let stored = store.insert_regressors(Some(job_id), &new).await?;
+    let activated = stored.iter().filter(|r| r.active).count();
+    if activated > 0 {
+        registry.store(Arc::new(load_registry(store).await?));
+    }
+    Ok(json!({
+        "trained": stored.len(),
+        "activated": activated,
+        "versions": stored.iter().map(|r| json!({"key": r.key, "version": r.version, "active": r.active})).collect::<Vec<_>>(),
+        "keys": report,
+    }))
+}
