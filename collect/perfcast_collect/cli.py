@@ -246,9 +246,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
     base = env.sample_attributes(info)
     if (args.warmup, args.iters) != (WARMUP, ITERS):
         base.update(warmup=args.warmup, iters=args.iters)
-    fused_mode = args.fused_softmax
     start = time.monotonic()
-    n_ok = n_fail = n_mem = 0
+    n_ok = n_fail = n_mem = n_unsupported = 0
     stopped = False
     with output.SampleWriter(args.out, header) as w:
         for case, dtype, phases in _units(plan, args.dtypes, args.phases, cap):
@@ -260,43 +259,37 @@ def cmd_ops(args: argparse.Namespace) -> int:
                 stopped = True
                 break
             label = f"{case.s1_op:>22} {dtype} {json.dumps(case.dims_dict)}"
-            for attempt in range(2):
-                bench = None
-                try:
-                    bench = ops.build(case.op, case.dims_dict, dtype, device, tokens=case.config.l,
-                                      fused_softmax=fused_mode)
-                    rows = []
-                    for phase in phases:
-                        fn = bench.fwd if phase == "fwd" else bench.bwd()
-                        m = timing.measure(fn, timer, args.warmup, args.iters)
-                        a = dict(case.attributes(), **base, min_us=round(m.min_us, 3), max_us=round(m.max_us, 3))
-                        if bench.impl:
-                            a["impl"] = bench.impl
-                        rows.append(output.op_sample(case.op, phase, dtype, info["gpu"], case.dims_dict, m.time_us, a))
-                    w.write_all(rows)
-                    n_ok += len(rows)
-                    if not args.quiet:
-                        _log(f"{label} " + " ".join(f"{r['phase']} {r['time_us']:.1f} us" for r in rows))
-                    break
-                except ops.Unsupported as e:
-                    _log(f"{label} skipped: {e}")
-                    break
-                except Exception as e:  # one failing shape must not end a long run
-                    if ops.is_oom(e):
-                        n_mem += len(phases)
-                        _log(f"{label} skipped: out of memory")
-                        break
-                    if case.op == "fused_softmax" and fused_mode in ("auto", "compile") and attempt == 0:
-                        _log(f"{label}: {type(e).__name__}: {str(e)[:200]}; Fused_Softmax falls back to eager")
-                        fused_mode = "eager"
-                        continue
+            bench = None
+            try:
+                bench = ops.build(case.op, case.dims_dict, dtype, device, tokens=case.config.l,
+                                  fused_softmax=args.fused_softmax)
+                rows = []
+                for phase in phases:
+                    fn = bench.fwd if phase == "fwd" else bench.bwd()
+                    m = timing.measure(fn, timer, args.warmup, args.iters)
+                    a = dict(case.attributes(), **base, min_us=round(m.min_us, 3), max_us=round(m.max_us, 3))
+                    if bench.impl:
+                        a["impl"] = bench.impl
+                    rows.append(output.op_sample(case.op, phase, dtype, info["gpu"], case.dims_dict, m.time_us, a))
+                w.write_all(rows)
+                n_ok += len(rows)
+                if not args.quiet:
+                    _log(f"{label} " + " ".join(f"{r['phase']} {r['time_us']:.1f} us" for r in rows))
+            except ops.Unsupported as e:
+                n_unsupported += len(phases)
+                _log(f"{label} skipped: {e}")
+            except Exception as e:  # one failing shape must not end a long run
+                if ops.is_oom(e):
+                    n_mem += len(phases)
+                    _log(f"{label} skipped: out of memory")
+                else:
                     n_fail += len(phases)
                     _log(f"{label} failed: {type(e).__name__}: {str(e)[:300]}")
-                    break
-                finally:
-                    del bench
-                    ops.free_memory(device)
-    _log(f"wrote {n_ok} samples to {args.out}; {n_mem} timings skipped for memory, {n_fail} failed"
+            finally:
+                del bench
+                ops.free_memory(device)
+    _log(f"wrote {n_ok} samples to {args.out}; timings skipped: {n_mem} for memory, {n_unsupported} unsupported here; "
+         f"{n_fail} failed"
          + ("; time budget reached" if stopped else ""))
     if n_ok == 0:
         _log("error: no sample was measured")

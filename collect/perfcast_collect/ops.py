@@ -143,6 +143,7 @@ def _scaled_softmax_backward(gy, y, scale: float):
 
 
 _compiled: Dict[str, Callable] = {}
+_compile_broken: list = []  # the first torch.compile failure of this process, if any
 
 
 def _megatron_kernel():
@@ -154,45 +155,72 @@ def _megatron_kernel():
         return None
 
 
+def _fused_megatron(x, scale):
+    k = _megatron_kernel()
+    if k is None:
+        raise Unsupported("scaled_upper_triang_masked_softmax_cuda is not installed")
+    xd = x.detach()
+    y = k.forward(xd, scale)
+    gy = torch.randn_like(y)
+    k.backward(gy, y, scale)  # a trial: the kernel refuses some shapes
+    return Bench(lambda: k.forward(xd, scale), (), impl="megatron", bwd=lambda: k.backward(gy, y, scale), keep=(y, gy))
+
+
+def _fused_compiled(x, mask, scale):
+    if _compile_broken:
+        raise Unsupported(f"torch.compile failed earlier: {_compile_broken[0]}")
+    if not hasattr(torch, "compile"):
+        raise Unsupported("torch.compile needs torch >= 2.0")
+    if not _compiled:
+        _compiled["fwd"] = torch.compile(_scaled_causal_softmax, dynamic=True)
+        _compiled["bwd"] = torch.compile(_scaled_softmax_backward, dynamic=True)
+    fwd, bwd = _compiled["fwd"], _compiled["bwd"]
+    xd = x.detach()
+    with torch.no_grad():
+        y = fwd(xd, mask, scale)
+        gy = torch.randn_like(y)
+        bwd(gy, y, scale)
+
+    def forward():
+        with torch.no_grad():
+            return fwd(xd, mask, scale)
+
+    def backward():
+        with torch.no_grad():
+            return bwd(gy, y, scale)
+
+    return Bench(forward, (), impl="compiled", bwd=backward, keep=(mask, y, gy))
+
+
 def _fused_softmax(dm, dtype, device, fused_softmax="auto", **_):
     """Scale + causal mask + softmax as one kernel forward and one backward, like Megatron's
-    ``ScaledUpperTriangMaskedSoftmax``: its CUDA kernel when installed, else the same two functions compiled by
-    torch.compile (each becomes one fused kernel), else eager autograd (several kernels; labelled ``eager``)."""
+    ``ScaledUpperTriangMaskedSoftmax``. ``auto`` tries, in order: its CUDA kernel (when installed; it refuses some
+    shapes), the same two functions compiled by torch.compile (each becomes one fused kernel), eager autograd
+    (several kernels). The first that runs a trial forward and backward is used and named in ``impl``."""
     n, l = _square_rows(dm)
     scale = 1.0 / math.sqrt(128.0)
     x = _randn((n, l, l), dtype, device)
-    dev_type = torch.device(device).type
-    mode = fused_softmax
-    if mode in ("auto", "megatron") and dev_type == "cuda" and dtype != torch.float32:
-        k = _megatron_kernel()
-        if k is not None:
-            xd = x.detach()
-            y = k.forward(xd, scale)
-            gy = torch.randn_like(y)
-            return Bench(lambda: k.forward(xd, scale), (), impl="megatron",
-                         bwd=lambda: k.backward(gy, y, scale), keep=(y, gy))
-        if mode == "megatron":
-            raise Unsupported("scaled_upper_triang_masked_softmax_cuda is not installed")
     mask = _causal(l, device)
-    if mode in ("auto", "compile") and hasattr(torch, "compile"):
-        if not _compiled:
-            _compiled["fwd"] = torch.compile(_scaled_causal_softmax, dynamic=True)
-            _compiled["bwd"] = torch.compile(_scaled_softmax_backward, dynamic=True)
-        fwd, bwd = _compiled["fwd"], _compiled["bwd"]
-        xd = x.detach()
-        with torch.no_grad():
-            y = fwd(xd, mask, scale)
-        gy = torch.randn_like(y)
-
-        def forward():
-            with torch.no_grad():
-                return fwd(xd, mask, scale)
-
-        def backward():
-            with torch.no_grad():
-                return bwd(gy, y, scale)
-
-        return Bench(forward, (), impl="compiled", bwd=backward, keep=(mask, y, gy))
+    is_cuda = torch.device(device).type == "cuda"
+    tries = []
+    if fused_softmax in ("auto", "megatron") and is_cuda and dtype != torch.float32:
+        tries.append(lambda: _fused_megatron(x, scale))
+    if fused_softmax in ("auto", "compile"):
+        tries.append(lambda: _fused_compiled(x, mask, scale))
+    errors = []
+    for attempt in tries:
+        try:
+            return attempt()
+        except Unsupported as e:
+            errors.append(str(e))
+        except Exception as e:  # a kernel refusing the shape, or the compiler failing
+            if is_oom(e):
+                raise
+            errors.append(f"{type(e).__name__}: {str(e)[:200]}")
+            if attempt is tries[-1] and fused_softmax in ("auto", "compile") and not _compile_broken:
+                _compile_broken.append(errors[-1])
+    if fused_softmax in ("megatron", "compile"):
+        raise Unsupported("; ".join(errors) or "Megatron's fused kernel needs a CUDA device and fp16 or bf16")
     return Bench(lambda: _scaled_causal_softmax(x, mask, scale), (x,), impl="eager", keep=(mask,))
 
 
@@ -256,6 +284,12 @@ def _flash(dm, dtype, device, **_):
         with ctx():
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
+    try:
+        attn()  # a trial: the flash backend refuses some GPUs, dtypes and head dimensions
+    except RuntimeError as e:
+        if is_oom(e):
+            raise
+        raise Unsupported(f"the flash kernel refuses this shape here: {str(e)[:200]}") from None
     return Bench(attn, (qb, kb, vb))
 
 
@@ -309,12 +343,6 @@ def build(op: str, dims: Dict[str, int], dtype: str, device: str, **options) -> 
     if op not in BUILDERS:
         raise Unsupported(f"no benchmark for class {op!r}")
     return BUILDERS[op](dims, TORCH_DTYPES[dtype], device, **options)
-
-
-def eager_fallback(op: str, dims: Dict[str, int], dtype: str, device: str, **options) -> Bench:
-    """The same operator without torch.compile (when the compiled fused softmax fails on this machine)."""
-    options = dict(options, fused_softmax="eager")
-    return build(op, dims, dtype, device, **options)
 
 
 def is_oom(e: BaseException) -> bool:
