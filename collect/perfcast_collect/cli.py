@@ -57,18 +57,35 @@ def parse_config(text: str) -> grid.Config:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to measure")
-    g.add_argument("--max-shapes", type=int, default=64, metavar="N",
-                   help="grid configurations to sample from S1's ranges (Latin hypercube; default 64)")
+    g.add_argument(
+        "--max-shapes",
+        type=int,
+        default=64,
+        metavar="N",
+        help="grid configurations to sample from S1's ranges (Latin hypercube; default 64)",
+    )
     g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0): the same seed gives the same plan")
-    g.add_argument("--models", default="all",
-                   help="known models to include: all, none, or comma-separated names (see `plan --list-models`)")
+    g.add_argument(
+        "--models",
+        default="all",
+        help="known models to include: all, none, or comma-separated names (see `plan --list-models`)",
+    )
     g.add_argument("--model-mp", type=_ints, default=list(grid.MODEL_MPS), help="tensor-parallel degrees for models")
     g.add_argument("--model-b", type=_ints, default=list(grid.MODEL_BS), help="micro-batch sizes for models")
     g.add_argument("--no-corners", action="store_true", help="leave out the 32 corners of S1's ranges")
-    g.add_argument("--config", action="append", default=[], metavar="mp=..,b=..,h=..,l=..,d=..[,v=..]",
-                   help="add an explicit configuration (repeatable)")
-    g.add_argument("--ops", type=_csv, default=None,
-                   help="only these operators: S1 names (Linear1, QK^T, Flash_Attention, …) or classes (linear, bmm, …)")
+    g.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="mp=..,b=..,h=..,l=..,d=..[,v=..]",
+        help="add an explicit configuration (repeatable)",
+    )
+    g.add_argument(
+        "--ops",
+        type=_csv,
+        default=None,
+        help="only these operators: S1 names (Linear1, QK^T, Flash_Attention, …) or classes (linear, bmm, …)",
+    )
     g.add_argument("--dtypes", type=_csv, default=["bf16", "fp16"], help="precisions (default bf16,fp16)")
     g.add_argument("--phases", type=_csv, default=["fwd", "bwd"], help="fwd, bwd or both (default)")
 
@@ -77,16 +94,25 @@ def _upload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("upload")
     g.add_argument("--post", metavar="URL", help="perfcast base URL: POST {URL}/v1/profiles?format=perfcast_jsonl")
     g.add_argument("--key", default=None, help="API key (default: the PERFCAST_KEY environment variable)")
-    g.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                   help="free label sent as a query parameter (ci_run, git_sha, …; repeatable)")
-    g.add_argument("--no-ci-labels", action="store_true",
-                   help="do not add ci_run/git_sha/git_ref from GitHub Actions or GitLab CI variables")
+    g.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="free label sent as a query parameter (ci_run, git_sha, …; repeatable)",
+    )
+    g.add_argument(
+        "--no-ci-labels",
+        action="store_true",
+        help="do not add ci_run/git_sha/git_ref from GitHub Actions or GitLab CI variables",
+    )
     g.add_argument("--timeout", type=float, default=120.0, help="upload timeout, seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="perfcast_collect", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="perfcast_collect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--version", action="version", version=f"perfcast-collect {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -100,20 +126,37 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_args(p)
     p.add_argument("--out", default="perfcast_ops.jsonl", help="output file (.gz: gzip; -: stdout)")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a smoke test, not a measurement)")
-    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help="stop starting new cases after this long (what was measured is kept)")
-    p.add_argument("--memory-gb", type=float, default=None,
-                   help="skip cases estimated above this (default 90%% of the device's memory)")
-    p.add_argument("--fused-softmax", choices=("auto", "megatron", "compile", "eager"), default="auto",
-                   help="Fused_Softmax implementation: Megatron's kernel if installed, else torch.compile (default auto)")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop starting new cases after this long (what was measured is kept)",
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=float,
+        default=None,
+        help="skip cases estimated above this (default 90%% of the device's memory)",
+    )
+    p.add_argument(
+        "--fused-softmax",
+        choices=("auto", "megatron", "compile", "eager"),
+        default="auto",
+        help="Fused_Softmax implementation: Megatron's kernel if installed, else torch.compile (default auto)",
+    )
     p.add_argument("--warmup", type=int, default=WARMUP, help=argparse.SUPPRESS)
     p.add_argument("--iters", type=int, default=ITERS, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no per-case progress on stderr")
     _upload_args(p)
 
     p = sub.add_parser("comm", help="time NCCL collectives (run under torchrun)")
-    p.add_argument("--collectives", type=_csv, default=["all_reduce", "all_gather", "reduce_scatter", "send_recv"],
-                   help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv")
+    p.add_argument(
+        "--collectives",
+        type=_csv,
+        default=["all_reduce", "all_gather", "reduce_scatter", "send_recv"],
+        help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv",
+    )
     p.add_argument("--min-bytes", type=int, default=1024)
     p.add_argument("--max-bytes", type=int, default=1 << 30)
     p.add_argument("--factor", type=int, default=2)
@@ -146,14 +189,16 @@ def plan_from_args(args: argparse.Namespace) -> grid.Plan:
     if args.ops:
         bad = [o for o in args.ops if o.lower() not in known_ops]
         if bad:
-            raise ValueError(f"unknown operator(s) {bad}; S1 names {list(grid.S1_OPS)} or classes {list(grid.CLASS_DIMS)}")
+            raise ValueError(
+                f"unknown operator(s) {bad}; S1 names {list(grid.S1_OPS)} or classes {list(grid.CLASS_DIMS)}"
+            )
     for d in args.dtypes:
         if d not in grid.DTYPE_BYTES:
             raise ValueError(f"unknown dtype {d!r} (bf16, fp16, fp32)")
     for ph in args.phases:
         if ph not in ("fwd", "bwd"):
             raise ValueError(f"unknown phase {ph!r} (fwd, bwd)")
-    plan = grid.build_plan(
+    return grid.build_plan(
         max_shapes=args.max_shapes,
         seed=args.seed,
         models=_models(args.models),
@@ -161,14 +206,8 @@ def plan_from_args(args: argparse.Namespace) -> grid.Plan:
         model_mps=args.model_mp,
         model_bs=args.model_b,
         ops=args.ops,
+        extra_configs=[parse_config(c) for c in args.config],
     )
-    if args.config:
-        extra = [parse_config(c) for c in args.config]
-        wanted = {o.lower() for o in args.ops} if args.ops else None
-        cases = [c for cfg in extra for c in grid.ops_for_config(cfg)
-                 if wanted is None or c.s1_op.lower() in wanted or c.op in wanted]
-        plan = grid.Plan(extra + plan.configs, grid.dedup(cases + plan.cases))
-    return plan
 
 
 def _units(plan: grid.Plan, dtypes: List[str], phases: List[str], cap: Optional[float]):
@@ -182,24 +221,39 @@ def _units(plan: grid.Plan, dtypes: List[str], phases: List[str], cap: Optional[
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.list_models:
         for m in grid.KNOWN_MODELS:
-            print(f"{m.name:14} layers={m.layers} d={m.hidden} h={m.heads} kv={m.kv} l={m.seq_len} v={m.vocab} "
-                  f"ffn={m.ffn} {m.norm} {'SwiGLU' if m.gated else 'GeLU'}{' RoPE' if m.rotary else ''}")
+            print(
+                f"{m.name:14} layers={m.layers} d={m.hidden} h={m.heads} kv={m.kv} l={m.seq_len} v={m.vocab} "
+                f"ffn={m.ffn} {m.norm} {'SwiGLU' if m.gated else 'GeLU'}{' RoPE' if m.rotary else ''}"
+            )
         return 0
     plan = plan_from_args(args)
     cap = args.memory_gb * 2**30 if args.memory_gb else None
     timings = skipped = 0
     for case, dtype, ph in _units(plan, args.dtypes, args.phases, cap):
         if args.list and ph:
-            print(json.dumps({"op": case.op, "dims": case.dims_dict, "dtype": dtype, "phases": ph,
-                              "attributes": case.attributes()}))
+            print(
+                json.dumps(
+                    {
+                        "op": case.op,
+                        "dims": case.dims_dict,
+                        "dtype": dtype,
+                        "phases": ph,
+                        "attributes": case.attributes(),
+                    }
+                )
+            )
         timings += len(ph)
         skipped += len([p for p in case.phases if p in args.phases]) - len(ph)
     by_source: Dict[str, int] = {}
     for c in plan.configs:
         by_source[c.source] = by_source.get(c.source, 0) + 1
     _log(f"configurations: {len(plan.configs)} ({', '.join(f'{k} {v}' for k, v in by_source.items())})")
-    _log(f"distinct shapes: {len(plan.cases)} ({', '.join(f'{k} {v}' for k, v in sorted(plan.count_by_class().items()))})")
-    _log(f"timings: {timings} over {', '.join(args.dtypes)}" + (f"; {skipped} above {args.memory_gb} GB" if cap else ""))
+    _log(
+        f"distinct shapes: {len(plan.cases)} ({', '.join(f'{k} {v}' for k, v in sorted(plan.count_by_class().items()))})"  # noqa: E501
+    )
+    _log(
+        f"timings: {timings} over {', '.join(args.dtypes)}" + (f"; {skipped} above {args.memory_gb} GB" if cap else "")
+    )
     return 0
 
 
@@ -241,8 +295,13 @@ def cmd_ops(args: argparse.Namespace) -> int:
     total = ops.device_memory_bytes(device)
     cap = args.memory_gb * 2**30 if args.memory_gb else (0.9 * total if total else None)
     timer = timing.CudaTimer(device) if device.startswith("cuda") else timing.WallTimer()
-    header = dict(info, kind="ops", seed=args.seed, max_shapes=args.max_shapes, timing=f"mean of middle {KEEP} of "
-                  f"{args.iters} after {args.warmup} warm-up")
+    header = dict(
+        info,
+        kind="ops",
+        seed=args.seed,
+        max_shapes=args.max_shapes,
+        timing=f"mean of middle {KEEP} of {args.iters} after {args.warmup} warm-up",
+    )
     base = env.sample_attributes(info)
     if (args.warmup, args.iters) != (WARMUP, ITERS):
         base.update(warmup=args.warmup, iters=args.iters)
@@ -261,8 +320,9 @@ def cmd_ops(args: argparse.Namespace) -> int:
             label = f"{case.s1_op:>22} {dtype} {json.dumps(case.dims_dict)}"
             bench = None
             try:
-                bench = ops.build(case.op, case.dims_dict, dtype, device, tokens=case.config.l,
-                                  fused_softmax=args.fused_softmax)
+                bench = ops.build(
+                    case.op, case.dims_dict, dtype, device, tokens=case.config.l, fused_softmax=args.fused_softmax
+                )
                 rows = []
                 for phase in phases:
                     fn = bench.fwd if phase == "fwd" else bench.bwd()
@@ -288,9 +348,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
             finally:
                 del bench
                 ops.free_memory(device)
-    _log(f"wrote {n_ok} samples to {args.out}; timings skipped: {n_mem} for memory, {n_unsupported} unsupported here; "
-         f"{n_fail} failed"
-         + ("; time budget reached" if stopped else ""))
+    _log(
+        f"wrote {n_ok} samples to {args.out}; timings skipped: {n_mem} for memory, {n_unsupported} unsupported here; "
+        f"{n_fail} failed" + ("; time budget reached" if stopped else "")
+    )
     if n_ok == 0:
         _log("error: no sample was measured")
         return 1
@@ -346,8 +407,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ModuleNotFoundError as e:
         if e.name != "torch":
             raise
-        _log(f"error: `{args.command}` runs kernels and needs PyTorch, which this Python ({sys.executable}) lacks: "
-             "pip install torch (plan and upload work without it)")
+        _log(
+            f"error: `{args.command}` runs kernels and needs PyTorch, which this Python ({sys.executable}) lacks: "
+            "pip install torch (plan and upload work without it)"
+        )
         return 2
     except (ValueError, KeyError) as e:
         _log(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}")

@@ -280,7 +280,8 @@ def sample_grid(n: int, seed: int) -> List[Config]:
 
     Each axis is cut into ``n`` equal strata and every stratum holds exactly one point (the strata are matched
     across axes by independent random permutations). A point is mapped to the valid configuration nearest to it in
-    normalized index space (value i of an axis with n values owns the bin [i/n, (i+1)/n)) among those not chosen yet and with the point's own mp and b — so mp and b keep their
+    normalized index space (value i of an axis with n values owns the bin [i/n, (i+1)/n)) among those not chosen
+    yet and with the point's own mp and b — so mp and b keep their
     stratification exactly (their value counts differ by at most one) while h, l and d move as little as the
     constraints require. Fewer than ``n`` come back only when the valid grid has fewer. Each configuration then
     draws its vocabulary from ``GRID_VOCABS`` and its optimizer stage size from ``GRID_ENCODERS``.
@@ -308,8 +309,7 @@ def sample_grid(n: int, seed: int) -> List[Config]:
         taken.add(best)
         chosen.append(best)
     return [
-        grid_config(*p, v=rng.choice(GRID_VOCABS), encoders=(rng.choice(GRID_ENCODERS),), source="grid")
-        for p in chosen
+        grid_config(*p, v=rng.choice(GRID_VOCABS), encoders=(rng.choice(GRID_ENCODERS),), source="grid") for p in chosen
     ]
 
 
@@ -339,7 +339,8 @@ def corner_configs() -> List[Config]:
 @dataclass(frozen=True)
 class OpCase:
     """One kernel shape to time: the S1 operator, perfcast's class and dims (names per ``CLASS_DIMS``), the phases
-    to time, the configuration it came from, and the models that share this exact shape."""
+    to time, the configuration it came from, the models that share this exact shape, and the attributes only this
+    operator's shape depends on (``v``, ``ffn``, ``kv_heads``, ``encoders``)."""
 
     s1_op: str
     op: str
@@ -347,6 +348,7 @@ class OpCase:
     phases: Tuple[str, ...]
     config: Config
     models: Tuple[str, ...] = field(default=())
+    extra: Tuple[Tuple[str, int], ...] = field(default=())
 
     @property
     def dims_dict(self) -> Dict[str, int]:
@@ -358,31 +360,27 @@ class OpCase:
         return (self.op, self.dims)
 
     def attributes(self) -> Dict[str, object]:
-        """Sample attributes describing where the shape came from (S1 symbols, model, source)."""
+        """Sample attributes describing where the shape came from: ``s1_op``, S1's symbols (``mp``, ``b``, ``l``,
+        ``d``, ``h``, and the operator's ``extra``), ``model`` (``;``-joined) when known models have this shape,
+        and ``source``."""
         c = self.config
         a: Dict[str, object] = {"s1_op": self.s1_op, "mp": c.mp, "b": c.b, "l": c.l, "d": c.d, "h": c.h}
-        if self.s1_op in ("Embedding", "Final_Linear", "Parallel_Cross_Entropy"):
-            a["v"] = c.v
-        if self.s1_op in ("Linear3", "Linear4", "GeLU", "SwiGLU"):
-            a["ffn"] = c.ffn
-        if c.kv != c.h and self.s1_op == "Linear1":
-            a["kv_heads"] = c.kv
-        if self.s1_op == "Optimizer":
-            a["encoders"] = _encoders_of(self)
+        a.update(self.extra)
         if self.models:
             a["model"] = ";".join(self.models)
         a["source"] = c.source
         return a
 
 
-def _encoders_of(case: OpCase) -> int:
-    p = case.dims_dict["P"]
-    per = encoder_params(case.config.d, case.config.mp)
-    return max(1, round(p / per))
-
-
-def _case(s1_op: str, op: str, dims: Sequence[Tuple[str, int]], cfg: Config, phases=("fwd", "bwd")) -> OpCase:
-    return OpCase(s1_op, op, tuple(dims), tuple(phases), cfg, (cfg.model,) if cfg.model else ())
+def _case(
+    s1_op: str,
+    op: str,
+    dims: Sequence[Tuple[str, int]],
+    cfg: Config,
+    phases=("fwd", "bwd"),
+    extra: Sequence[Tuple[str, int]] = (),
+) -> OpCase:
+    return OpCase(s1_op, op, tuple(dims), tuple(phases), cfg, (cfg.model,) if cfg.model else (), tuple(extra))
 
 
 def flash_supported(head_dim: int) -> bool:
@@ -406,10 +404,12 @@ def ops_for_config(cfg: Config) -> List[OpCase]:
     kvp = max(1, cfg.kv // mp)
     vp = padded_vocab(cfg.v, mp) // mp
     f = cfg.ffn // mp
-    ops: List[OpCase] = [_case("Embedding", "embedding", (("T", bl), ("V", vp), ("H", d)), cfg)]
+    vocab, width = (("v", cfg.v),), (("ffn", cfg.ffn),)
+    ops: List[OpCase] = [_case("Embedding", "embedding", (("T", bl), ("V", vp), ("H", d)), cfg, extra=vocab)]
     for norm in cfg.norms:
         ops.append(_case(norm, norm.lower(), (("B", bl), ("H", d)), cfg))
-    ops.append(_case("Linear1", "linear", (("B", 1), ("M", bl), ("N", (hp + 2 * kvp) * dh), ("K", d)), cfg))
+    gqa = (("kv_heads", cfg.kv),) if cfg.kv != h else ()
+    ops.append(_case("Linear1", "linear", (("B", 1), ("M", bl), ("N", (hp + 2 * kvp) * dh), ("K", d)), cfg, extra=gqa))
     if cfg.rotary:
         ops.append(_case("RoPE", "rope", (("B", bl * hp), ("H", dh)), cfg))
     ops.append(_case("QK^T", "bmm", (("B", b * hp), ("M", l), ("N", l), ("K", dh)), cfg))
@@ -421,15 +421,16 @@ def ops_for_config(cfg: Config) -> List[OpCase]:
     if flash_supported(dh):
         ops.append(_case("Flash_Attention", "flash_attention", (("B", b), ("L", l), ("A", hp), ("D", dh)), cfg))
     ops.append(_case("Linear2", "linear", (("B", 1), ("M", bl), ("N", d), ("K", d // mp)), cfg))
-    ops.append(_case("Linear3", "linear", (("B", 1), ("M", bl), ("N", (2 if cfg.gated else 1) * f), ("K", d)), cfg))
+    up = (2 if cfg.gated else 1) * f
+    ops.append(_case("Linear3", "linear", (("B", 1), ("M", bl), ("N", up), ("K", d)), cfg, extra=width))
     for act in cfg.acts:
-        ops.append(_case(act, act.lower(), (("B", bl), ("H", f)), cfg))
-    ops.append(_case("Linear4", "linear", (("B", 1), ("M", bl), ("N", d), ("K", f)), cfg))
-    ops.append(_case("Final_Linear", "linear", (("B", 1), ("M", bl), ("N", vp), ("K", d)), cfg))
-    ops.append(_case("Parallel_Cross_Entropy", "cross_entropy", (("T", bl), ("V", vp)), cfg))
+        ops.append(_case(act, act.lower(), (("B", bl), ("H", f)), cfg, extra=width))
+    ops.append(_case("Linear4", "linear", (("B", 1), ("M", bl), ("N", d), ("K", f)), cfg, extra=width))
+    ops.append(_case("Final_Linear", "linear", (("B", 1), ("M", bl), ("N", vp), ("K", d)), cfg, extra=vocab))
+    ops.append(_case("Parallel_Cross_Entropy", "cross_entropy", (("T", bl), ("V", vp)), cfg, extra=vocab))
     for n in cfg.encoders:
         p = round(n * encoder_params(d, mp))
-        ops.append(_case("Optimizer", "optimizer", (("P", p),), cfg, phases=("fwd",)))
+        ops.append(_case("Optimizer", "optimizer", (("P", p),), cfg, phases=("fwd",), extra=(("encoders", n),)))
     return ops
 
 
@@ -446,7 +447,7 @@ def dedup(cases: Iterable[OpCase]) -> List[OpCase]:
         extra = tuple(m for m in c.models if m not in out[i].models)
         if extra:
             o = out[i]
-            out[i] = OpCase(o.s1_op, o.op, o.dims, o.phases, o.config, o.models + extra)
+            out[i] = OpCase(o.s1_op, o.op, o.dims, o.phases, o.config, o.models + extra, o.extra)
     return out
 
 
@@ -526,11 +527,12 @@ def build_plan(
     model_mps: Sequence[int] = MODEL_MPS,
     model_bs: Sequence[int] = MODEL_BS,
     ops: Optional[Sequence[str]] = None,
+    extra_configs: Sequence[Config] = (),
 ) -> Plan:
-    """The whole plan: ``models`` at ``model_mps`` × ``model_bs``, ``max_shapes`` Latin-hypercube grid points
-    from ``seed``, the 32 corners; expanded to Table I operators, filtered to ``ops`` (S1 names or perfcast
-    classes, case-insensitive) and deduplicated on (class, dims)."""
-    configs: List[Config] = []
+    """The whole plan: ``extra_configs`` (given on the command line), ``models`` at ``model_mps`` × ``model_bs``,
+    ``max_shapes`` Latin-hypercube grid points from ``seed``, the 32 corners; expanded to Table I operators,
+    filtered to ``ops`` (S1 names or perfcast classes, case-insensitive) and deduplicated on (class, dims)."""
+    configs: List[Config] = list(extra_configs)
     if models:
         configs += model_configs(models, model_mps, model_bs)
     configs += sample_grid(max_shapes, seed)

@@ -9,7 +9,7 @@ Byte counts follow nccl-tests (its ``size`` column; MODELS.md §3.3, perfcast `s
 | reduce_scatter | the input | in = count, out = count/ranks |
 | broadcast, reduce | the vector | in = out = count |
 | all_to_all | the whole send buffer per rank | in = out = count (count/ranks to each peer) |
-| send_recv | the message | each rank sends count to rank+1 and receives count from rank−1 (a ring, as nccl-tests' sendrecv) |
+| send_recv | the message | a ring, as nccl-tests' sendrecv: each rank sends count to rank+1, receives from rank−1 |
 
 Sizes where the count does not split evenly over the ranks are rounded down to a multiple of ranks·e (and the
 line carries the bytes actually moved). Each size is timed by S1's rule on every rank (10 warm-up, 10 timed with

@@ -15,14 +15,14 @@ gradients, autograd recording); ``bwd()`` runs its backward — ``torch.autograd
 | rmsnorm | ``F.rms_norm`` (torch ≥ 2.4) else x·rsqrt(mean(x²)+ε)·γ | impl ``native`` / ``eager`` |
 | softmax | ``softmax(x[B,H], -1)`` | |
 | fillmask | ``x.masked_fill(causal, -10000)`` on [B/H, H, H] | Megatron's unfused mask |
-| fused_softmax | softmax(scale·x, causal mask) on [B/H, H, H]; backward from the output | impl ``megatron`` (its fused CUDA kernels, when installed), ``compiled`` (torch.compile: one kernel each way), ``eager`` |
+| fused_softmax | softmax(scale·x, causal mask) on [B/H, H, H] | impl megatron, compiled or eager |
 | gelu | ``F.gelu`` (erf) | |
 | swiglu | ``silu(a)·b`` with [a, b] = x[B, 2H] | |
 | rope | x·cos + rotate_half(x)·sin on q and k, [l, B/l, H] | GPT-NeoX/LLaMA eager form |
 | flash_attention | ``F.scaled_dot_product_attention(causal)`` on the flash backend, q,k,v [B,A,L,D] | |
 | embedding | ``F.embedding(ids[T], W[V,H])`` | |
 | cross_entropy | ``F.cross_entropy(logits[T,V].float(), target)`` | Megatron casts the logits to fp32 |
-| optimizer | ``torch.optim.AdamW(fused=True).step()`` on P fp32 parameters | impl ``fused`` / ``foreach``; forward only |
+| optimizer | ``torch.optim.AdamW(fused=True).step()``, P fp32 parameters | impl ``fused``/``foreach``; fwd only |
 """
 
 from __future__ import annotations
@@ -43,8 +43,14 @@ class Unsupported(Exception):
 class Bench:
     """A forward callable and, built on first use, the backward of its output with respect to ``inputs``."""
 
-    def __init__(self, fwd: Callable[[], object], inputs: Sequence[torch.Tensor] = (), impl: str = "",
-                 bwd: Optional[Callable[[], object]] = None, keep: Sequence[object] = ()):
+    def __init__(
+        self,
+        fwd: Callable[[], object],
+        inputs: Sequence[torch.Tensor] = (),
+        impl: str = "",
+        bwd: Optional[Callable[[], object]] = None,
+        keep: Sequence[object] = (),
+    ):
         self.fwd = fwd
         self.inputs = tuple(inputs)
         self.impl = impl
@@ -362,4 +368,6 @@ def device_memory_bytes(device: str) -> Optional[int]:
     d = torch.device(device)
     if d.type != "cuda":
         return None
-    return torch.cuda.get_device_properties(d.index if d.index is not None else torch.cuda.current_device()).total_memory
+    return torch.cuda.get_device_properties(
+        d.index if d.index is not None else torch.cuda.current_device()
+    ).total_memory

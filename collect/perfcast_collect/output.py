@@ -27,7 +27,18 @@ from typing import IO, Dict, Iterable, List, Mapping, Optional
 from .grid import CLASS_DIMS
 
 OP_FIELDS = ("kind", "op", "phase", "dtype", "gpu", "dims", "time_us", "time_ms", "attributes")
-COMM_FIELDS = ("kind", "collective", "bytes", "ranks", "nodes", "gpus_per_node", "time_us", "dtype", "gpu", "attributes")
+COMM_FIELDS = (
+    "kind",
+    "collective",
+    "bytes",
+    "ranks",
+    "nodes",
+    "gpus_per_node",
+    "time_us",
+    "dtype",
+    "gpu",
+    "attributes",
+)
 #: `src/comm/mod.rs` `Collective` wire names (``p2p`` is an accepted alias of ``send_recv``).
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv")
 #: Precision names `Precision::parse` accepts, as this tool writes them.

@@ -36,8 +36,12 @@ def _cases():
     l7 = grid.model_configs([grid.model_by_name("LLaMA-2-7B")], mps=[2], bs=[4])
     l70 = grid.model_configs([grid.model_by_name("LLaMA-2-70B")], mps=[8], bs=[4])
     cases = [c for cfg in neox for c in grid.ops_for_config(cfg)]
-    cases += [c for cfg in l7 for c in grid.ops_for_config(cfg)
-              if c.s1_op in ("RMSNorm", "SwiGLU", "Flash_Attention", "Linear1")]
+    cases += [
+        c
+        for cfg in l7
+        for c in grid.ops_for_config(cfg)
+        if c.s1_op in ("RMSNorm", "SwiGLU", "Flash_Attention", "Linear1")
+    ]
     cases += [c for cfg in l70 for c in grid.ops_for_config(cfg) if c.s1_op == "Linear1"]
     return grid.dedup(cases)
 

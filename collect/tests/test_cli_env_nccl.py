@@ -24,8 +24,19 @@ def run_cli(*argv):
 
 class Plan(unittest.TestCase):
     def test_plan_lists_cases(self):
-        rc, out, err = run_cli("plan", "--models", "GPT-NeoX-20B", "--model-mp", "4", "--max-shapes", "0",
-                               "--no-corners", "--dtypes", "bf16", "--list")
+        rc, out, err = run_cli(
+            "plan",
+            "--models",
+            "GPT-NeoX-20B",
+            "--model-mp",
+            "4",
+            "--max-shapes",
+            "0",
+            "--no-corners",
+            "--dtypes",
+            "bf16",
+            "--list",
+        )
         self.assertEqual(rc, 0, err)
         rows = [json.loads(x) for x in out.splitlines()]
         self.assertEqual(len(rows), 17)  # Table I for GPT-NeoX (Linear3 = Linear4 at mp 4) + 2 optimizer sizes
@@ -35,14 +46,38 @@ class Plan(unittest.TestCase):
         self.assertIn("distinct shapes: 17", err)
 
     def test_plan_memory_cap_and_config(self):
-        rc, out, err = run_cli("plan", "--models", "none", "--max-shapes", "0", "--no-corners",
-                               "--config", "mp=1,b=8,h=16,l=5120,d=2048", "--ops", "softmax", "--memory-gb", "72",
-                               "--list")
+        rc, out, err = run_cli(
+            "plan",
+            "--models",
+            "none",
+            "--max-shapes",
+            "0",
+            "--no-corners",
+            "--config",
+            "mp=1,b=8,h=16,l=5120,d=2048",
+            "--ops",
+            "softmax",
+            "--memory-gb",
+            "72",
+            "--list",
+        )
         self.assertEqual(rc, 0, err)
         # softmax rows 8·16·5120 of 5120: 3.36e9 elements, 6.7 GB per bf16 tensor: fits fwd and bwd
         self.assertEqual(len(out.splitlines()), 2)
-        rc, out, err = run_cli("plan", "--models", "none", "--max-shapes", "0", "--no-corners",
-                               "--config", "mp=1,b=8,h=80,l=5120,d=2560", "--ops", "softmax", "--memory-gb", "72")
+        rc, out, err = run_cli(
+            "plan",
+            "--models",
+            "none",
+            "--max-shapes",
+            "0",
+            "--no-corners",
+            "--config",
+            "mp=1,b=8,h=80,l=5120,d=2560",
+            "--ops",
+            "softmax",
+            "--memory-gb",
+            "72",
+        )
         # 80 heads: 33.6 GB per bf16 tensor — (in + out)·1.5 = 101 GB > 72 GB: every timing left out
         self.assertIn("timings: 0", err)
 
@@ -71,9 +106,11 @@ class Plan(unittest.TestCase):
 
 class NoTorch(unittest.TestCase):
     def test_pure_modules_do_not_import_torch(self):
-        code = ("import sys; import perfcast_collect.cli, perfcast_collect.grid, perfcast_collect.output, "
-                "perfcast_collect.timing, perfcast_collect.upload, perfcast_collect.nccl, perfcast_collect.env; "
-                "assert 'torch' not in sys.modules, 'torch imported'")
+        code = (
+            "import sys; import perfcast_collect.cli, perfcast_collect.grid, perfcast_collect.output, "
+            "perfcast_collect.timing, perfcast_collect.upload, perfcast_collect.nccl, perfcast_collect.env; "
+            "assert 'torch' not in sys.modules, 'torch imported'"
+        )
         r = subprocess.run([sys.executable, "-c", code], cwd=COLLECT_DIR, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
 
@@ -85,8 +122,10 @@ class NoTorch(unittest.TestCase):
         self.assertIn("needs PyTorch", err)
 
     def test_module_entry_points(self):
-        for argv in ([sys.executable, "-m", "perfcast_collect", "--version"],
-                     [sys.executable, os.path.join(COLLECT_DIR, "collect.py"), "--version"]):
+        for argv in (
+            [sys.executable, "-m", "perfcast_collect", "--version"],
+            [sys.executable, os.path.join(COLLECT_DIR, "collect.py"), "--version"],
+        ):
             r = subprocess.run(argv, cwd=COLLECT_DIR, capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("perfcast-collect", r.stdout)
@@ -94,18 +133,33 @@ class NoTorch(unittest.TestCase):
 
 class Env(unittest.TestCase):
     def test_driver_from_proc(self):
-        prop = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023\nGCC version: 12\n"
+        prop = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023\nGCC 12\n"
         self.assertEqual(env.driver_from_proc(prop), "535.129.03")
         opn = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16)"
         self.assertEqual(env.driver_from_proc(opn), "550.54.15")
         self.assertIsNone(env.driver_from_proc("nothing here"))
 
     def test_sample_attributes(self):
-        info = {"torch": "2.4.0", "cuda": "12.4", "driver": "550.54.15", "gpu": "H100", "gpu_sms": 132,
-                "collector": "0.1.0", "cudnn": "90100"}
-        self.assertEqual(env.sample_attributes(info, {"nccl": "2.21.5"}),
-                         {"torch": "2.4.0", "cuda": "12.4", "cudnn": "90100", "driver": "550.54.15",
-                          "collector": "0.1.0", "nccl": "2.21.5"})
+        info = {
+            "torch": "2.4.0",
+            "cuda": "12.4",
+            "driver": "550.54.15",
+            "gpu": "H100",
+            "gpu_sms": 132,
+            "collector": "0.1.0",
+            "cudnn": "90100",
+        }
+        self.assertEqual(
+            env.sample_attributes(info, {"nccl": "2.21.5"}),
+            {
+                "torch": "2.4.0",
+                "cuda": "12.4",
+                "cudnn": "90100",
+                "driver": "550.54.15",
+                "collector": "0.1.0",
+                "nccl": "2.21.5",
+            },
+        )
 
 
 class NcclConventions(unittest.TestCase):

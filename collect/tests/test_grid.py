@@ -85,8 +85,14 @@ class Sampling(unittest.TestCase):
         self.assertEqual(len(corners), 32)
         self.assertEqual(len({c.key for c in corners}), 32)
         keys = {c.key for c in corners}
-        for k in [(1, 4, 16, 1024, 2048), (1, 8, 16, 5120, 8192), (16, 8, 16, 5120, 8192),
-                  (16, 4, 80, 1024, 2560), (16, 8, 80, 5120, 7680), (1, 4, 80, 5120, 2560)]:
+        for k in [
+            (1, 4, 16, 1024, 2048),
+            (1, 8, 16, 5120, 8192),
+            (16, 8, 16, 5120, 8192),
+            (16, 4, 80, 1024, 2560),
+            (16, 8, 80, 5120, 7680),
+            (1, 4, 80, 5120, 2560),
+        ]:
             self.assertIn(k, keys)
         for c in corners:
             self.assertTrue(grid.is_valid(*c.key))
@@ -170,9 +176,13 @@ class Mapping(unittest.TestCase):
 
 class PlanTests(unittest.TestCase):
     def test_dedup_merges_models_and_keeps_order(self):
-        plan = grid.build_plan(max_shapes=0, corners=False,
-                               models=[grid.model_by_name("LLaMA-2-7B"), grid.model_by_name("Llemma-7B")],
-                               model_mps=[1], model_bs=[4])
+        plan = grid.build_plan(
+            max_shapes=0,
+            corners=False,
+            models=[grid.model_by_name("LLaMA-2-7B"), grid.model_by_name("Llemma-7B")],
+            model_mps=[1],
+            model_bs=[4],
+        )
         keys = [c.key for c in plan.cases]
         self.assertEqual(len(keys), len(set(keys)))
         # Llemma-7B is LLaMA-2-7B with a 32016 vocabulary: the encoder shapes are shared, the vocabulary ones not

@@ -43,13 +43,16 @@ def golden_lines():
 class Golden(unittest.TestCase):
     def test_writer_reproduces_the_golden_file(self):
         with open(golden.GOLDEN_PATH, encoding="utf-8") as f:
-            self.assertEqual(f.read(), golden.render(),
-                             "the writer's output changed: if deliberate, run python3 collect/tests/golden.py")
+            self.assertEqual(
+                f.read(),
+                golden.render(),
+                "the writer's output changed: if deliberate, run python3 collect/tests/golden.py",
+            )
 
     def test_header_is_a_comment_with_the_versions(self):
         first = golden_lines()[0]
         self.assertTrue(first.startswith("# perfcast-collect "))
-        info = json.loads(first[len("# perfcast-collect "):])
+        info = json.loads(first[len("# perfcast-collect ") :])
         for k in ("gpu", "driver", "cuda", "torch"):
             self.assertIn(k, info)
 
@@ -83,8 +86,10 @@ class Golden(unittest.TestCase):
                 comms += 1
                 self.assertEqual(s["kind"], "comm", n)
                 self.assertEqual(set(s), COMM_KEYS, n)
-                self.assertIn(s["collective"], ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                                                "all_to_all", "send_recv"))
+                self.assertIn(
+                    s["collective"],
+                    ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"),
+                )
                 self.assertTrue(s["bytes"] > 0 and s["ranks"] == 8 and s["nodes"] == 1 and s["gpus_per_node"] == 8)
             self.assertEqual(output.validate(s), [], n)
         self.assertEqual(comms, 7)
@@ -114,13 +119,22 @@ class Golden(unittest.TestCase):
 
 class Validate(unittest.TestCase):
     def good(self):
-        return output.op_sample("linear", "fwd", "bf16", "H100", {"M": 4096, "N": 4096, "K": 4096}, 191.3,
-                                {"torch": "2.4.0", "warm": 10, "ok": True})
+        return output.op_sample(
+            "linear",
+            "fwd",
+            "bf16",
+            "H100",
+            {"M": 4096, "N": 4096, "K": 4096},
+            191.3,
+            {"torch": "2.4.0", "warm": 10, "ok": True},
+        )
 
     def test_good_sample(self):
         self.assertEqual(output.validate(self.good()), [])
         # a linear's B and an element-wise arity may be left out, as the parser allows
-        self.assertEqual(output.validate(output.op_sample("elementwise", "fwd", "fp16", "g", {"B": 2, "H": 3}, 1, {})), [])
+        self.assertEqual(
+            output.validate(output.op_sample("elementwise", "fwd", "fp16", "g", {"B": 2, "H": 3}, 1, {})), []
+        )
 
     def test_rejects_what_the_parser_rejects(self):
         cases = [

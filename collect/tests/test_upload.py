@@ -12,6 +12,7 @@ import tempfile
 import threading
 import unittest
 import urllib.parse
+from unittest import mock
 
 from perfcast_collect import cli, upload
 
@@ -26,18 +27,33 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        Recorder.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers.items()), "body": body})
+        Recorder.requests.append(
+            {"method": "POST", "path": self.path, "headers": dict(self.headers.items()), "body": body}
+        )
         first = self.path.split("/")[1]
         if first == "ok":
             self._send(201, "application/json", {"profile_id": 42, "samples": 3})
         elif first == "bad":
-            self._send(422, "application/problem+json", {
-                "type": "urn:perfcast:problem:invalid-profile", "title": "The profile cannot be parsed", "status": 422,
-                "detail": "line 2: expected value", "errors": [{"line": 2, "column": 14, "message": "expected value"},
-                                                              {"field": "gpu", "message": "unknown GPU"}]})
+            self._send(
+                422,
+                "application/problem+json",
+                {
+                    "type": "urn:perfcast:problem:invalid-profile",
+                    "title": "The profile cannot be parsed",
+                    "status": 422,
+                    "detail": "line 2: expected value",
+                    "errors": [
+                        {"line": 2, "column": 14, "message": "expected value"},
+                        {"field": "gpu", "message": "unknown GPU"},
+                    ],
+                },
+            )
         elif first == "auth":
-            self._send(401, "application/problem+json", {"title": "Unauthorized", "status": 401,
-                                                         "detail": "the API key is not valid"})
+            self._send(
+                401,
+                "application/problem+json",
+                {"title": "Unauthorized", "status": 401, "detail": "the API key is not valid"},
+            )
         else:
             raw = b"internal trouble"
             self.send_response(500)
@@ -79,11 +95,19 @@ def query_of(path):
 
 class Request(unittest.TestCase):
     def test_request_construction(self):
-        req = upload.build_request("https://perfcast.example.org/base/", "sekret", b'{"op": "gelu"}\n',
-                                   gpu="NVIDIA H100 80GB HBM3", labels={"git_sha": "abc123", "ci_run": "77"})
+        req = upload.build_request(
+            "https://perfcast.example.org/base/",
+            "sekret",
+            b'{"op": "gelu"}\n',
+            gpu="NVIDIA H100 80GB HBM3",
+            labels={"git_sha": "abc123", "ci_run": "77"},
+        )
         self.assertEqual(req.get_method(), "POST")
-        self.assertEqual(req.full_url, "https://perfcast.example.org/base/v1/profiles?format=perfcast_jsonl"
-                                       "&gpu=NVIDIA+H100+80GB+HBM3&ci_run=77&git_sha=abc123")
+        self.assertEqual(
+            req.full_url,
+            "https://perfcast.example.org/base/v1/profiles?format=perfcast_jsonl"
+            "&gpu=NVIDIA+H100+80GB+HBM3&ci_run=77&git_sha=abc123",
+        )
         headers = {k.lower(): v for k, v in req.header_items()}
         self.assertEqual(headers["authorization"], "Bearer sekret")
         self.assertEqual(headers["content-encoding"], "gzip")
@@ -166,8 +190,19 @@ class AgainstLocalServer(unittest.TestCase):
             with Server() as s:
                 out, err = io.StringIO(), io.StringIO()
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                    rc = cli.main(["upload", path, "--post", s.base + "/ok", "--key", "k9", "--label", "git_sha=ab",
-                                   "--no-ci-labels"])
+                    rc = cli.main(
+                        [
+                            "upload",
+                            path,
+                            "--post",
+                            s.base + "/ok",
+                            "--key",
+                            "k9",
+                            "--label",
+                            "git_sha=ab",
+                            "--no-ci-labels",
+                        ]
+                    )
                 self.assertEqual(rc, 0, err.getvalue())
                 self.assertEqual(json.loads(out.getvalue()), {"profile_id": 42, "samples": 3})
                 (r,) = Recorder.requests
@@ -188,16 +223,11 @@ class AgainstLocalServer(unittest.TestCase):
             path = os.path.join(d, "s.jsonl")
             with open(path, "w") as f:
                 f.write(golden.render())
-            old = os.environ.get("PERFCAST_KEY")
-            os.environ["PERFCAST_KEY"] = "from-env"
-            try:
-                with Server() as s, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    rc = cli.main(["upload", path, "--post", s.base + "/ok", "--no-ci-labels"])
-            finally:
-                if old is None:
-                    del os.environ["PERFCAST_KEY"]
-                else:
-                    os.environ["PERFCAST_KEY"] = old
+            quiet = contextlib.ExitStack()
+            quiet.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            quiet.enter_context(contextlib.redirect_stderr(io.StringIO()))
+            with mock.patch.dict(os.environ, {"PERFCAST_KEY": "from-env"}), Server() as s, quiet:
+                rc = cli.main(["upload", path, "--post", s.base + "/ok", "--no-ci-labels"])
             self.assertEqual(rc, 0)
             self.assertEqual(Recorder.requests[0]["headers"]["Authorization"], "Bearer from-env")
 
