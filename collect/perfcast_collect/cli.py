@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_args(p)
     p.add_argument("--list", action="store_true", help="print every case as a JSON line")
     p.add_argument("--list-models", action="store_true", help="print the known models and exit")
-    p.add_argument("--memory-gb", type=float, default=None, help="leave out cases that would not fit in this memory")
+    p.add_argument("--memory-gb", type=float, default=None, help="leave out cases estimated above this many GiB")
 
     p = sub.add_parser("ops", help="time the Table I operators on this GPU")
     _plan_args(p)
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory-gb",
         type=float,
         default=None,
-        help="skip cases estimated above this (default 90%% of the device's memory)",
+        help="skip cases estimated above this many GiB (default 90%% of the device's memory)",
     )
     p.add_argument(
         "--fused-softmax",
@@ -252,7 +252,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"distinct shapes: {len(plan.cases)} ({', '.join(f'{k} {v}' for k, v in sorted(plan.count_by_class().items()))})"  # noqa: E501
     )
     _log(
-        f"timings: {timings} over {', '.join(args.dtypes)}" + (f"; {skipped} above {args.memory_gb} GB" if cap else "")
+        f"timings: {timings} over {', '.join(args.dtypes)}" + (f"; {skipped} above {args.memory_gb} GiB" if cap else "")
     )
     return 0
 

@@ -62,7 +62,7 @@ class Plan(unittest.TestCase):
             "--list",
         )
         self.assertEqual(rc, 0, err)
-        # softmax rows 8·16·5120 of 5120: 3.36e9 elements, 6.7 GB per bf16 tensor: fits fwd and bwd
+        # softmax rows 8·16·5120 of 5120: 3.36e9 elements, 6.7e9 B per bf16 tensor; bwd 3·2·6.7e9 = 40.3e9 B fits
         self.assertEqual(len(out.splitlines()), 2)
         rc, out, err = run_cli(
             "plan",
@@ -78,7 +78,7 @@ class Plan(unittest.TestCase):
             "--memory-gb",
             "72",
         )
-        # 80 heads: 33.6 GB per bf16 tensor — (in + out)·1.5 = 101 GB > 72 GB: every timing left out
+        # 80 heads: 33.6e9 B per bf16 tensor — (in + out)·1.5 = 100.7e9 B > 72 GiB (77.3e9 B): all left out
         self.assertIn("timings: 0", err)
 
     def test_option_errors(self):
