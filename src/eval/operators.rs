@@ -120,15 +120,20 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     progress(&format!("trained {} models, {} active", result["trained"], result["activated"]));
 
     // GPUs with training samples per operator class.
+    // GPUs with training samples per operator class and precision (the test rows are fp32).
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (op, _, _, gpu, _) in store.op_sample_counts().await.map_err(|e| e.to_string())? {
-        seen.entry(op).or_default().insert(gpu);
+    for (op, _, dtype, gpu, _) in store.op_sample_counts().await.map_err(|e| e.to_string())? {
+        if dtype == "fp32" {
+            seen.entry(op).or_default().insert(gpu);
+        }
     }
     let snapshot = service.registry.load_full();
     let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
     let mut groups: BTreeMap<(String, String), (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut skipped = 0u64;
     let mut points: Vec<(f64, f64, f64)> = Vec::new();
+    let mut rows_csv = csv::Writer::from_writer(Vec::new());
+    let _ = rows_csv.write_record(["op", "phase", "dtype", "gpu", "d0", "d1", "d2", "d3", "measured_us", "analytic_us", "learned_us", "source"]);
     for path in test_files(&opts.data) {
         let samples = parse_neusight(&path)?;
         progress(&format!("evaluating {} ({} rows)", path.display(), samples.len()));
@@ -152,6 +157,12 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
             g.1.push(learned.time_us);
             g.2.push(s.time_us);
             points.push((s.time_us, analytic.time_us, learned.time_us));
+            let d = s.dims.map(|v| v.to_string());
+            let _ = rows_csv.write_record([
+                s.op.as_str(), s.phase.as_str(), s.dtype.as_str(), &gpu.name, &d[0], &d[1], &d[2], &d[3],
+                &format!("{:.3}", s.time_us), &format!("{:.3}", analytic.time_us), &format!("{:.3}", learned.time_us),
+                &learned.source.to_string(),
+            ]);
         }
     }
     let mut rows = Vec::new();
@@ -193,6 +204,7 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     std::fs::write(opts.out.join("operators.md"), markdown(&report)).map_err(|e| e.to_string())?;
     std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default()).map_err(|e| e.to_string())?;
+    std::fs::write(opts.out.join("operators_rows.csv"), rows_csv.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     super::plot::scatter(&opts.out.join("operators.svg"), "Operators, held-out rows: predicted vs measured", &points)?;
     store.close().await;
     let _ = std::fs::remove_dir_all(&tmp);
@@ -217,7 +229,8 @@ fn signed_pct(v: f64) -> String {
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "Trained on {} samples of the train split; {} test rows skipped (GPU not in the catalog).\n\n",
+        "Trained on {} samples of the train split; {} test rows skipped (GPU not in the catalog). \"GPU in training\" \
+         means the GPU had fp32 training samples of that operator.\n\n",
         r.training_samples, r.skipped_test_rows
     ));
     s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---:|---:|---:|---:|---:|\n");

@@ -163,6 +163,10 @@ pub struct GpuSpec {
     /// Where the numbers come from (datasheet title and URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Board power limit (TDP), W, from the datasheet. Power-capped boards (T4, L4, P4) sustain far lower
+    /// clocks than their boost clock under load, which the learned models read from this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdp_watts: Option<f64>,
     /// Threads per warp (NVIDIA 32) or wavefront (AMD CDNA 64); `null` = vendor default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warp_size: Option<u32>,
@@ -264,6 +268,7 @@ impl GpuSpec {
             ("peak_tflops.bf16", self.peak_tflops.bf16),
             ("peak_tflops.fp8", self.peak_tflops.fp8),
             ("peak_tflops.fp32_matrix", self.peak_tflops.fp32_matrix),
+            ("tdp_watts", self.tdp_watts),
         ];
         for (field, v) in optional {
             if let Some(v) = v {

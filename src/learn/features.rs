@@ -1,6 +1,9 @@
 //! Feature vectors of the learned operator correction (MODELS.md §4): the operator's workload dims, the
 //! analytic model's quantities, and the GPU's descriptors — so one model can serve GPUs it has no samples for.
 //!
+//! The board power (TDP) per peak TFLOP/s tells how far below its boost clock a power-capped GPU runs under
+//! load (T4, L4, P4 sustain a fraction of the datasheet peak).
+//!
 //! Magnitudes enter as logarithms (trees split on order of magnitude, and ratios become differences); quantities
 //! relative to the machine (intensity over machine balance, wave utilization, bytes over L2) are what transfers
 //! between GPUs best, the absolute descriptors let a model learn what does not.
@@ -10,7 +13,7 @@ use crate::op::{AnalyticCost, OpShape};
 
 /// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
 /// it was trained on.
-pub const OP_FEATURES: [&str; 22] = [
+pub const OP_FEATURES: [&str; 27] = [
     "dim0_log2",
     "dim1_log2",
     "dim2_log2",
@@ -19,8 +22,11 @@ pub const OP_FEATURES: [&str; 22] = [
     "bytes_log10",
     "arithmetic_intensity_log2",
     "intensity_over_balance_log2",
-    "waves",
+    "waves_log2",
     "wave_utilization",
+    "gemm_tiles_log2",
+    "gemm_split_k",
+    "gemm_tile_efficiency",
     "analytic_us_log10",
     "compute_us_log10",
     "memory_us_log10",
@@ -33,6 +39,8 @@ pub const OP_FEATURES: [&str; 22] = [
     "clock_ghz",
     "elem_bytes",
     "bytes_over_l2_log2",
+    "tdp_watts",
+    "watts_per_peak_tflops",
 ];
 
 fn log2p(v: f64) -> f64 {
@@ -45,7 +53,7 @@ fn log10p(v: f64) -> f64 {
 
 /// The feature vector of `shape` in `dtype` on `gpu`, given its analytic cost (MODELS.md §4). Length
 /// [`OP_FEATURES`]`.len()`.
-pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 22] {
+pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 27] {
     let d = shape.dims;
     let bw = gpu.memory_bandwidth_bps();
     let balance = cost.peak_flops / bw;
@@ -63,8 +71,11 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         log10p(cost.bytes),
         (ai + 1e-6).log2(),
         ((ai + 1e-6) / balance).log2(),
-        cost.waves,
+        log2p(cost.waves),
         wave_utilization,
+        log2p(cost.tiles),
+        cost.split_k,
+        cost.tile_efficiency,
         log10p(cost.time_us),
         log10p(cost.compute_us),
         log10p(cost.memory_us),
@@ -77,6 +88,9 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         gpu.clock_ghz,
         dtype.bytes(),
         ((cost.bytes + 1.0) / l2_bytes.max(1.0)).log2(),
+        // Missing (NaN, which LightGBM treats as missing) for GPUs described without a TDP.
+        gpu.tdp_watts.unwrap_or(f64::NAN),
+        gpu.tdp_watts.map_or(f64::NAN, |w| w / (cost.peak_flops / 1e12)),
     ]
 }
 
@@ -99,13 +113,17 @@ mod tests {
             let cost = estimate(&shape, Precision::Fp16, &gpu).unwrap();
             let f = op_features(&shape, Precision::Fp16, &gpu, &cost);
             assert!(f.iter().all(|v| v.is_finite()), "{class}: {f:?}");
-            assert_eq!(f[17], 108.0);
+            // A100 SXM4: 400 W.
+            assert_eq!(f[25], 400.0);
+            assert_eq!(f[20], 108.0);
         }
         // 8192³ GEMM: 4096 tiles over 38 waves of 108 SMs → utilization 4096 / (38·108) = 0.998.
         let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]);
         let cost = estimate(&shape, Precision::Fp16, &gpu).unwrap();
         let f = op_features(&shape, Precision::Fp16, &gpu, &cost);
         assert!((f[9] - 4096.0 / (38.0 * 108.0)).abs() < 1e-9, "{}", f[9]);
+        // 4096 tiles without split-K at full tile efficiency.
+        assert_eq!((f[10], f[11], f[12]), (4097.0_f64.log2(), 1.0, 1.0));
         assert_eq!(f[0], 1.0); // log2(1 + 1)
     }
 }

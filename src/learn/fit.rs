@@ -39,10 +39,11 @@ impl TrainingSet {
         TrainingSet { feature_names: feature_names.iter().map(|s| s.to_string()).collect(), ..Default::default() }
     }
 
-    /// Adds one row. Rows with a non-positive or non-finite time are skipped (returns false).
+    /// Adds one row. Rows with a non-positive or non-finite time, or an infinite feature, are skipped (returns
+    /// false); NaN features are kept as missing values.
     pub fn push(&mut self, features: &[f64], analytic_us: f64, measured_us: f64, split_key: u64) -> bool {
         let ok = analytic_us.is_finite() && analytic_us > 0.0 && measured_us.is_finite() && measured_us > 0.0;
-        if ok && features.len() == self.feature_names.len() && features.iter().all(|v| v.is_finite()) {
+        if ok && features.len() == self.feature_names.len() && features.iter().all(|v| !v.is_infinite()) {
             self.x.extend_from_slice(features);
             self.analytic_us.push(analytic_us);
             self.measured_us.push(measured_us);

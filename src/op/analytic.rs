@@ -50,6 +50,12 @@ pub struct AnalyticCost {
     pub kernels: u32,
     /// GEMM waves (Σ over the operator's GEMMs; 0 for non-matmul classes).
     pub waves: f64,
+    /// GEMM work units (tiles × split-K, Σ over the operator's GEMMs; 0 for non-matmul classes).
+    pub tiles: f64,
+    /// Largest split-K factor of the operator's GEMMs (1 without split-K or GEMM).
+    pub split_k: f64,
+    /// Smallest tile efficiency of the operator's GEMMs ([`tile_efficiency`]; 1 without GEMM).
+    pub tile_efficiency: f64,
     /// Peak FLOP/s used for the compute term.
     pub peak_flops: f64,
     /// The binding term.
@@ -85,6 +91,9 @@ struct Acc {
     time_s: f64,
     kernels: u32,
     waves: f64,
+    tiles: f64,
+    split_k: f64,
+    tile_efficiency: f64,
 }
 
 impl Acc {
@@ -157,6 +166,9 @@ fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f6
     let bytes = b.max(1) as f64 * (m * k + k * n + m * n) as f64 * elem_bytes;
     acc.kernel(flops, compute_s, bytes, gpu.memory_bandwidth_bps());
     acc.waves += plan.waves;
+    acc.tiles += (b.max(1) * ceil_div(m, plan.tile.0) * ceil_div(n, plan.tile.1) * plan.split_k) as f64;
+    acc.split_k = acc.split_k.max(plan.split_k as f64);
+    acc.tile_efficiency = acc.tile_efficiency.min(tile_efficiency(plan.tile.0, plan.tile.1));
 }
 
 /// Element-wise style kernel: `elems` elements, `flops_per_elem`, `bytes` of traffic, on the vector fp32 peak.
@@ -182,7 +194,7 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
     let e = dtype.bytes();
     let d = shape.dims;
     let bw = gpu.memory_bandwidth_bps();
-    let mut acc = Acc::default();
+    let mut acc = Acc { split_k: 1.0, tile_efficiency: 1.0, ..Acc::default() };
     let bwd = shape.phase == Phase::Bwd;
     let mut peak_used = gpu.peak_tflops.fp32 * 1e12;
     let matmul_peak = || {
@@ -305,6 +317,9 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         launch_us,
         kernels: acc.kernels,
         waves: acc.waves,
+        tiles: acc.tiles,
+        split_k: acc.split_k,
+        tile_efficiency: acc.tile_efficiency,
         peak_flops: peak_used,
         bound,
     })
