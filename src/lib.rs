@@ -12,6 +12,7 @@ pub mod comm;
 pub mod config;
 pub mod hw;
 pub mod ingest;
+pub mod kernel;
 pub mod llm;
 pub mod op;
 pub mod service;
