@@ -21,7 +21,9 @@
 
 pub mod hong_kim;
 pub mod machine;
+pub mod pipes;
 pub mod roofline;
+pub mod sample;
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -31,7 +33,9 @@ pub use hong_kim::{
     HongKimKernel, HongKimMachine, HongKimMachineInput, HongKimRequest,
 };
 pub use machine::{Occupancy, ParamSource, Sourced};
+pub use pipes::{estimate as pipes_estimate, Pipe, PipeDemand, PipeEstimate, PipeFeatures, PipeWork};
 pub use roofline::{estimate as roofline_estimate, Resource, RooflineEstimate, RooflineTerm, RooflineWork};
+pub use sample::{estimate_sample, SampleEstimates, SkippedModel};
 
 /// An input a kernel model cannot use: `field` is the path of the offending value relative to the model's input
 /// (`kernel.blocks`, `gpu.dram_latency_cycles`, `flops_tensor`), `message` says what is wrong.
