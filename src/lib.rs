@@ -1,7 +1,7 @@
 //! perfcast: predicts how fast distributed GPU applications run — GPU kernels, collectives and LLM training
 //! iterations — with analytic models corrected by learned ones.
 //!
-//! Layers (DESIGN.md): the pure domain core ([`hw`], [`op`], [`comm`], [`llm`], [`backend`]) knows nothing of HTTP
+//! Layers (DESIGN.md): the pure domain core ([`hw`], [`op`], [`kernel`], [`comm`], [`llm`], [`learn`], [`backend`]) knows nothing of HTTP
 //! or SQL; [`store`] holds all SQL; [`api`] is the HTTP layer; [`app`] wires them together; [`service`] is the
 //! orchestration the API and the CLI share.
 
@@ -13,6 +13,7 @@ pub mod config;
 pub mod eval;
 pub mod hw;
 pub mod ingest;
+pub mod kernel;
 pub mod learn;
 pub mod llm;
 pub mod op;

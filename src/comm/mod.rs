@@ -4,6 +4,7 @@
 //! and picks the fastest, as NCCL's tuner does.
 
 pub mod algorithms;
+pub mod calibrate;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
