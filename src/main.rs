@@ -64,11 +64,31 @@ enum EvalWhat {
         #[arg(long, default_value = "full")]
         grid: String,
     },
+    /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
+    CrossGpu {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "fast")]
+        grid: String,
+        /// Features to hide from the models (comma-separated names), to compare feature sets.
+        #[arg(long, value_delimiter = ',')]
+        mask: Vec<String>,
+    },
 }
 
 fn init_logging(config: &Config) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn parse_grid(grid: &str) -> Option<perfcast::learn::Grid> {
+    let g = serde_json::from_value::<perfcast::learn::Grid>(serde_json::Value::String(grid.to_string())).ok();
+    if g.is_none() {
+        eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
+    }
+    g
 }
 
 fn read_request(path: &Path) -> Result<Vec<u8>, String> {
@@ -159,11 +179,18 @@ async fn main() -> ExitCode {
             }
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
+        Command::Eval { what: EvalWhat::CrossGpu { data, grid, mask } } => {
+            let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
+            match perfcast::eval::logo::run(&data, grid, &mask, &mut |m| eprintln!("{m}")) {
+                Ok(rows) => print_json(&rows),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Eval { what: EvalWhat::Operators { data, out, grid } } => {
-            let Ok(grid) = serde_json::from_value::<perfcast::learn::Grid>(serde_json::Value::String(grid.clone())) else {
-                eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
-                return ExitCode::from(2);
-            };
+            let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
             let opts = perfcast::eval::operators::Options { data, out: out.clone(), grid, per_gpu_min_samples: config.per_gpu_min_samples };
             match perfcast::eval::operators::run(&opts, &mut |m| eprintln!("{m}")).await {
                 Ok(report) => {

@@ -2,5 +2,6 @@
 //! train rows only, report on test rows only). Used by `perfcast eval …`.
 
 pub mod datasets;
+pub mod logo;
 pub mod operators;
 pub mod plot;
