@@ -60,23 +60,37 @@ pub fn build(service: Service, config: &Config) -> Router {
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }
 
+/// A started application: the router, the service behind it and the worker task.
+#[derive(Debug)]
+pub struct Started {
+    pub router: Router,
+    pub service: Service,
+    /// The retraining worker; abort it to stop it (a job in flight is re-run at the next start).
+    pub worker: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the application over an open store: loads the active models, spawns the worker, builds the router.
+pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
+    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default());
+    let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
+    tracing::info!(models = loaded, "active models loaded");
+    let worker = crate::worker::spawn(store, service.registry.clone(), config.worker(), service.worker.clone());
+    Ok(Started { router: build(service.clone(), config), service, worker })
+}
+
 /// Opens the database (creating and migrating it), binds `config.bind` and serves until SIGINT or SIGTERM, then
 /// finishes in-flight requests and closes the database.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     let store = Store::open(&config.db).await?;
-    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default());
-    let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
-    tracing::info!(models = loaded, "active models loaded");
-    let worker = crate::worker::spawn(store.clone(), service.registry.clone(), config.worker(), service.worker.clone());
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|source| AppError::Bind { addr: config.bind.to_string(), source })?;
     let addr = listener.local_addr().map_err(AppError::Serve)?;
+    let started = start(store.clone(), &config).await?;
     tracing::info!(%addr, db = %config.db.display(), "perfcast listening; API docs at http://{addr}/docs");
-    let app = build(service, &config);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
+    axum::serve(listener, started.router).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
     // A retrain in flight is abandoned: its job stays `running` and is queued again at the next start.
-    worker.abort();
+    started.worker.abort();
     store.close().await;
     tracing::info!("perfcast stopped");
     Ok(())

@@ -191,7 +191,12 @@ async fn main() -> ExitCode {
         }
         Command::Eval { what: EvalWhat::Operators { data, out, grid } } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
-            let opts = perfcast::eval::operators::Options { data, out: out.clone(), grid, per_gpu_min_samples: config.per_gpu_min_samples };
+            let opts = perfcast::eval::operators::Options {
+                data,
+                out: out.clone(),
+                grid,
+                per_gpu_min_samples: config.per_gpu_min_samples,
+            };
             match perfcast::eval::operators::run(&opts, &mut |m| eprintln!("{m}")).await {
                 Ok(report) => {
                     println!("{}", perfcast::eval::operators::markdown(&report));

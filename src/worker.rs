@@ -42,7 +42,12 @@ pub struct WorkerConfig {
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        WorkerConfig { debounce: Duration::from_secs(5), grid: Grid::Full, per_gpu_min_samples: 300, auto_retrain: true }
+        WorkerConfig {
+            debounce: Duration::from_secs(5),
+            grid: Grid::Full,
+            per_gpu_min_samples: 300,
+            auto_retrain: true,
+        }
     }
 }
 
@@ -217,7 +222,11 @@ fn new_regressor(key: &str, scope: &str, f: &Fitted, samples: u64, summary: serd
         holdout_model: f.holdout_text.clone(),
         feature_names: crate::learn::features::OP_FEATURES.iter().map(|s| s.to_string()).collect(),
         candidate: serde_json::to_value(&f.chosen).unwrap_or_default(),
-        candidates: json!(f.candidates.iter().map(|(n, m)| json!({"name": n, "validation_mape": m})).collect::<Vec<_>>()),
+        candidates: json!(f
+            .candidates
+            .iter()
+            .map(|(n, m)| json!({"name": n, "validation_mape": m}))
+            .collect::<Vec<_>>()),
         validation_mape: f.validation.mape,
         validation_signed: f.validation.signed,
         analytic_validation_mape: f.analytic_validation.mape,
@@ -258,7 +267,9 @@ pub async fn retrain(
     let mut report = Vec::new();
     let n_groups = groups.len().max(1);
     for (i, (key, g)) in groups.iter().enumerate() {
-        store.job_progress(job_id, i as f64 / n_groups as f64, &format!("training {key} ({}/{n_groups})", i + 1)).await?;
+        store
+            .job_progress(job_id, i as f64 / n_groups as f64, &format!("training {key} ({}/{n_groups})", i + 1))
+            .await?;
         if !params.force && params.keys.is_none() && store.latest_trained_samples(key).await? == g.total {
             report.push(json!({"key": key, "skipped": "samples unchanged since the last version"}));
             continue;
@@ -289,17 +300,29 @@ pub async fn retrain(
         let active = store.active_holdout(key).await?;
         let candidate_acc = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
         let (activate, promotion) = match &active {
-            None => (true, json!({"activated": true, "reason": "first model of this key",
-                                  "candidate_validation_mape": candidate_acc.mape})),
+            None => (
+                true,
+                json!({"activated": true, "reason": "first model of this key",
+                                  "candidate_validation_mape": candidate_acc.mape}),
+            ),
             Some((version, text)) => match holdout_accuracy(text, &set) {
-                Some(a) if candidate_acc.mape > a.mape => (false, json!({"activated": false,
+                Some(a) if candidate_acc.mape > a.mape => (
+                    false,
+                    json!({"activated": false,
                     "reason": "worse than the active version on the same held-out rows", "active_version": version,
-                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape})),
-                Some(a) => (true, json!({"activated": true,
+                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape}),
+                ),
+                Some(a) => (
+                    true,
+                    json!({"activated": true,
                     "reason": "not worse than the active version on the same held-out rows", "active_version": version,
-                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape})),
-                None => (true, json!({"activated": true, "reason": "the active version's hold-out model does not load",
-                    "active_version": version})),
+                    "active_validation_mape": a.mape, "candidate_validation_mape": candidate_acc.mape}),
+                ),
+                None => (
+                    true,
+                    json!({"activated": true, "reason": "the active version's hold-out model does not load",
+                    "active_version": version}),
+                ),
             },
         };
         let cross_holdout = if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t) };
@@ -337,7 +360,8 @@ pub async fn retrain(
                 "candidate_validation_mape": cand.mape,
                 "cross_gpu_validation_mape": cross.map(|c| c.mape),
                 "active_validation_mape": own.map(|o| o.mape)});
-            let mut greg = new_regressor(&gkey, &canonical, &gfit, *n, serde_json::to_value(&gsummary).unwrap_or_default());
+            let mut greg =
+                new_regressor(&gkey, &canonical, &gfit, *n, serde_json::to_value(&gsummary).unwrap_or_default());
             greg.activate = beats_cross && beats_own;
             greg.promotion = promotion.clone();
             report.push(json!({"key": gkey, "rows": gset.len(), "validation_mape": gfit.validation.mape,

@@ -114,7 +114,12 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
                     format!("{} (the limit is upload_limit_bytes after gzip decoding)", rejection.body_text()),
                 )
             } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "unreadable-body", "The body could not be read", rejection.body_text())
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "unreadable-body",
+                    "The body could not be read",
+                    rejection.body_text(),
+                )
             }
         })
     }
@@ -146,7 +151,11 @@ fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
         (status = 422, description = "Unknown format/GPU, unparseable file (line, column), or no usable sample", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn upload_profile(State(state): State<AppState>, uri: Uri, RawBody(body): RawBody) -> Result<Response, ApiError> {
+pub async fn upload_profile(
+    State(state): State<AppState>,
+    uri: Uri,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
     let mut q = query(&uri)?;
     let params = UploadParams {
         format: q.remove("format"),
@@ -189,8 +198,13 @@ impl Page {
             ApiError::new(StatusCode::BAD_REQUEST, "invalid-query", "The query string cannot be read", e.body_text())
         })?;
         if !(1..=1000).contains(&p.limit) {
-            return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-query", "Invalid paging", "limit must be 1–1000")
-                .at_field("limit", "must be 1–1000"));
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-query",
+                "Invalid paging",
+                "limit must be 1–1000",
+            )
+            .at_field("limit", "must be 1–1000"));
         }
         Ok(p)
     }
@@ -215,8 +229,14 @@ pub struct ProfileList {
     ))]
 pub async fn list_profiles(State(state): State<AppState>, uri: Uri) -> Result<Json<ProfileList>, ApiError> {
     let page = Page::from_uri(&uri)?;
-    let (profiles, total) = state.service.store.list_profiles(page.limit, page.offset).await.map_err(|e| ApiError::internal(&e))?;
-    Ok(Json(ProfileList { profiles: profiles.into_iter().map(Into::into).collect(), total, limit: page.limit, offset: page.offset }))
+    let (profiles, total) =
+        state.service.store.list_profiles(page.limit, page.offset).await.map_err(|e| ApiError::internal(&e))?;
+    Ok(Json(ProfileList {
+        profiles: profiles.into_iter().map(Into::into).collect(),
+        total,
+        limit: page.limit,
+        offset: page.offset,
+    }))
 }
 
 /// Show one profile.
@@ -265,10 +285,18 @@ pub struct SamplePage {
         (status = 422, description = "Bad paging values", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn profile_samples(State(state): State<AppState>, Path(id): Path<String>, uri: Uri) -> Result<Json<SamplePage>, ApiError> {
+pub async fn profile_samples(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> Result<Json<SamplePage>, ApiError> {
     let page = Page::from_uri(&uri)?;
-    let (rows, total) =
-        state.service.store.profile_samples(&id, page.limit, page.offset).await.map_err(crate::service::ServiceError::from)?;
+    let (rows, total) = state
+        .service
+        .store
+        .profile_samples(&id, page.limit, page.offset)
+        .await
+        .map_err(crate::service::ServiceError::from)?;
     let end = page.offset + rows.len() as u64;
     Ok(Json(SamplePage {
         samples: rows.into_iter().map(|r| SampleView { kind: r.kind.to_string(), id: r.id, data: r.data }).collect(),

@@ -169,7 +169,10 @@ pub async fn list_regressors(State(state): State<AppState>) -> Result<Json<Vec<R
         (status = 404, description = "No model with this key", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn get_regressor(State(state): State<AppState>, Path(key): Path<String>) -> Result<Json<RegressorDetail>, ApiError> {
+pub async fn get_regressor(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+) -> Result<Json<RegressorDetail>, ApiError> {
     let versions = state.service.regressor(&key).await?;
     let newest = &versions[0];
     Ok(Json(RegressorDetail {
@@ -194,7 +197,12 @@ pub async fn get_regressor(State(state): State<AppState>, Path(key): Path<String
     ))]
 pub async fn get_job(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<JobView>, ApiError> {
     let id: i64 = id.parse().map_err(|_| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid-path", "Invalid job id", format!("job id {id:?} is not a number"))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-path",
+            "Invalid job id",
+            format!("job id {id:?} is not a number"),
+        )
     })?;
     Ok(Json(state.service.job(id).await?.into()))
 }

@@ -28,7 +28,12 @@ impl LearnedBackend {
         LearnedBackend { analytic: AnalyticBackend::new(system), registry }
     }
 
-    fn corrected(&self, shape: &OpShape, dtype: Precision, model: &ActiveRegressor) -> Result<Timed, UnsupportedPrecision> {
+    fn corrected(
+        &self,
+        shape: &OpShape,
+        dtype: Precision,
+        model: &ActiveRegressor,
+    ) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu;
         let cost = op::estimate(shape, dtype, gpu)?;
         let x = op_features(shape, dtype, gpu, &cost);
@@ -43,7 +48,11 @@ impl LearnedBackend {
     }
 
     /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
-    fn gemm_backward_via_forward(&self, shape: &OpShape, dtype: Precision) -> Option<Result<Timed, UnsupportedPrecision>> {
+    fn gemm_backward_via_forward(
+        &self,
+        shape: &OpShape,
+        dtype: Precision,
+    ) -> Option<Result<Timed, UnsupportedPrecision>> {
         if shape.phase != Phase::Bwd || !matches!(shape.class, OpClass::Linear | OpClass::Bmm) {
             return None;
         }

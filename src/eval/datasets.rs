@@ -15,7 +15,9 @@ pub fn read(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(|e| format!("{}: {e}", path.display()))?;
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(out)
     } else {
         Ok(bytes)
@@ -50,7 +52,8 @@ pub fn deepbench_gemm(path: &Path) -> Result<Vec<OpSample>, String> {
             p if p.starts_with("16 bit inputs") => Precision::Fp16,
             _ => continue,
         };
-        let (Ok(m), Ok(n), Ok(k), Ok(ms)) = (get(m).parse::<u64>(), get(n).parse::<u64>(), get(k).parse::<u64>(), get(t).parse::<f64>())
+        let (Ok(m), Ok(n), Ok(k), Ok(ms)) =
+            (get(m).parse::<u64>(), get(n).parse::<u64>(), get(k).parse::<u64>(), get(t).parse::<f64>())
         else {
             continue;
         };
@@ -79,7 +82,8 @@ pub fn xla_matmul(path: &Path) -> Result<Vec<OpSample>, String> {
     let text = String::from_utf8_lossy(&bytes);
     let (h, rows) = csv_rows(&text)?;
     let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("xla: no column {n}"));
-    let (arch, b, m, n, k, dt, f) = (col("arch_key")?, col("b")?, col("m")?, col("n")?, col("k")?, col("dtype")?, col("flops_per_s")?);
+    let (arch, b, m, n, k, dt, f) =
+        (col("arch_key")?, col("b")?, col("m")?, col("n")?, col("k")?, col("dtype")?, col("flops_per_s")?);
     let mut out = Vec::new();
     for r in rows {
         let get = |i: usize| r.get(i).unwrap_or("").trim();

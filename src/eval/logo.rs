@@ -58,10 +58,17 @@ fn mask(set: &mut TrainingSet, masked: &[usize]) {
 
 /// Runs LOGO over every (class, phase, dtype) with at least three GPUs, masking the features named in
 /// `masked_features`.
-pub fn run(data: &Path, grid: Grid, masked_features: &[String], progress: &mut dyn FnMut(&str)) -> Result<Vec<LogoRow>, String> {
+pub fn run(
+    data: &Path,
+    grid: Grid,
+    masked_features: &[String],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<LogoRow>, String> {
     let masked: Vec<usize> = masked_features
         .iter()
-        .map(|m| OP_FEATURES.iter().position(|f| f == m).ok_or(format!("unknown feature {m:?}; features: {OP_FEATURES:?}")))
+        .map(|m| {
+            OP_FEATURES.iter().position(|f| f == m).ok_or(format!("unknown feature {m:?}; features: {OP_FEATURES:?}"))
+        })
         .collect::<Result<_, _>>()?;
     let samples = load_training(data)?;
     let gpus: BTreeMap<String, GpuSpec> =
@@ -87,7 +94,12 @@ pub fn run(data: &Path, grid: Grid, masked_features: &[String], progress: &mut d
                 rows.iter()
                     .enumerate()
                     .filter(|(_, s)| keep(&gpus[&s.gpu].name))
-                    .map(|(i, s)| OpObservation { gpu: &gpus[&s.gpu], dims: s.dims, time_us: s.time_us, split_key: i as u64 })
+                    .map(|(i, s)| OpObservation {
+                        gpu: &gpus[&s.gpu],
+                        dims: s.dims,
+                        time_us: s.time_us,
+                        split_key: i as u64,
+                    })
                     .collect()
             };
             let (mut train, _) = op_training_set(class, phase, dtype, &obs(&|g| g != held));

@@ -56,9 +56,8 @@ pub struct Report {
 }
 
 fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     v.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.contains(".csv")));
     v.sort();
     v
@@ -86,7 +85,8 @@ pub fn test_files(data: &Path) -> Vec<PathBuf> {
 
 fn parse_neusight(path: &Path) -> Result<Vec<OpSample>, String> {
     let raw = datasets::read(path)?;
-    let parsed = ingest::parse(Format::NeusightCsv, &raw, &Context::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let parsed = ingest::parse(Format::NeusightCsv, &raw, &Context::default())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(parsed.samples.into_iter().filter_map(|s| if let Sample::Op(o) = s { Some(o) } else { None }).collect())
 }
 
@@ -112,9 +112,13 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         }
     }
     progress("training (this takes minutes with the full grid)");
-    let job = store.create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false).await.map_err(|e| e.to_string())?;
+    let job = store
+        .create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false)
+        .await
+        .map_err(|e| e.to_string())?;
     store.claim_job(&[worker::RETRAIN]).await.map_err(|e| e.to_string())?;
-    let cfg = WorkerConfig { grid: opts.grid, per_gpu_min_samples: opts.per_gpu_min_samples, ..WorkerConfig::default() };
+    let cfg =
+        WorkerConfig { grid: opts.grid, per_gpu_min_samples: opts.per_gpu_min_samples, ..WorkerConfig::default() };
     let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
     let result = worker::retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
     progress(&format!("trained {} models, {} active", result["trained"], result["activated"]));
@@ -133,7 +137,20 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     let mut skipped = 0u64;
     let mut points: Vec<(f64, f64, f64)> = Vec::new();
     let mut rows_csv = csv::Writer::from_writer(Vec::new());
-    let _ = rows_csv.write_record(["op", "phase", "dtype", "gpu", "d0", "d1", "d2", "d3", "measured_us", "analytic_us", "learned_us", "source"]);
+    let _ = rows_csv.write_record([
+        "op",
+        "phase",
+        "dtype",
+        "gpu",
+        "d0",
+        "d1",
+        "d2",
+        "d3",
+        "measured_us",
+        "analytic_us",
+        "learned_us",
+        "source",
+    ]);
     for path in test_files(&opts.data) {
         let samples = parse_neusight(&path)?;
         progress(&format!("evaluating {} ({} rows)", path.display(), samples.len()));
@@ -147,7 +164,14 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
                 skipped += 1;
                 continue;
             };
-            let system = System { name: "-".into(), gpu: gpu.clone(), gpus_per_node: 1, nodes: 1, intra_node: link.clone(), inter_node: link.clone() };
+            let system = System {
+                name: "-".into(),
+                gpu: gpu.clone(),
+                gpus_per_node: 1,
+                nodes: 1,
+                intra_node: link.clone(),
+                inter_node: link.clone(),
+            };
             let Ok(learned) = LearnedBackend::new(system, snapshot.clone()).compute(&shape, s.dtype) else {
                 skipped += 1;
                 continue;
@@ -159,8 +183,17 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
             points.push((s.time_us, analytic.time_us, learned.time_us));
             let d = s.dims.map(|v| v.to_string());
             let _ = rows_csv.write_record([
-                s.op.as_str(), s.phase.as_str(), s.dtype.as_str(), &gpu.name, &d[0], &d[1], &d[2], &d[3],
-                &format!("{:.3}", s.time_us), &format!("{:.3}", analytic.time_us), &format!("{:.3}", learned.time_us),
+                s.op.as_str(),
+                s.phase.as_str(),
+                s.dtype.as_str(),
+                &gpu.name,
+                &d[0],
+                &d[1],
+                &d[2],
+                &d[3],
+                &format!("{:.3}", s.time_us),
+                &format!("{:.3}", analytic.time_us),
+                &format!("{:.3}", learned.time_us),
                 &learned.source.to_string(),
             ]);
         }
@@ -190,7 +223,11 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     let gemm = |op: &str| op == "linear" || op == "bmm";
     let mut summary = Vec::new();
     for (label, f) in [
-        ("GEMM (linear + bmm), unseen H100", Box::new(|op: &str, gpu: &str, _s: bool| gemm(op) && gpu == "H100-SXM5-80GB") as Box<dyn Fn(&str, &str, bool) -> bool>),
+        (
+            "GEMM (linear + bmm), unseen H100",
+            Box::new(|op: &str, gpu: &str, _s: bool| gemm(op) && gpu == "H100-SXM5-80GB")
+                as Box<dyn Fn(&str, &str, bool) -> bool>,
+        ),
         ("GEMM (linear + bmm), all unseen GPUs", Box::new(|op: &str, _g: &str, s: bool| gemm(op) && !s)),
         ("GEMM (linear + bmm), training GPUs' test shapes", Box::new(|op: &str, _g: &str, s: bool| gemm(op) && s)),
         ("vector ops, unseen GPUs", Box::new(|op: &str, _g: &str, s: bool| !gemm(op) && !s)),
@@ -203,8 +240,10 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     let report = Report { rows, summary, training_samples, skipped_test_rows: skipped };
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     std::fs::write(opts.out.join("operators.md"), markdown(&report)).map_err(|e| e.to_string())?;
-    std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default()).map_err(|e| e.to_string())?;
-    std::fs::write(opts.out.join("operators_rows.csv"), rows_csv.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    std::fs::write(opts.out.join("operators_rows.csv"), rows_csv.into_inner().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
     super::plot::scatter(&opts.out.join("operators.svg"), "Operators, held-out rows: predicted vs measured", &points)?;
     store.close().await;
     let _ = std::fs::remove_dir_all(&tmp);
@@ -235,7 +274,14 @@ pub fn markdown(r: &Report) -> String {
     ));
     s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
     for (label, a, l) in &r.summary {
-        s.push_str(&format!("| {label} | {} | {} | {} | {} | {} |\n", a.rows, pct(a.mape), signed_pct(a.signed), pct(l.mape), signed_pct(l.signed)));
+        s.push_str(&format!(
+            "| {label} | {} | {} | {} | {} | {} |\n",
+            a.rows,
+            pct(a.mape),
+            signed_pct(a.signed),
+            pct(l.mape),
+            signed_pct(l.signed)
+        ));
     }
     s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---|---|---:|---:|---:|---:|---:|\n");
     for row in &r.rows {

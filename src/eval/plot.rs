@@ -8,7 +8,8 @@ use plotters::prelude::*;
 /// points (evenly subsampled) to keep the SVG small.
 pub fn scatter(path: &Path, title: &str, points: &[(f64, f64, f64)]) -> Result<(), String> {
     let step = (points.len() / 4000).max(1);
-    let pts: Vec<(f64, f64, f64)> = points.iter().step_by(step).copied().filter(|p| p.0 > 0.0 && p.1 > 0.0 && p.2 > 0.0).collect();
+    let pts: Vec<(f64, f64, f64)> =
+        points.iter().step_by(step).copied().filter(|p| p.0 > 0.0 && p.1 > 0.0 && p.2 > 0.0).collect();
     let lo = pts.iter().flat_map(|p| [p.0, p.1, p.2]).fold(f64::INFINITY, f64::min).max(1e-3);
     let hi = pts.iter().flat_map(|p| [p.0, p.1, p.2]).fold(0.0_f64, f64::max).max(lo * 10.0);
     let root = SVGBackend::new(path, (900, 800)).into_drawing_area();

@@ -60,7 +60,8 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
     let ai = cost.arithmetic_intensity();
     // Fraction of the compute term that is useful work: 1 for non-matmuls, < 1 when the last wave is partial.
     let ideal_compute_us = cost.flops / cost.peak_flops * 1e6;
-    let wave_utilization = if cost.waves > 0.0 && cost.compute_us > 0.0 { ideal_compute_us / cost.compute_us } else { 1.0 };
+    let wave_utilization =
+        if cost.waves > 0.0 && cost.compute_us > 0.0 { ideal_compute_us / cost.compute_us } else { 1.0 };
     let l2_bytes = gpu.l2_mib * (1u64 << 20) as f64;
     [
         log2p(d[0] as f64),

@@ -182,7 +182,11 @@ pub fn accuracy(pred: &[f64], meas: &[f64]) -> Accuracy {
 pub fn predict_rows(model: &Model, set: &TrainingSet, rows: &[usize]) -> Result<Vec<f64>, LgbmError> {
     let (x, _) = set.subset(rows);
     let r = model.predict(&x)?;
-    Ok(rows.iter().zip(r).map(|(&i, r)| set.analytic_us[i] * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp()).collect())
+    Ok(rows
+        .iter()
+        .zip(r)
+        .map(|(&i, r)| set.analytic_us[i] * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp())
+        .collect())
 }
 
 /// The outcome of [`fit`].

@@ -84,7 +84,13 @@ pub fn train(x: &[f64], y: &[f32], n_features: usize, params: &str, num_iteratio
     let ds = DatasetGuard(ds);
     // SAFETY: y holds `rows` f32 labels; LightGBM copies them.
     check(unsafe {
-        sys::LGBM_DatasetSetField(ds.0, label.as_ptr(), y.as_ptr() as *const c_void, rows, sys::C_API_DTYPE_FLOAT32 as i32)
+        sys::LGBM_DatasetSetField(
+            ds.0,
+            label.as_ptr(),
+            y.as_ptr() as *const c_void,
+            rows,
+            sys::C_API_DTYPE_FLOAT32 as i32,
+        )
     })?;
     let booster_params = cstring(&format!("{params} verbosity=-1"))?;
     let mut bh: sys::BoosterHandle = std::ptr::null_mut();
@@ -174,8 +180,8 @@ mod tests {
         // constant. min_data_in_leaf=2 here.
         let x: Vec<f64> = (0..12).flat_map(|i| [i as f64, 0.5]).collect();
         let y: Vec<f32> = (0..12).map(|i| if i > 5 { 1.0 } else { 0.0 }).collect();
-        let text = train(&x, &y, 2, "objective=regression num_leaves=4 min_data_in_leaf=2 learning_rate=0.5", 50)
-            .unwrap();
+        let text =
+            train(&x, &y, 2, "objective=regression num_leaves=4 min_data_in_leaf=2 learning_rate=0.5", 50).unwrap();
         let m = Model::from_text(&text).unwrap();
         let p = m.predict(&[1.0, 0.5, 10.0, 0.5]).unwrap();
         assert!(p[0] < 0.1 && p[1] > 0.9, "{p:?}");

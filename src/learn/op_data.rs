@@ -32,7 +32,12 @@ pub struct SetSummary {
 }
 
 /// Builds the training set of (class, phase, dtype) from `observations`.
-pub fn op_training_set(class: OpClass, phase: Phase, dtype: Precision, observations: &[OpObservation<'_>]) -> (TrainingSet, SetSummary) {
+pub fn op_training_set(
+    class: OpClass,
+    phase: Phase,
+    dtype: Precision,
+    observations: &[OpObservation<'_>],
+) -> (TrainingSet, SetSummary) {
     let mut set = TrainingSet::new(&OP_FEATURES);
     let mut summary = SetSummary { dims_min: [u64::MAX; 4], ..Default::default() };
     for o in observations {

@@ -69,10 +69,18 @@ impl Service {
         })?;
         let dims = place_dims(class, &req.dims).map_err(|m| ServiceError::invalid("dims", m))?;
         let shape = OpShape { class, phase: req.phase, dims };
-        let analytic = op::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
+        let analytic =
+            op::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
         // A one-GPU system carries the GPU into the backend; links are irrelevant to a compute operator.
         let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
-        let system = System { name: "-".into(), gpu: gpu.clone(), gpus_per_node: 1, nodes: 1, intra_node: link.clone(), inter_node: link };
+        let system = System {
+            name: "-".into(),
+            gpu: gpu.clone(),
+            gpus_per_node: 1,
+            nodes: 1,
+            intra_node: link.clone(),
+            inter_node: link,
+        };
         let timed = LearnedBackend::new(system, self.registry.load_full())
             .compute(&shape, req.dtype)
             .map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;

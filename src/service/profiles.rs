@@ -83,8 +83,11 @@ impl Service {
             return Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() });
         }
         let ctx = Context { gpu: gpu.clone(), dtype };
-        let parsed = ingest::parse(format, raw, &ctx)
-            .map_err(|e| ServiceError::Unparseable { line: e.line, column: e.column, message: e.message })?;
+        let parsed = ingest::parse(format, raw, &ctx).map_err(|e| ServiceError::Unparseable {
+            line: e.line,
+            column: e.column,
+            message: e.message,
+        })?;
 
         let mut rejected = parsed.rejected;
         let mut batch = SampleBatch::default();
@@ -118,7 +121,8 @@ impl Service {
             });
         }
         if batch.is_empty() {
-            let first: Vec<String> = rejected.iter().take(5).map(|r| format!("line {}: {}", r.line, r.reason)).collect();
+            let first: Vec<String> =
+                rejected.iter().take(5).map(|r| format!("line {}: {}", r.line, r.reason)).collect();
             return Err(ServiceError::invalid(
                 "body",
                 format!("no usable sample in the file ({} rejected): {}", rejected.len(), first.join("; ")),

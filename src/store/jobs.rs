@@ -53,7 +53,8 @@ pub struct JobRecord {
     pub finished_at: Option<String>,
 }
 
-const COLUMNS: &str = "id, kind, state, progress, message, params, result, attempts, created_at, started_at, finished_at";
+const COLUMNS: &str =
+    "id, kind, state, progress, message, params, result, attempts, created_at, started_at, finished_at";
 
 fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<JobRecord, StoreError> {
     let params: String = r.try_get("params")?;
@@ -79,7 +80,12 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 impl Store {
     /// Queues a job of `kind` with `params`, unless `dedupe` and a queued job of that kind exists (then that one
     /// is returned).
-    pub async fn create_job(&self, kind: &str, params: &serde_json::Value, dedupe: bool) -> Result<JobRecord, StoreError> {
+    pub async fn create_job(
+        &self,
+        kind: &str,
+        params: &serde_json::Value,
+        dedupe: bool,
+    ) -> Result<JobRecord, StoreError> {
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
         if dedupe {
             if let Some(r) = sqlx::query(&format!(
@@ -93,11 +99,12 @@ impl Store {
                 return decode(&r);
             }
         }
-        let r = sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES (?, 'queued', ?) RETURNING {COLUMNS}"))
-            .bind(kind)
-            .bind(params.to_string())
-            .fetch_one(&mut *tx)
-            .await?;
+        let r =
+            sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES (?, 'queued', ?) RETURNING {COLUMNS}"))
+                .bind(kind)
+                .bind(params.to_string())
+                .fetch_one(&mut *tx)
+                .await?;
         tx.commit().await?;
         decode(&r)
     }
@@ -142,7 +149,13 @@ impl Store {
     }
 
     /// Finishes a job with its result.
-    pub async fn finish_job(&self, id: i64, ok: bool, message: &str, result: &serde_json::Value) -> Result<(), StoreError> {
+    pub async fn finish_job(
+        &self,
+        id: i64,
+        ok: bool,
+        message: &str,
+        result: &serde_json::Value,
+    ) -> Result<(), StoreError> {
         sqlx::query(&format!(
             "UPDATE jobs SET state = ?, progress = CASE WHEN ? THEN 1 ELSE progress END, message = ?, result = ?,
                  finished_at = {NOW} WHERE id = ?"

@@ -272,7 +272,12 @@ impl Store {
 
     /// A page of a profile's samples (operator, then communication, then kernel samples, each by id), and
     /// the total. Errors: [`StoreError::NotFound`] for an unknown profile.
-    pub async fn profile_samples(&self, id: &str, limit: u32, offset: u64) -> Result<(Vec<SampleRow>, u64), StoreError> {
+    pub async fn profile_samples(
+        &self,
+        id: &str,
+        limit: u32,
+        offset: u64,
+    ) -> Result<(Vec<SampleRow>, u64), StoreError> {
         let profile = self.get_profile(id).await?;
         let rows = sqlx::query(
             "SELECT kind, sid, data FROM (
@@ -323,7 +328,13 @@ impl Store {
         .await?;
         rows.iter()
             .map(|r| {
-                Ok((r.try_get("op")?, r.try_get("phase")?, r.try_get("dtype")?, r.try_get("gpu")?, r.try_get::<i64, _>("n")? as u64))
+                Ok((
+                    r.try_get("op")?,
+                    r.try_get("phase")?,
+                    r.try_get("dtype")?,
+                    r.try_get("gpu")?,
+                    r.try_get::<i64, _>("n")? as u64,
+                ))
             })
             .collect()
     }

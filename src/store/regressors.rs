@@ -96,7 +96,11 @@ fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorReco
 impl Store {
     /// Stores new versions (each the key's next version number) and applies their activation, all in one
     /// transaction: a crash leaves either all of them or none. Returns the stored records (without model texts).
-    pub async fn insert_regressors(&self, job_id: Option<i64>, new: &[NewRegressor]) -> Result<Vec<RegressorRecord>, StoreError> {
+    pub async fn insert_regressors(
+        &self,
+        job_id: Option<i64>,
+        new: &[NewRegressor],
+    ) -> Result<Vec<RegressorRecord>, StoreError> {
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
         let mut out = Vec::with_capacity(new.len());
         for n in new {
@@ -105,7 +109,10 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             if n.activate {
-                sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1").bind(&n.key).execute(&mut *tx).await?;
+                sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1")
+                    .bind(&n.key)
+                    .execute(&mut *tx)
+                    .await?;
             }
             let s = |v: &serde_json::Value| v.to_string();
             let r = sqlx::query(&format!(
@@ -161,18 +168,18 @@ impl Store {
 
     /// The newest version's sample count of `key` (0 when never trained).
     pub async fn latest_trained_samples(&self, key: &str) -> Result<u64, StoreError> {
-        let n: Option<i64> = sqlx::query_scalar("SELECT samples FROM regressors WHERE key = ? ORDER BY version DESC LIMIT 1")
-            .bind(key)
-            .fetch_optional(self.pool())
-            .await?;
+        let n: Option<i64> =
+            sqlx::query_scalar("SELECT samples FROM regressors WHERE key = ? ORDER BY version DESC LIMIT 1")
+                .bind(key)
+                .fetch_optional(self.pool())
+                .await?;
         Ok(n.unwrap_or(0) as u64)
     }
 
     /// All versions of every key (without model texts), by key and version.
     pub async fn list_regressors(&self) -> Result<Vec<RegressorRecord>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {META} FROM regressors ORDER BY key, version"))
-            .fetch_all(self.pool())
-            .await?;
+        let rows =
+            sqlx::query(&format!("SELECT {META} FROM regressors ORDER BY key, version")).fetch_all(self.pool()).await?;
         rows.iter().map(|r| decode(r, false)).collect()
     }
 

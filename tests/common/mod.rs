@@ -14,6 +14,8 @@ use tower::ServiceExt;
 pub struct TestApp {
     pub router: Router,
     pub store: Store,
+    pub service: Service,
+    pub worker: Option<tokio::task::JoinHandle<()>>,
     pub dir: tempfile::TempDir,
 }
 
@@ -47,12 +49,44 @@ impl TestApp {
         TestApp::with_config(Config::default()).await
     }
 
+    /// The router over a fresh database, without the retraining worker.
     pub async fn with_config(mut config: Config) -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         config.db = dir.path().join("perfcast.db");
         let store = Store::open(&config.db).await.unwrap();
-        let router = perfcast::app::build(Service::new(store.clone()), &config);
-        TestApp { router, store, dir }
+        let service = Service::new(store.clone());
+        let router = perfcast::app::build(service.clone(), &config);
+        TestApp { router, store, service, worker: None, dir }
+    }
+
+    /// The whole application (models loaded, worker running) over a fresh database.
+    pub async fn started(mut config: Config) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        config.db = dir.path().join("perfcast.db");
+        let store = Store::open(&config.db).await.unwrap();
+        let s = perfcast::app::start(store.clone(), &config).await.unwrap();
+        TestApp { router: s.router, store, service: s.service, worker: Some(s.worker), dir }
+    }
+
+    /// Polls a job until it leaves queued/running (panics after `secs`).
+    pub async fn wait_job(&self, id: i64, secs: u64) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let j = self.get(&format!("/v1/jobs/{id}")).await.json();
+            if j["state"] == "succeeded" || j["state"] == "failed" {
+                return j;
+            }
+            assert!(start.elapsed().as_secs() < secs, "job {id} still {} after {secs} s: {j}", j["state"]);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
+        let mut req = Request::post(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Body::from(body)).unwrap()).await
     }
 
     pub async fn send(&self, req: Request<Body>) -> Reply {
