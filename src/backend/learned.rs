@@ -20,12 +20,14 @@ use crate::op::{self, analytic::UnsupportedPrecision, OpClass, OpShape, Phase};
 pub struct LearnedBackend {
     analytic: AnalyticBackend,
     registry: Arc<Registry>,
+    gpu_hash: u64,
 }
 
 impl LearnedBackend {
     /// A backend for `system` reading `registry` (a snapshot: it does not change under the backend).
     pub fn new(system: System, registry: Arc<Registry>) -> LearnedBackend {
-        LearnedBackend { analytic: AnalyticBackend::new(system), registry }
+        let gpu_hash = gpu_hash(&system.gpu);
+        LearnedBackend { analytic: AnalyticBackend::new(system), registry, gpu_hash }
     }
 
     fn corrected(
@@ -70,12 +72,28 @@ impl LearnedBackend {
     }
 }
 
-impl CostBackend for LearnedBackend {
-    fn system(&self) -> &System {
-        self.analytic.system()
-    }
+/// Key of a cached operator time: the registry generation, the GPU description's hash, the operator and precision.
+type CacheKey = (u64, u64, OpShape, Precision);
 
-    fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
+/// Operator times already computed, shared by every request: repeated predictions (schedulers polling, searches
+/// over configurations) re-use the shapes they share. Bounded; a registry swap changes the generation, so stale
+/// entries are never read and age out.
+fn cache() -> &'static moka::sync::Cache<CacheKey, Timed> {
+    static CACHE: std::sync::OnceLock<moka::sync::Cache<CacheKey, Timed>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| moka::sync::Cache::new(200_000))
+}
+
+fn gpu_hash(gpu: &crate::hw::GpuSpec) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // The serialized description covers every number a model reads.
+    serde_json::to_string(gpu).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+impl LearnedBackend {
+    /// [`CostBackend::compute`] without the process-wide cache: what a shape costs the first time.
+    pub fn compute_uncached(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu.name;
         if let Some(model) = self.registry.op(shape.class, shape.phase, dtype, gpu) {
             return self.corrected(shape, dtype, model);
@@ -84,6 +102,22 @@ impl CostBackend for LearnedBackend {
             return t;
         }
         self.analytic.compute(shape, dtype)
+    }
+}
+
+impl CostBackend for LearnedBackend {
+    fn system(&self) -> &System {
+        self.analytic.system()
+    }
+
+    fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
+        let key = (self.registry.generation(), self.gpu_hash, *shape, dtype);
+        if let Some(t) = cache().get(&key) {
+            return Ok(t);
+        }
+        let t = self.compute_uncached(shape, dtype)?;
+        cache().insert(key, t.clone());
+        Ok(t)
     }
 
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {

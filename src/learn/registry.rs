@@ -37,9 +37,23 @@ impl ActiveRegressor {
 }
 
 /// The set of active models by key.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
     by_key: HashMap<String, Arc<ActiveRegressor>>,
+    /// Unique per registry built in this process: caches of predictions key on it, so a swap invalidates them.
+    generation: u64,
+}
+
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry { by_key: HashMap::new(), generation: next_generation() }
+    }
 }
 
 /// The registry shared between the worker (writer) and every request (readers).
@@ -61,7 +75,15 @@ pub fn op_key(class: OpClass, phase: Phase, dtype: Precision, gpu: Option<&str>)
 impl Registry {
     /// A registry holding `models`.
     pub fn new(models: impl IntoIterator<Item = ActiveRegressor>) -> Registry {
-        Registry { by_key: models.into_iter().map(|m| (m.key.clone(), Arc::new(m))).collect() }
+        Registry {
+            by_key: models.into_iter().map(|m| (m.key.clone(), Arc::new(m))).collect(),
+            generation: next_generation(),
+        }
+    }
+
+    /// This registry's generation (unique in the process).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The active model of `key`.
