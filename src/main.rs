@@ -64,6 +64,18 @@ enum EvalWhat {
         #[arg(long, default_value = "full")]
         grid: String,
     },
+    /// Collectives: calibrate on the train split, report on the 10-node H100 nccl-tests rows.
+    Comm {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for comm.md and comm.json.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "full")]
+        grid: String,
+    },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
         /// The shared datasets directory.
@@ -179,6 +191,19 @@ async fn main() -> ExitCode {
             }
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
+        Command::Eval { what: EvalWhat::Comm { data, out, grid } } => {
+            let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
+            match perfcast::eval::comm::run(&data, &out, grid, &mut |m| eprintln!("{m}")).await {
+                Ok(report) => {
+                    println!("{}", perfcast::eval::comm::markdown(&report));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Eval { what: EvalWhat::CrossGpu { data, grid, mask } } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
             match perfcast::eval::logo::run(&data, grid, &mask, &mut |m| eprintln!("{m}")) {

@@ -10,8 +10,8 @@ fn spec(name: &str) -> SystemSpec {
         gpu: GpuRef::Name("L4".into()),
         gpus_per_node: 2,
         nodes: 3,
-        intra_node: Link { kind: "pcie4".into(), bandwidth_gbs: 32.0, latency_us: 3.0 },
-        inter_node: Link { kind: "ethernet".into(), bandwidth_gbs: 12.5, latency_us: 10.0 },
+        intra_node: Link::new("pcie4", 32.0, 3.0),
+        inter_node: Link::new("ethernet", 12.5, 10.0),
         description: Some("lab box".into()),
     }
 }

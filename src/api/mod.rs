@@ -44,7 +44,7 @@ column of the body).",
     ),
     tags(
         (name = "predictions", description = "Training-iteration predictions"),
-        (name = "estimates", description = "Single-operator estimates, analytic and learned"),
+        (name = "estimates", description = "Operator, kernel and collective estimates, analytic and learned"),
         (name = "profiles", description = "Uploads of profiler and benchmark outputs, and their samples"),
         (name = "regressors", description = "Learned correction models and their retraining"),
         (name = "jobs", description = "Background jobs"),
@@ -71,6 +71,9 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(regressors::get_regressor))
         .routes(routes!(regressors::get_job))
         .routes(routes!(estimates::estimate_operator))
+        .routes(routes!(estimates::estimate_kernel))
+        .routes(routes!(estimates::estimate_comm))
+        .routes(routes!(systems::calibrate_system))
         .routes(routes!(predictions::predict_training))
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use super::json::ValidJson;
 use super::problem::{ApiError, Problem};
 use super::AppState;
+use crate::comm::calibrated::SystemCalibration;
 use crate::hw::{GpuRef, GpuSpec, Link, System, SystemSpec};
 use crate::store::systems::StoredSystem;
 
@@ -34,6 +35,10 @@ pub struct SystemView {
     pub preset: bool,
     /// RFC 3339 UTC.
     pub created_at: String,
+    /// The communication calibration fitted to the system's OSU / nccl-tests samples (link classes and
+    /// collective groups with their fitted α, β / busbw, sample counts and residuals); absent until calibrated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<SystemCalibration>,
 }
 
 impl SystemView {
@@ -50,6 +55,7 @@ impl SystemView {
             description: stored.spec.description,
             preset: stored.preset,
             created_at: stored.created_at,
+            calibration: None,
         }
     }
 }
@@ -104,5 +110,26 @@ pub async fn list_systems(State(state): State<AppState>) -> Result<Json<Vec<Syst
     ))]
 pub async fn get_system(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<SystemView>, ApiError> {
     let (stored, resolved) = state.service.system(&name).await?;
-    Ok(Json(SystemView::new(stored, resolved)))
+    let mut view = SystemView::new(stored, resolved);
+    view.calibration = state.service.calibration(&name).await?.map(|c| (*c).clone());
+    Ok(Json(view))
+}
+
+/// Calibrate a system's communication models now.
+///
+/// Fits α and β per link class (send/recv within and across nodes) and busbw per measured collective group by
+/// robust least squares on the system's stored OSU / nccl-tests samples; predictions then use them. Uploads of
+/// communication samples for a system also queue this in the background.
+#[utoipa::path(post, path = "/v1/systems/{name}/calibrate", tag = "systems",
+    params(("name" = String, Path, description = "System name", example = "dgx-h100")),
+    responses(
+        (status = 200, description = "The new calibration", body = SystemCalibration),
+        (status = 404, description = "No such system", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn calibrate_system(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<SystemCalibration>, ApiError> {
+    Ok(Json(state.service.calibrate(&name).await?))
 }

@@ -9,8 +9,10 @@
 use std::sync::Arc;
 
 use super::{AnalyticBackend, CostBackend, Source, Timed};
-use crate::comm::{Collective, Group};
+use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
+use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
 use crate::hw::{Precision, System};
+use crate::learn::comm_features::{comm_features, comm_key};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
 use crate::learn::{features::op_features, ActiveRegressor, Registry};
 use crate::op::{self, analytic::UnsupportedPrecision, OpClass, OpShape, Phase};
@@ -21,13 +23,40 @@ pub struct LearnedBackend {
     analytic: AnalyticBackend,
     registry: Arc<Registry>,
     gpu_hash: u64,
+    calibration: Option<Arc<SystemCalibration>>,
 }
 
 impl LearnedBackend {
     /// A backend for `system` reading `registry` (a snapshot: it does not change under the backend).
     pub fn new(system: System, registry: Arc<Registry>) -> LearnedBackend {
         let gpu_hash = gpu_hash(&system.gpu);
-        LearnedBackend { analytic: AnalyticBackend::new(system), registry, gpu_hash }
+        LearnedBackend { analytic: AnalyticBackend::new(system), registry, gpu_hash, calibration: None }
+    }
+
+    /// Uses the system's communication calibration for collectives (see [`SystemCalibration::estimate`]).
+    pub fn with_calibration(mut self, calibration: Option<Arc<SystemCalibration>>) -> LearnedBackend {
+        self.calibration = calibration;
+        self
+    }
+
+    /// The baseline of a collective before any learned correction: the measured group's fit, the α–β algorithms
+    /// over calibrated links, or over the declared links; with the links used and the source.
+    pub fn collective_baseline(
+        &self,
+        c: Collective,
+        bytes: f64,
+        group: Group,
+        active_per_node: u32,
+    ) -> (CommEstimate, GroupLinks, Source, bool) {
+        let system = self.analytic.system();
+        let links = GroupLinks::on(system, active_per_node);
+        if let Some(cal) = &self.calibration {
+            if let Some((e, how)) = cal.estimate(c, bytes, group, &links) {
+                let source = Source::Calibrated { system: system.name.clone() };
+                return (e, cal.links(c, &links), source, how == CalibrationUse::MeasuredGroup);
+            }
+        }
+        (comm::estimate(c, bytes, group, &links), links, Source::Analytic, false)
     }
 
     fn corrected(
@@ -121,6 +150,23 @@ impl CostBackend for LearnedBackend {
     }
 
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
-        self.analytic.collective(c, bytes, group, active_per_node)
+        let analytic_us = self.analytic.collective(c, bytes, group, active_per_node).time_us;
+        let (base, links, source, measured) = self.collective_baseline(c, bytes, group, active_per_node);
+        // A measured group's own fit is the best answer; elsewhere the learned correction applies, within the
+        // placements it was trained on.
+        if !measured {
+            let within = |m: &ActiveRegressor| {
+                m.trained_max("max_nodes").is_none_or(|n| group.nodes as f64 <= n)
+                    && m.trained_max("max_ranks").is_none_or(|r| group.ranks as f64 <= r)
+            };
+            if let Some(m) = self.registry.get(&comm_key(c)).filter(|m| within(m)) {
+                let x = comm_features(c, bytes, group, &links, base.time_us);
+                if let Ok(r) = m.model.predict(&x) {
+                    let t = base.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
+                    return Timed { time_us: t, analytic_us, source: m.source() };
+                }
+            }
+        }
+        Timed { time_us: base.time_us, analytic_us, source }
     }
 }

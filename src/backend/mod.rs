@@ -18,12 +18,14 @@ use crate::op::{analytic::UnsupportedPrecision, OpShape};
 pub use analytic::AnalyticBackend;
 pub use learned::LearnedBackend;
 
-/// Where a time came from: the analytic model, or a learned regressor `<key>` at version `n`.
+/// Where a time came from: the analytic model, the system's communication calibration, or a learned regressor
+/// `<key>` at version `n`.
 ///
-/// Serialized as `"analytic"` or `"regressor:<key>@v<n>"`.
+/// Serialized as `"analytic"`, `"calibrated:<system>"` or `"regressor:<key>@v<n>"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     Analytic,
+    Calibrated { system: String },
     Regressor { key: String, version: i64 },
 }
 
@@ -31,6 +33,7 @@ impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Analytic => f.write_str("analytic"),
+            Source::Calibrated { system } => write!(f, "calibrated:{system}"),
             Source::Regressor { key, version } => write!(f, "regressor:{key}@v{version}"),
         }
     }

@@ -95,7 +95,7 @@ impl Default for FitOptions {
 }
 
 /// How well a fit matches its points. Residuals are relative: (measured − model) / measured.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FitStats {
     /// Points fitted.
     pub samples: usize,
@@ -116,7 +116,7 @@ pub struct FitStats {
 }
 
 /// A fitted postal (Hockney) model t = α + n/β.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PostalFit {
     /// α, µs.
     pub alpha_us: f64,
@@ -334,7 +334,7 @@ pub fn link_class(s: &CommSample) -> LinkClass {
 }
 
 /// The fit of one link class.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LinkClassFit {
     pub link_class: LinkClass,
     /// Send/recv samples of this class.
@@ -375,7 +375,7 @@ pub fn ring_steps(c: Collective, p: u32) -> f64 {
 }
 
 /// A collective's fitted model t(S) = latency + factor·S / busbw.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CollectiveFit {
     pub collective: Collective,
     pub ranks: u32,
@@ -431,7 +431,7 @@ pub fn fit_collective(c: Collective, ranks: u32, points: &[Point]) -> Result<Col
 }
 
 /// The fit of one (collective, ranks, nodes, GPUs per node) group of samples.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CollectiveGroupFit {
     pub collective: Collective,
     pub ranks: u32,

@@ -5,6 +5,7 @@
 
 pub mod algorithms;
 pub mod calibrate;
+pub mod calibrated;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -107,13 +108,20 @@ impl GroupLinks {
     /// Links of `system` when `active_per_node` GPUs of every node communicate at the same time (the usual case in
     /// training: every GPU belongs to one tensor- or data-parallel group and all groups run together), so the
     /// node's NICs are shared among them (Gropp et al.'s max-rate model, MODELS.md §3.1).
+    /// With `nics` given, one GPU never gets more than one NIC's bandwidth (a GPU drives its own NIC, as NCCL
+    /// maps them on multi-NIC nodes).
     pub fn on(system: &System, active_per_node: u32) -> GroupLinks {
         let active = active_per_node.clamp(1, system.gpus_per_node.max(1));
+        let node = system.inter_node.bandwidth_gbs;
+        let per_gpu = match system.inter_node.nics {
+            Some(n) => (node / active as f64).min(node / n.max(1) as f64),
+            None => node / active as f64,
+        };
         GroupLinks {
             intra_alpha_us: system.intra_node.latency_us,
             intra_gbs: system.intra_node.bandwidth_gbs,
             inter_alpha_us: system.inter_node.latency_us,
-            inter_gbs_per_gpu: system.inter_node.bandwidth_gbs / active as f64,
+            inter_gbs_per_gpu: per_gpu,
         }
     }
 }
@@ -124,7 +132,8 @@ impl GroupLinks {
 ///
 /// Candidates: all-reduce — ring, hierarchical, recursive doubling, Rabenseifner; all-gather / reduce-scatter —
 /// ring, hierarchical, recursive doubling; broadcast / reduce — binomial tree, scatter + all-gather (pipelined
-/// ring); all-to-all — pairwise; send/recv — postal. A flat algorithm across nodes runs at the slower of the
+/// ring); all-to-all — pairwise (across nodes each rank's (p − g)/p share goes through its own NIC share while
+/// the (g − 1)/p share crosses the intra-node link); send/recv — postal. A flat algorithm across nodes runs at the slower of the
 /// intra-node link and the group's NIC share (g·B_e per node for g ranks per node), with NCCL's latency split:
 /// steps that cross nodes pay α_e, the others α_i (MODELS.md §3.3).
 pub fn estimate(c: Collective, bytes: f64, group: Group, links: &GroupLinks) -> CommEstimate {
@@ -197,7 +206,18 @@ pub fn estimate(c: Collective, bytes: f64, group: Group, links: &GroupLinks) -> 
                 push("binomial_tree", binomial_tree_us(p, bytes, alpha, flat_gbs));
                 push("scatter_allgather", scatter_allgather_broadcast_us(p, bytes, alpha, flat_gbs));
             }
-            Collective::AllToAll => push("pairwise", pairwise_all_to_all_us(p, bytes, alpha, flat_gbs)),
+            Collective::AllToAll => {
+                if multi {
+                    // Each rank sends (p − g)/p of its buffer through its own NIC share and (g − 1)/p over the
+                    // intra-node link, concurrently.
+                    let (pf, gf) = (p as f64, g as f64);
+                    let inter = (pf - gf) / pf * transfer_us(bytes, links.inter_gbs_per_gpu);
+                    let intra = (gf - 1.0) / pf * transfer_us(bytes, links.intra_gbs);
+                    push("pairwise", (pf - 1.0) * alpha + inter.max(intra));
+                } else {
+                    push("pairwise", pairwise_all_to_all_us(p, bytes, alpha, flat_gbs));
+                }
+            }
             Collective::SendRecv => {
                 let (a, bw) = if multi {
                     (links.inter_alpha_us, links.inter_gbs_per_gpu)

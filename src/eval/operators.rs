@@ -132,7 +132,7 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         }
     }
     let snapshot = service.registry.load_full();
-    let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
+    let link = Link::new("none", 1.0, 0.0);
     let mut groups: BTreeMap<(String, String), (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut skipped = 0u64;
     let mut points: Vec<(f64, f64, f64)> = Vec::new();

@@ -21,9 +21,19 @@ pub struct Link {
     pub bandwidth_gbs: f64,
     /// Per-message latency α, µs.
     pub latency_us: f64,
+    /// NICs per node (inter-node link only). One GPU drives at most one NIC, so a GPU's share of the node's
+    /// bandwidth is capped at `bandwidth_gbs / nics`; `null` = no cap (one NIC shared by the node's GPUs, or
+    /// unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nics: Option<u32>,
 }
 
 impl Link {
+    /// A link without a NIC count.
+    pub fn new(kind: &str, bandwidth_gbs: f64, latency_us: f64) -> Link {
+        Link { kind: kind.to_string(), bandwidth_gbs, latency_us, nics: None }
+    }
+
     /// Checks the numbers; returns `(field, message)` for the first bad one.
     pub fn validate(&self) -> Result<(), (String, String)> {
         if !(self.bandwidth_gbs.is_finite() && self.bandwidth_gbs > 0.0) {
@@ -31,6 +41,9 @@ impl Link {
         }
         if !(self.latency_us.is_finite() && self.latency_us >= 0.0) {
             return Err(("latency_us".into(), format!("must be a non-negative number, got {}", self.latency_us)));
+        }
+        if self.nics == Some(0) {
+            return Err(("nics".into(), "must be at least 1".into()));
         }
         Ok(())
     }
@@ -197,7 +210,7 @@ fn preset(
     gpus_per_node: u32,
     nodes: u32,
     intra: (&str, f64, f64),
-    inter: (&str, f64, f64),
+    inter: (&str, f64, f64, u32),
     description: &str,
 ) -> SystemSpec {
     SystemSpec {
@@ -205,8 +218,8 @@ fn preset(
         gpu: GpuRef::Name(gpu.into()),
         gpus_per_node,
         nodes,
-        intra_node: Link { kind: intra.0.into(), bandwidth_gbs: intra.1, latency_us: intra.2 },
-        inter_node: Link { kind: inter.0.into(), bandwidth_gbs: inter.1, latency_us: inter.2 },
+        intra_node: Link::new(intra.0, intra.1, intra.2),
+        inter_node: Link { nics: Some(inter.3), ..Link::new(inter.0, inter.1, inter.2) },
         description: Some(description.into()),
     }
 }
@@ -225,7 +238,7 @@ pub fn presets() -> Vec<SystemSpec> {
             4,
             1536,
             ("nvlink3", 300.0, 2.0),
-            ("slingshot-10", 25.0, 5.0),
+            ("slingshot-10", 25.0, 5.0, 4),
             "NERSC Perlmutter GPU partition: 1,536 nodes of 4× A100-SXM4-40GB (NVLink 3 all-to-all), \
              HPE Slingshot-10 with 4×50 Gb/s NICs per node (S1's Perlmutter setup)",
         ),
@@ -235,7 +248,7 @@ pub fn presets() -> Vec<SystemSpec> {
             1,
             600,
             ("nvlink-c2c", 450.0, 1.0),
-            ("infiniband-ndr", 50.0, 5.0),
+            ("infiniband-ndr", 50.0, 5.0, 1),
             "TACC Vista GH200 partition: 600 nodes of 1× GH200 96 GB, NDR InfiniBand 400 Gb/s per node \
              (S1's Vista setup); the intra-node link is unused with one GPU per node",
         ),
@@ -245,7 +258,7 @@ pub fn presets() -> Vec<SystemSpec> {
             8,
             140,
             ("nvswitch", 300.0, 2.0),
-            ("infiniband-hdr", 200.0, 5.0),
+            ("infiniband-hdr", 200.0, 5.0, 8),
             "NVIDIA DGX A100 SuperPOD: 140 nodes of 8× A100-SXM4-80GB on NVSwitch, 8× HDR 200 Gb/s per node",
         ),
         preset(
@@ -254,7 +267,7 @@ pub fn presets() -> Vec<SystemSpec> {
             8,
             128,
             ("nvswitch", 450.0, 2.0),
-            ("infiniband-ndr", 400.0, 5.0),
+            ("infiniband-ndr", 400.0, 5.0, 8),
             "NVIDIA DGX H100 SuperPOD-scale: 128 nodes of 8× H100-SXM5-80GB on NVSwitch (NVLink 4), \
              8× NDR 400 Gb/s per node",
         ),
@@ -286,8 +299,9 @@ mod tests {
         let by_name: SystemSpec = serde_json::from_value(serde_json::json!({
             "name": "x", "gpu": "NVIDIA H100 80GB HBM3", "gpus_per_node": 8, "nodes": 2,
             "intra_node": {"kind": "nvswitch", "bandwidth_gbs": 450, "latency_us": 2},
-            "inter_node": {"kind": "ib", "bandwidth_gbs": 400, "latency_us": 5}}))
+            "inter_node": {"kind": "ib", "bandwidth_gbs": 400, "latency_us": 5, "nics": 8}}))
         .unwrap();
+        assert_eq!(by_name.inter_node.nics, Some(8));
         assert_eq!(by_name.resolve().unwrap().gpu.name, "H100-SXM5-80GB");
 
         let bad: Result<SystemSpec, _> = serde_json::from_value(serde_json::json!({

@@ -14,6 +14,10 @@ use crate::op::{OpClass, Phase};
 pub mod family {
     /// Operator regressors (S1): `<class>.<phase>.<dtype>[.<gpu>]`.
     pub const OP: &str = "op";
+    /// Communication corrections (S0): `comm.<collective>`.
+    pub const COMM: &str = "comm";
+    /// Kernel corrections (S0, S2 features): `kernel`.
+    pub const KERNEL: &str = "kernel";
 }
 
 /// One active model.
@@ -27,9 +31,16 @@ pub struct ActiveRegressor {
     pub feature_names: Vec<String>,
     /// Validation MAPE recorded at training.
     pub validation_mape: f64,
+    /// What the model was trained on (rows per GPU, dims or placement ranges): its domain of validity.
+    pub summary: serde_json::Value,
 }
 
 impl ActiveRegressor {
+    /// The largest value of `field` (e.g. `max_nodes`) in the training set, when recorded.
+    pub fn trained_max(&self, field: &str) -> Option<f64> {
+        self.summary.get(field).and_then(|v| v.as_f64())
+    }
+
     /// `regressor:<key>@v<n>`.
     pub fn source(&self) -> crate::backend::Source {
         crate::backend::Source::Regressor { key: self.key.clone(), version: self.version }

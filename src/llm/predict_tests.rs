@@ -41,8 +41,8 @@ fn small_system() -> System {
         gpu: GpuRef::Name("A100-SXM4-40GB".into()),
         gpus_per_node: 2,
         nodes: 4,
-        intra_node: Link { kind: "nvlink".into(), bandwidth_gbs: 300.0, latency_us: 2.0 },
-        inter_node: Link { kind: "ib".into(), bandwidth_gbs: 25.0, latency_us: 5.0 },
+        intra_node: Link::new("nvlink", 300.0, 2.0),
+        inter_node: Link::new("ib", 25.0, 5.0),
         description: None,
     }
     .resolve()

@@ -72,7 +72,7 @@ impl Service {
         let analytic =
             op::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
         // A one-GPU system carries the GPU into the backend; links are irrelevant to a compute operator.
-        let link = Link { kind: "none".into(), bandwidth_gbs: 1.0, latency_us: 0.0 };
+        let link = Link::new("none", 1.0, 0.0);
         let system = System {
             name: "-".into(),
             gpu: gpu.clone(),

@@ -1,7 +1,9 @@
 //! The operations the HTTP API and the CLI share: they resolve names through the store and call the domain
 //! core, so `perfcast predict request.json` and `POST /v1/predictions/training` give the same answer.
 
+pub mod comm_estimates;
 pub mod estimates;
+pub mod kernel_estimates;
 pub mod learning;
 pub mod predictions;
 pub mod profiles;

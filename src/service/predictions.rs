@@ -11,7 +11,8 @@ impl Service {
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
         let system = self.system_for(&req.system, "system").await?;
         let cfg = llm::validate(&req.model, &req.parallelism, req.precision, system.total_gpus())?;
-        let backend = LearnedBackend::new(system, self.registry.load_full());
+        let calibration = self.calibration(&system.name).await?;
+        let backend = LearnedBackend::new(system, self.registry.load_full()).with_calibration(calibration);
         Ok(llm::predict(&cfg, &backend)?)
     }
 }

@@ -144,6 +144,13 @@ impl Service {
         };
         match self.store.insert_profile(&new, &batch).await? {
             Stored::Created(profile) => {
+                // Communication samples of a system: recalibrate it in the background.
+                if !batch.comms.is_empty() {
+                    if let Some(system) = &profile.system {
+                        let params = serde_json::json!({"system": system});
+                        self.store.create_job(crate::worker::CALIBRATE, &params, true).await?;
+                    }
+                }
                 self.worker.samples_changed();
                 Ok(UploadOutcome { profile, duplicate: false, by_kind })
             }

@@ -78,8 +78,8 @@ fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<JobRecord, StoreError> {
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 impl Store {
-    /// Queues a job of `kind` with `params`, unless `dedupe` and a queued job of that kind exists (then that one
-    /// is returned).
+    /// Queues a job of `kind` with `params`, unless `dedupe` and a queued job of that kind with the same params
+    /// exists (then that one is returned).
     pub async fn create_job(
         &self,
         kind: &str,
@@ -89,9 +89,11 @@ impl Store {
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
         if dedupe {
             if let Some(r) = sqlx::query(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE kind = ? AND state = 'queued' ORDER BY id LIMIT 1"
+                "SELECT {COLUMNS} FROM jobs WHERE kind = ? AND state = 'queued' AND json(params) = json(?)
+                 ORDER BY id LIMIT 1"
             ))
             .bind(kind)
+            .bind(params.to_string())
             .fetch_optional(&mut *tx)
             .await?
             {

@@ -1,6 +1,7 @@
 //! Storage: all SQL lives here, one module per table group. SQLite by default (WAL, STRICT tables, foreign
 //! keys, `BEGIN IMMEDIATE` for writes); migrations from `migrations/` are embedded and applied at open.
 
+pub mod calibrations;
 pub mod jobs;
 pub mod profiles;
 pub mod regressors;

@@ -24,6 +24,12 @@ use crate::op::{OpClass, Phase};
 use crate::store::regressors::NewRegressor;
 use crate::store::{Store, StoreError};
 
+pub mod calibrate;
+pub mod comm;
+pub mod kernels;
+
+pub use calibrate::CALIBRATE;
+
 /// Job kind of a retrain.
 pub const RETRAIN: &str = "retrain";
 
@@ -99,6 +105,7 @@ pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
                 model,
                 feature_names: r.feature_names,
                 validation_mape: r.validation_mape,
+                summary: r.summary,
             }),
             Err(e) => tracing::error!(key = %r.key, version = r.version, error = %e, "stored model does not load"),
         }
@@ -117,24 +124,18 @@ pub fn spawn(store: Store, registry: SharedRegistry, config: WorkerConfig, handl
         }
         loop {
             loop {
-                match store.claim_job(&[RETRAIN]).await {
+                match store.claim_job(&[RETRAIN, CALIBRATE]).await {
                     Ok(Some(job)) => {
-                        let params: RetrainParams = serde_json::from_value(job.params.clone()).unwrap_or_default();
                         let id = job.id;
-                        tracing::info!(job = id, attempt = job.attempts, "retrain started");
-                        let outcome = retrain(&store, &registry, &config, id, &params).await;
+                        tracing::info!(job = id, kind = %job.kind, attempt = job.attempts, "job started");
+                        let outcome = run_job(&store, &registry, &config, &job).await;
                         let finished = match outcome {
-                            Ok(result) => {
-                                let msg = format!(
-                                    "trained {} model(s), activated {}",
-                                    result["trained"].as_u64().unwrap_or(0),
-                                    result["activated"].as_u64().unwrap_or(0)
-                                );
-                                tracing::info!(job = id, %msg, "retrain finished");
+                            Ok((msg, result)) => {
+                                tracing::info!(job = id, %msg, "job finished");
                                 store.finish_job(id, true, &msg, &result).await
                             }
                             Err(e) => {
-                                tracing::error!(job = id, error = %e, "retrain failed");
+                                tracing::error!(job = id, error = %e, "job failed");
                                 store.finish_job(id, false, &e.to_string(), &json!({})).await
                             }
                         };
@@ -165,6 +166,37 @@ pub fn spawn(store: Store, registry: SharedRegistry, config: WorkerConfig, handl
             }
         }
     })
+}
+
+/// Runs one claimed job; returns its message and result.
+async fn run_job(
+    store: &Store,
+    registry: &SharedRegistry,
+    config: &WorkerConfig,
+    job: &crate::store::jobs::JobRecord,
+) -> Result<(String, serde_json::Value), RetrainError> {
+    match job.kind.as_str() {
+        CALIBRATE => {
+            let system = job.params["system"].as_str().unwrap_or_default().to_string();
+            let (stored, cal) = calibrate::calibrate_system(store, &system).await?;
+            let fitted = cal.collectives.iter().filter(|g| g.fit.is_some()).count()
+                + cal.link_classes.iter().filter(|l| l.fit.is_some()).count();
+            Ok((
+                format!("calibrated {system} from {} samples ({fitted} fits)", stored.samples),
+                json!({"system": system, "samples": stored.samples}),
+            ))
+        }
+        _ => {
+            let params: RetrainParams = serde_json::from_value(job.params.clone()).unwrap_or_default();
+            let result = retrain(store, registry, config, job.id, &params).await?;
+            let msg = format!(
+                "trained {} model(s), activated {}",
+                result["trained"].as_u64().unwrap_or(0),
+                result["activated"].as_u64().unwrap_or(0)
+            );
+            Ok((msg, result))
+        }
+    }
 }
 
 /// Why a retrain failed.
@@ -213,14 +245,22 @@ fn holdout_accuracy(text: &str, set: &TrainingSet) -> Option<Accuracy> {
     Some(crate::learn::fit::accuracy(&pred, &meas))
 }
 
-fn new_regressor(key: &str, scope: &str, f: &Fitted, samples: u64, summary: serde_json::Value) -> NewRegressor {
+fn new_regressor(
+    key: &str,
+    family: &str,
+    scope: &str,
+    features: &[&str],
+    f: &Fitted,
+    samples: u64,
+    summary: serde_json::Value,
+) -> NewRegressor {
     NewRegressor {
         key: key.to_string(),
-        family: family::OP.to_string(),
+        family: family.to_string(),
         scope: scope.to_string(),
         model: f.model_text.clone(),
         holdout_model: f.holdout_text.clone(),
-        feature_names: crate::learn::features::OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+        feature_names: features.iter().map(|s| s.to_string()).collect(),
         candidate: serde_json::to_value(&f.chosen).unwrap_or_default(),
         candidates: json!(f
             .candidates
@@ -262,6 +302,7 @@ pub async fn retrain(
     if let Some(keys) = &params.keys {
         groups.retain(|k, _| keys.iter().any(|want| want == k || want.starts_with(&format!("{k}."))));
     }
+    // Operator models first, then communication and kernel corrections (below).
     let mut gpu_cache: HashMap<String, Option<GpuSpec>> = HashMap::new();
     let mut new: Vec<NewRegressor> = Vec::new();
     let mut report = Vec::new();
@@ -326,7 +367,15 @@ pub async fn retrain(
             },
         };
         let cross_holdout = if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t) };
-        let mut reg = new_regressor(key, "all", &fitted, g.total, serde_json::to_value(&summary).unwrap_or_default());
+        let mut reg = new_regressor(
+            key,
+            family::OP,
+            "all",
+            &crate::learn::features::OP_FEATURES,
+            &fitted,
+            g.total,
+            serde_json::to_value(&summary).unwrap_or_default(),
+        );
         reg.activate = activate;
         reg.promotion = promotion.clone();
         report.push(json!({"key": key, "rows": set.len(), "validation_mape": fitted.validation.mape,
@@ -360,8 +409,15 @@ pub async fn retrain(
                 "candidate_validation_mape": cand.mape,
                 "cross_gpu_validation_mape": cross.map(|c| c.mape),
                 "active_validation_mape": own.map(|o| o.mape)});
-            let mut greg =
-                new_regressor(&gkey, &canonical, &gfit, *n, serde_json::to_value(&gsummary).unwrap_or_default());
+            let mut greg = new_regressor(
+                &gkey,
+                family::OP,
+                &canonical,
+                &crate::learn::features::OP_FEATURES,
+                &gfit,
+                *n,
+                serde_json::to_value(&gsummary).unwrap_or_default(),
+            );
             greg.activate = beats_cross && beats_own;
             greg.promotion = promotion.clone();
             report.push(json!({"key": gkey, "rows": gset.len(), "validation_mape": gfit.validation.mape,
@@ -369,6 +425,8 @@ pub async fn retrain(
             new.push(greg);
         }
     }
+    comm::retrain_comm(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
+    kernels::retrain_kernels(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
     let stored = store.insert_regressors(Some(job_id), &new).await?;
     let activated = stored.iter().filter(|r| r.active).count();
     if activated > 0 {

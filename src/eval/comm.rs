@@ -1,0 +1,375 @@
+//! `perfcast eval comm`: collective accuracy on the held-out 10-node H100 nccl-tests rows (DATA.md).
+//!
+//! The train split — vTrain's single-node A100/V100 all-reduce tables, SuperBench's 8×A100 node averages, and
+//! the H100 cluster's single-node and node-pair rows — is uploaded into a fresh database as perfcast samples on
+//! systems that describe those machines; each system is calibrated and the communication regressors are trained
+//! exactly as the service does. Every 10-node row is then answered three ways: the α–β algorithms over the
+//! declared links (analytic), over the calibrated links (calibrated), and with the learned correction on top
+//! (corrected).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::backend::{CostBackend, LearnedBackend};
+use crate::comm::{Collective, Group};
+use crate::hw::{GpuRef, Link, SystemSpec};
+use crate::ingest::CommSample;
+use crate::learn::fit::{accuracy, Accuracy};
+use crate::learn::{registry, Grid, Registry};
+use crate::service::profiles::UploadParams;
+use crate::service::Service;
+use crate::store::Store;
+use crate::worker::comm::sample_group;
+use crate::worker::{self, RetrainParams, WorkerConfig, WorkerHandle};
+
+/// One (collective, ranks) row of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub collective: String,
+    pub ranks: u32,
+    pub nodes: u32,
+    pub analytic: Accuracy,
+    pub calibrated: Accuracy,
+    pub corrected: Accuracy,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// (label, analytic, calibrated, corrected).
+    pub summary: Vec<(String, Accuracy, Accuracy, Accuracy)>,
+    /// Train samples uploaded per system.
+    pub training: BTreeMap<String, usize>,
+}
+
+fn system(
+    name: &str,
+    gpu: &str,
+    gpn: u32,
+    nodes: u32,
+    intra: (&str, f64),
+    inter: (&str, f64),
+    description: &str,
+) -> SystemSpec {
+    SystemSpec {
+        name: name.into(),
+        gpu: GpuRef::Name(gpu.into()),
+        gpus_per_node: gpn,
+        nodes,
+        intra_node: Link::new(intra.0, intra.1, 2.0),
+        inter_node: Link { nics: Some(gpn), ..Link::new(inter.0, inter.1, 5.0) },
+        description: Some(description.into()),
+    }
+}
+
+/// The machines the datasets were measured on, described from their SOURCE notes (links as declared by the
+/// vendors; calibration corrects them).
+fn systems() -> Vec<SystemSpec> {
+    vec![
+        system(
+            "h100-cluster",
+            "H100-SXM5-80GB",
+            8,
+            17,
+            ("nvswitch", 450.0),
+            ("infiniband", 400.0),
+            "xxrjun/nccl-tests-cluster: 8× H100 80GB HBM3 per node; fabric not stated, 8× 400 Gb/s assumed",
+        ),
+        system(
+            "vtrain-a100",
+            "A100-SXM4-80GB",
+            8,
+            1,
+            ("nvswitch", 300.0),
+            ("none", 25.0),
+            "vTrain's A100 node (NVLink/NVSwitch)",
+        ),
+        system("vtrain-v100", "V100-SXM2", 8, 1, ("nvlink2", 150.0), ("none", 12.5), "vTrain's V100 node (NVLink 2)"),
+        system(
+            "azure-ndv4",
+            "A100-SXM4-40GB",
+            8,
+            1,
+            ("nvswitch", 300.0),
+            ("infiniband-hdr", 200.0),
+            "SuperBench NDv4: 8× A100-SXM4-40GB, NVLink, HDR InfiniBand",
+        ),
+        system(
+            "azure-ndmv4",
+            "A100-SXM4-80GB",
+            8,
+            1,
+            ("nvswitch", 300.0),
+            ("infiniband-hdr", 200.0),
+            "SuperBench NDmv4: 8× A100-SXM4-80GB, NVLink, HDR InfiniBand",
+        ),
+    ]
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut s)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(s)
+    } else {
+        String::from_utf8(bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+fn csv_records(text: &str) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
+    let body: String = text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
+    let h = r.headers().map_err(|e| e.to_string())?.iter().map(|s| s.to_string()).collect();
+    Ok((h, r.records().collect::<Result<_, _>>().map_err(|e| e.to_string())?))
+}
+
+fn comm(c: Collective, bytes: u64, ranks: u32, nodes: u32, time_us: f64) -> CommSample {
+    CommSample {
+        collective: c,
+        bytes,
+        ranks,
+        nodes: Some(nodes),
+        gpus_per_node: Some((ranks / nodes.max(1)).max(1)),
+        time_us,
+        algbw_gbs: None,
+        busbw_gbs: None,
+        dtype: None,
+        attributes: Default::default(),
+    }
+}
+
+/// The H100 cluster's nccl-tests rows: (train, test) = (n_hosts ≤ 2, n_hosts = 10), out-of-place times.
+pub fn h100_rows(data: &Path) -> Result<(Vec<CommSample>, Vec<CommSample>), String> {
+    let (h, rows) = csv_records(&read_text(&data.join("nccl_tests_h100_cluster/nccl_tests_parsed.csv.gz"))?)?;
+    let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("nccl_tests_parsed: no column {n}"));
+    let (t, nr, nh, size, time) = (col("test")?, col("nranks")?, col("n_hosts")?, col("size_B")?, col("oop_time_us")?);
+    let (mut train, mut test) = (Vec::new(), Vec::new());
+    for r in rows {
+        let c = match r.get(t).unwrap_or("") {
+            "all_reduce_perf" => Collective::AllReduce,
+            "all_gather_perf" => Collective::AllGather,
+            "reduce_scatter_perf" => Collective::ReduceScatter,
+            "alltoall_perf" => Collective::AllToAll,
+            "sendrecv_perf" => Collective::SendRecv,
+            _ => continue,
+        };
+        let num = |i: usize| r.get(i).and_then(|v| v.parse::<f64>().ok());
+        let (Some(ranks), Some(hosts), Some(bytes), Some(us)) = (num(nr), num(nh), num(size), num(time)) else {
+            continue;
+        };
+        if us <= 0.0 || ranks < 2.0 {
+            continue;
+        }
+        let s = comm(c, bytes as u64, ranks as u32, hosts as u32, us);
+        match hosts as u32 {
+            1 | 2 => train.push(s),
+            10 => test.push(s),
+            _ => {}
+        }
+    }
+    Ok((train, test))
+}
+
+/// vTrain's intra-node all-reduce tables (time in ns, out-of-place), by GPU.
+fn vtrain_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
+    let (h, rows) = csv_records(&read_text(&data.join("vtrain/vtrain_nccl_allreduce_lut_a100_v100.csv"))?)?;
+    let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("vtrain LUT: no column {n}"));
+    let (g, n, size, time) = (col("gpu")?, col("n_gpus")?, col("size_bytes")?, col("time_oop_ns")?);
+    let mut out: BTreeMap<String, Vec<CommSample>> = BTreeMap::new();
+    for r in rows {
+        let num = |i: usize| r.get(i).and_then(|v| v.parse::<f64>().ok());
+        let (Some(ranks), Some(bytes), Some(ns)) = (num(n), num(size), num(time)) else { continue };
+        let system = match r.get(g).unwrap_or("") {
+            "A100" => "vtrain-a100",
+            "V100" => "vtrain-v100",
+            _ => continue,
+        };
+        if ns > 0.0 && ranks >= 2.0 {
+            out.entry(system.into()).or_default().push(comm(
+                Collective::AllReduce,
+                bytes as u64,
+                ranks as u32,
+                1,
+                ns / 1e3,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// SuperBench's v0.4.0 fleet-average 8-GPU all-reduce times (µs) on NDv4 and NDmv4.
+fn superbench_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
+    let (h, rows) = csv_records(&read_text(&data.join("superbench_results/superbench_flat.csv"))?)?;
+    let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("superbench: no column {n}"));
+    let (file, bench, metric, value) = (col("file")?, col("benchmark")?, col("metric")?, col("value")?);
+    let mut out: BTreeMap<String, Vec<CommSample>> = BTreeMap::new();
+    for r in rows {
+        let system = match r.get(file).unwrap_or("") {
+            "v0.4.0/Azure-NDv4-A100/baseline.json" => "azure-ndv4",
+            "v0.4.0/Azure-NDmv4-A100/baseline.json" => "azure-ndmv4",
+            _ => continue,
+        };
+        if r.get(bench) != Some("nccl-bw") {
+            continue;
+        }
+        let m = r.get(metric).unwrap_or("");
+        let Some(size) = m.strip_prefix("allreduce_").and_then(|s| s.strip_suffix("_time")) else { continue };
+        let (Ok(bytes), Some(us)) = (size.parse::<u64>(), r.get(value).and_then(|v| v.parse::<f64>().ok())) else {
+            continue;
+        };
+        if us > 0.0 {
+            out.entry(system.into()).or_default().push(comm(Collective::AllReduce, bytes, 8, 1, us));
+        }
+    }
+    Ok(out)
+}
+
+fn jsonl(samples: &[CommSample]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in samples {
+        let line = serde_json::json!({"kind": "comm", "collective": s.collective, "bytes": s.bytes, "ranks": s.ranks,
+            "nodes": s.nodes, "gpus_per_node": s.gpus_per_node, "time_us": s.time_us});
+        out.extend_from_slice(line.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Runs the evaluation; `progress` gets human-readable steps.
+pub async fn run(data: &Path, out_dir: &Path, grid: Grid, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
+    let tmp = std::env::temp_dir().join(format!("perfcast-eval-comm-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
+    let store = Store::open(&tmp.join("eval.db")).await.map_err(|e| e.to_string())?;
+    let service = Service::with(store.clone(), registry::shared(), WorkerHandle::default());
+    for s in systems() {
+        service.create_system(&s).await.map_err(|e| e.to_string())?;
+    }
+    let (h100_train, test) = h100_rows(data)?;
+    let mut train: BTreeMap<String, Vec<CommSample>> = vtrain_rows(data)?;
+    train.extend(superbench_rows(data)?);
+    train.insert("h100-cluster".into(), h100_train);
+    let mut training = BTreeMap::new();
+    for (system, samples) in &train {
+        let params =
+            UploadParams { format: Some("perfcast_jsonl".into()), system: Some(system.clone()), ..Default::default() };
+        service.upload_profile(&jsonl(samples), &params).await.map_err(|e| format!("{system}: {e}"))?;
+        service.calibrate(system).await.map_err(|e| e.to_string())?;
+        training.insert(system.clone(), samples.len());
+        progress(&format!("{system}: {} train samples uploaded and calibrated", samples.len()));
+    }
+    let job = store
+        .create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false)
+        .await
+        .map_err(|e| e.to_string())?;
+    store.claim_job(&[worker::RETRAIN]).await.map_err(|e| e.to_string())?;
+    let cfg = WorkerConfig { grid, ..WorkerConfig::default() };
+    let keys: Vec<String> = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::SendRecv,
+    ]
+    .iter()
+    .map(|c| crate::learn::comm_features::comm_key(*c))
+    .collect();
+    let params = RetrainParams { keys: Some(keys), grid: Some(grid), force: true };
+    let result = worker::retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    progress(&format!("communication regressors: {} trained, {} active", result["trained"], result["activated"]));
+
+    let (_, h100) = service.system("h100-cluster").await.map_err(|e| e.to_string())?;
+    let cal = service.calibration("h100-cluster").await.map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out_dir).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("comm_calibration_h100.json"), serde_json::to_vec_pretty(&cal).unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let analytic = LearnedBackend::new(h100.clone(), Arc::new(Registry::default()));
+    let calibrated = analytic.clone().with_calibration(cal.clone());
+    let corrected = LearnedBackend::new(h100, service.registry.load_full()).with_calibration(cal);
+    let mut groups: BTreeMap<(String, u32, u32), [Vec<f64>; 4]> = BTreeMap::new();
+    for s in &test {
+        let g: Group = sample_group(s);
+        let active = g.ranks_per_node;
+        let t = [
+            analytic.collective(s.collective, s.bytes as f64, g, active).time_us,
+            calibrated.collective(s.collective, s.bytes as f64, g, active).time_us,
+            corrected.collective(s.collective, s.bytes as f64, g, active).time_us,
+            s.time_us,
+        ];
+        let e = groups.entry((s.collective.as_str().to_string(), s.ranks, g.nodes)).or_default();
+        for k in 0..4 {
+            e[k].push(t[k]);
+        }
+    }
+    let rows: Vec<Row> = groups
+        .iter()
+        .map(|((c, r, n), v)| Row {
+            collective: c.clone(),
+            ranks: *r,
+            nodes: *n,
+            analytic: accuracy(&v[0], &v[3]),
+            calibrated: accuracy(&v[1], &v[3]),
+            corrected: accuracy(&v[2], &v[3]),
+        })
+        .collect();
+    let mut summary = Vec::new();
+    let mut add = |label: String, keep: &dyn Fn(&str) -> bool| {
+        let mut v: [Vec<f64>; 4] = Default::default();
+        for ((c, _, _), g) in &groups {
+            if keep(c) {
+                for k in 0..4 {
+                    v[k].extend(&g[k]);
+                }
+            }
+        }
+        summary.push((label, accuracy(&v[0], &v[3]), accuracy(&v[1], &v[3]), accuracy(&v[2], &v[3])));
+    };
+    for c in ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"] {
+        add(c.to_string(), &|x| x == c);
+    }
+    add("all 10-node rows".into(), &|_| true);
+    let report = Report { rows, summary, training };
+    std::fs::create_dir_all(out_dir).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("comm.md"), markdown(&report)).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("comm.json"), serde_json::to_vec_pretty(&report).unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(report)
+}
+
+fn pct(a: &Accuracy) -> String {
+    format!("{:.1} % ({:+.1} %)", a.mape * 100.0, a.signed * 100.0)
+}
+
+/// The report as markdown: MAPE (signed mean error) per subset and per (collective, ranks).
+pub fn markdown(r: &Report) -> String {
+    let mut s =
+        String::from("MAPE (signed mean error) on the 10-node H100 nccl-tests rows (sizes 32 MiB – 16 GiB).\n\n");
+    s.push_str("| collective | rows | analytic | calibrated | corrected |\n|---|---:|---:|---:|---:|\n");
+    for (label, a, c, l) in &r.summary {
+        s.push_str(&format!("| {label} | {} | {} | {} | {} |\n", a.rows, pct(a), pct(c), pct(l)));
+    }
+    s.push_str("\n| collective | ranks (nodes × GPUs) | rows | analytic | calibrated | corrected |\n|---|---|---:|---:|---:|---:|\n");
+    for row in &r.rows {
+        s.push_str(&format!(
+            "| {} | {} ({} × {}) | {} | {} | {} | {} |\n",
+            row.collective,
+            row.ranks,
+            row.nodes,
+            row.ranks / row.nodes.max(1),
+            row.analytic.rows,
+            pct(&row.analytic),
+            pct(&row.calibrated),
+            pct(&row.corrected)
+        ));
+    }
+    s
+}
