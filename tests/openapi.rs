@@ -37,9 +37,9 @@ fn every_route_documents_its_errors_as_problems() {
                     );
                 }
             }
-            if method == "post" {
+            if method == "post" && op.get("requestBody").is_some() {
                 assert!(responses.keys().any(|c| c == "422"), "{method} {path} lacks 422");
-                assert!(op["requestBody"]["content"]["application/json"]["schema"].is_object());
+                assert!(responses.keys().any(|c| c == "400"), "{method} {path} lacks 400");
             }
         }
     }
