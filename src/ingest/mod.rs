@@ -7,8 +7,10 @@
 //! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
 //! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
 
+pub mod ncu;
 pub mod neusight;
 pub mod samples;
+mod text;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,11 +32,13 @@ pub enum Format {
     PerfcastCsv,
     /// NeuSight operator CSVs (`OPName, Latency, Device, …, B, M, N, K` or `B, H`; latency in ms).
     NeusightCsv,
+    /// Nsight Compute `--csv` export, `--page details` (long) or `--page raw` (wide) ([`ncu`]).
+    NcuCsv,
 }
 
 impl Format {
-    /// Every format, in detection order.
-    pub const ALL: [Format; 3] = [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv];
+    /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
+    pub const ALL: [Format; 4] = [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv, Format::NcuCsv];
 
     /// The wire name (`perfcast_jsonl`).
     pub fn as_str(self) -> &'static str {
@@ -42,15 +46,17 @@ impl Format {
             Format::PerfcastJsonl => "perfcast_jsonl",
             Format::PerfcastCsv => "perfcast_csv",
             Format::NeusightCsv => "neusight_csv",
+            Format::NcuCsv => "ncu_csv",
         }
     }
 
-    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`).
+    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
             "perfcast_csv" | "csv" => Some(Format::PerfcastCsv),
             "neusight_csv" | "neusight" => Some(Format::NeusightCsv),
+            "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
             _ => None,
         }
     }
@@ -219,13 +225,21 @@ impl ParseError {
     }
 }
 
-/// What the upload adds to a file that does not say everything itself.
+/// What the upload adds to a file that does not say everything itself. Build it with
+/// `Context { gpu: …, ..Default::default() }`: fields may be added.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Context {
     /// Device to assume when the file names none (the upload's `gpu`, or its `system`'s GPU).
     pub gpu: Option<String>,
     /// Precision to assume when the format does not record one (NeuSight: fp32).
     pub dtype: Option<Precision>,
+    /// Ranks taking part in the measured collectives when the file does not record it (OSU collectives, TAU, a
+    /// PyTorch trace without a group size). A file's own count wins.
+    pub ranks: Option<u32>,
+    /// Nodes the ranks span, when the file does not say.
+    pub nodes: Option<u32>,
+    /// Ranks (GPUs) per node, when the file does not say.
+    pub gpus_per_node: Option<u32>,
 }
 
 /// Parses `bytes` as `format`.
@@ -237,16 +251,19 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::PerfcastJsonl => samples::parse_jsonl(bytes, ctx),
         Format::PerfcastCsv => samples::parse_csv(bytes, ctx),
         Format::NeusightCsv => neusight::parse(bytes, ctx),
+        Format::NcuCsv => ncu::parse(bytes, ctx),
     }
 }
 
 /// Guesses the format from the first bytes; `None` when nothing matches.
 pub fn detect(bytes: &[u8]) -> Option<Format> {
-    let head = &bytes[..bytes.len().min(64 * 1024)];
+    const HEAD: usize = 64 * 1024;
+    let head = &bytes[..bytes.len().min(HEAD)];
     Format::ALL.into_iter().find(|f| match f {
         Format::PerfcastJsonl => samples::looks_like_jsonl(head),
         Format::PerfcastCsv => samples::looks_like_csv(head),
         Format::NeusightCsv => neusight::looks_like(head),
+        Format::NcuCsv => ncu::looks_like(head),
     })
 }
 
