@@ -9,6 +9,7 @@
 
 pub mod ncu;
 pub mod neusight;
+pub mod rocprof;
 pub mod samples;
 mod text;
 
@@ -34,11 +35,14 @@ pub enum Format {
     NeusightCsv,
     /// Nsight Compute `--csv` export, `--page details` (long) or `--page raw` (wide) ([`ncu`]).
     NcuCsv,
+    /// rocprof v1/v2/v3 and Omniperf dispatch CSVs ([`rocprof`]).
+    RocprofCsv,
 }
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 4] = [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv, Format::NcuCsv];
+    pub const ALL: [Format; 5] =
+        [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv, Format::NcuCsv, Format::RocprofCsv];
 
     /// The wire name (`perfcast_jsonl`).
     pub fn as_str(self) -> &'static str {
@@ -47,16 +51,18 @@ impl Format {
             Format::PerfcastCsv => "perfcast_csv",
             Format::NeusightCsv => "neusight_csv",
             Format::NcuCsv => "ncu_csv",
+            Format::RocprofCsv => "rocprof_csv",
         }
     }
 
-    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`).
+    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
             "perfcast_csv" | "csv" => Some(Format::PerfcastCsv),
             "neusight_csv" | "neusight" => Some(Format::NeusightCsv),
             "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
+            "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
             _ => None,
         }
     }
@@ -252,6 +258,7 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::PerfcastCsv => samples::parse_csv(bytes, ctx),
         Format::NeusightCsv => neusight::parse(bytes, ctx),
         Format::NcuCsv => ncu::parse(bytes, ctx),
+        Format::RocprofCsv => rocprof::parse(bytes, ctx),
     }
 }
 
@@ -264,6 +271,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::PerfcastCsv => samples::looks_like_csv(head),
         Format::NeusightCsv => neusight::looks_like(head),
         Format::NcuCsv => ncu::looks_like(head),
+        Format::RocprofCsv => rocprof::looks_like(head),
     })
 }
 
