@@ -12,6 +12,7 @@ pub mod neusight;
 pub mod rocprof;
 pub mod samples;
 mod text;
+pub mod torch_trace;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,12 +38,20 @@ pub enum Format {
     NcuCsv,
     /// rocprof v1/v2/v3 and Omniperf dispatch CSVs ([`rocprof`]).
     RocprofCsv,
+    /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
+    TorchTrace,
 }
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 5] =
-        [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv, Format::NcuCsv, Format::RocprofCsv];
+    pub const ALL: [Format; 6] = [
+        Format::PerfcastJsonl,
+        Format::NeusightCsv,
+        Format::PerfcastCsv,
+        Format::TorchTrace,
+        Format::NcuCsv,
+        Format::RocprofCsv,
+    ];
 
     /// The wire name (`perfcast_jsonl`).
     pub fn as_str(self) -> &'static str {
@@ -52,10 +61,12 @@ impl Format {
             Format::NeusightCsv => "neusight_csv",
             Format::NcuCsv => "ncu_csv",
             Format::RocprofCsv => "rocprof_csv",
+            Format::TorchTrace => "torch_trace",
         }
     }
 
-    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`).
+    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`, `kineto`,
+    /// `pytorch_trace`, `chrome_trace`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
@@ -63,6 +74,7 @@ impl Format {
             "neusight_csv" | "neusight" => Some(Format::NeusightCsv),
             "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
             "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
+            "torch_trace" | "pytorch_trace" | "kineto" | "chrome_trace" => Some(Format::TorchTrace),
             _ => None,
         }
     }
@@ -259,12 +271,18 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::NeusightCsv => neusight::parse(bytes, ctx),
         Format::NcuCsv => ncu::parse(bytes, ctx),
         Format::RocprofCsv => rocprof::parse(bytes, ctx),
+        Format::TorchTrace => torch_trace::parse(bytes, ctx),
     }
 }
 
-/// Guesses the format from the first bytes; `None` when nothing matches.
+/// Guesses the format from the first bytes; `None` when nothing matches. A gzip stream is looked into (its first
+/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`].
 pub fn detect(bytes: &[u8]) -> Option<Format> {
     const HEAD: usize = 64 * 1024;
+    if text::is_gzip(bytes) {
+        let inner = text::gunzip_head(bytes, HEAD);
+        return torch_trace::looks_like(&inner).then_some(Format::TorchTrace);
+    }
     let head = &bytes[..bytes.len().min(HEAD)];
     Format::ALL.into_iter().find(|f| match f {
         Format::PerfcastJsonl => samples::looks_like_jsonl(head),
@@ -272,6 +290,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::NeusightCsv => neusight::looks_like(head),
         Format::NcuCsv => ncu::looks_like(head),
         Format::RocprofCsv => rocprof::looks_like(head),
+        Format::TorchTrace => torch_trace::looks_like(head),
     })
 }
 
