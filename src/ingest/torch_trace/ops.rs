@@ -138,6 +138,9 @@ pub(super) fn dims_for(class: OpClass, name: &str, a: &OpArgs) -> Result<(OpClas
     if !a.has_dims {
         return Err("no Input Dims recorded (profile with record_shapes=True)".into());
     }
+    if (0..a.dims.len()).filter_map(|i| a.tensor(i)).any(|d| numel(d).is_none()) {
+        return Err("an input's element count overflows 64 bits".into());
+    }
     let base = base_name(name);
     let t = |i: usize| a.tensor(i).ok_or_else(|| format!("input {i} has no tensor shape in Input Dims"));
     let positive = |d: [u64; 4], n: usize| {
