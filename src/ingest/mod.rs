@@ -7,6 +7,7 @@
 //! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
 //! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
 
+pub mod nccl_tests;
 pub mod ncu;
 pub mod neusight;
 pub mod rocprof;
@@ -40,17 +41,23 @@ pub enum Format {
     RocprofCsv,
     /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
     TorchTrace,
+    /// nccl-tests text output ([`nccl_tests`]).
+    NcclTests,
+    /// nccl-tests `-J` JSON output ([`nccl_tests`]).
+    NcclTestsJson,
 }
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 8] = [
         Format::PerfcastJsonl,
         Format::NeusightCsv,
         Format::PerfcastCsv,
         Format::TorchTrace,
+        Format::NcclTestsJson,
         Format::NcuCsv,
         Format::RocprofCsv,
+        Format::NcclTests,
     ];
 
     /// The wire name (`perfcast_jsonl`).
@@ -62,11 +69,13 @@ impl Format {
             Format::NcuCsv => "ncu_csv",
             Format::RocprofCsv => "rocprof_csv",
             Format::TorchTrace => "torch_trace",
+            Format::NcclTests => "nccl_tests",
+            Format::NcclTestsJson => "nccl_tests_json",
         }
     }
 
     /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`, `kineto`,
-    /// `pytorch_trace`, `chrome_trace`).
+    /// `pytorch_trace`, `chrome_trace`, `nccl`, `nccl_json`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
@@ -75,6 +84,8 @@ impl Format {
             "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
             "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
             "torch_trace" | "pytorch_trace" | "kineto" | "chrome_trace" => Some(Format::TorchTrace),
+            "nccl_tests" | "nccl" => Some(Format::NcclTests),
+            "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
             _ => None,
         }
     }
@@ -258,6 +269,9 @@ pub struct Context {
     pub nodes: Option<u32>,
     /// Ranks (GPUs) per node, when the file does not say.
     pub gpus_per_node: Option<u32>,
+    /// The collective an old nccl-tests log measured (logs before the `# Collective test starting` line do not
+    /// name it, and all_gather and alltoall tables look alike).
+    pub collective: Option<Collective>,
 }
 
 /// Parses `bytes` as `format`.
@@ -272,6 +286,8 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::NcuCsv => ncu::parse(bytes, ctx),
         Format::RocprofCsv => rocprof::parse(bytes, ctx),
         Format::TorchTrace => torch_trace::parse(bytes, ctx),
+        Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
+        Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
     }
 }
 
@@ -291,6 +307,8 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::NcuCsv => ncu::looks_like(head),
         Format::RocprofCsv => rocprof::looks_like(head),
         Format::TorchTrace => torch_trace::looks_like(head),
+        Format::NcclTests => nccl_tests::looks_like_text(head),
+        Format::NcclTestsJson => nccl_tests::looks_like_json(head),
     })
 }
 

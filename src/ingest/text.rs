@@ -30,6 +30,10 @@ fn looks_grouped(t: &str) -> bool {
 
 /// A whole non-negative number (`"1,024"`, `"1024.00"`, `"1e3"`), within `u64`.
 pub(crate) fn whole(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b',') && (!t.contains(',') || looks_grouped(t)) {
+        return t.replace(',', "").parse().ok();
+    }
     let v = number(s)?;
     (v >= 0.0 && v.fract() == 0.0 && v < 1.8e19).then_some(v as u64)
 }
@@ -146,6 +150,8 @@ mod tests {
         assert_eq!(number("1,55"), None, "not a thousands grouping");
         assert_eq!(whole("1,024.00"), Some(1024));
         assert_eq!(whole("2.5"), None);
+        assert_eq!(whole("18446744073709551615"), Some(u64::MAX), "exact, not through f64");
+        assert_eq!(whole("18446744073709551616"), None);
     }
 
     #[test]
