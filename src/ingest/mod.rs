@@ -10,6 +10,7 @@
 pub mod nccl_tests;
 pub mod ncu;
 pub mod neusight;
+pub mod osu;
 pub mod rocprof;
 pub mod samples;
 mod text;
@@ -41,6 +42,8 @@ pub enum Format {
     RocprofCsv,
     /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
     TorchTrace,
+    /// OSU Micro-Benchmarks text output ([`osu`]).
+    Osu,
     /// nccl-tests text output ([`nccl_tests`]).
     NcclTests,
     /// nccl-tests `-J` JSON output ([`nccl_tests`]).
@@ -49,7 +52,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 8] = [
+    pub const ALL: [Format; 9] = [
         Format::PerfcastJsonl,
         Format::NeusightCsv,
         Format::PerfcastCsv,
@@ -58,6 +61,7 @@ impl Format {
         Format::NcuCsv,
         Format::RocprofCsv,
         Format::NcclTests,
+        Format::Osu,
     ];
 
     /// The wire name (`perfcast_jsonl`).
@@ -69,6 +73,7 @@ impl Format {
             Format::NcuCsv => "ncu_csv",
             Format::RocprofCsv => "rocprof_csv",
             Format::TorchTrace => "torch_trace",
+            Format::Osu => "osu",
             Format::NcclTests => "nccl_tests",
             Format::NcclTestsJson => "nccl_tests_json",
         }
@@ -84,6 +89,7 @@ impl Format {
             "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
             "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
             "torch_trace" | "pytorch_trace" | "kineto" | "chrome_trace" => Some(Format::TorchTrace),
+            "osu" => Some(Format::Osu),
             "nccl_tests" | "nccl" => Some(Format::NcclTests),
             "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
             _ => None,
@@ -286,6 +292,7 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::NcuCsv => ncu::parse(bytes, ctx),
         Format::RocprofCsv => rocprof::parse(bytes, ctx),
         Format::TorchTrace => torch_trace::parse(bytes, ctx),
+        Format::Osu => osu::parse(bytes, ctx),
         Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
         Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
     }
@@ -307,6 +314,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::NcuCsv => ncu::looks_like(head),
         Format::RocprofCsv => rocprof::looks_like(head),
         Format::TorchTrace => torch_trace::looks_like(head),
+        Format::Osu => osu::looks_like(head),
         Format::NcclTests => nccl_tests::looks_like_text(head),
         Format::NcclTestsJson => nccl_tests::looks_like_json(head),
     })
