@@ -13,6 +13,7 @@ pub mod neusight;
 pub mod osu;
 pub mod rocprof;
 pub mod samples;
+pub mod tau;
 mod text;
 pub mod torch_trace;
 
@@ -42,6 +43,8 @@ pub enum Format {
     RocprofCsv,
     /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
     TorchTrace,
+    /// TAU `profile.N.C.T` files, one or several in a tar archive ([`tau`]).
+    Tau,
     /// OSU Micro-Benchmarks text output ([`osu`]).
     Osu,
     /// nccl-tests text output ([`nccl_tests`]).
@@ -52,7 +55,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::PerfcastJsonl,
         Format::NeusightCsv,
         Format::PerfcastCsv,
@@ -62,6 +65,7 @@ impl Format {
         Format::RocprofCsv,
         Format::NcclTests,
         Format::Osu,
+        Format::Tau,
     ];
 
     /// The wire name (`perfcast_jsonl`).
@@ -73,6 +77,7 @@ impl Format {
             Format::NcuCsv => "ncu_csv",
             Format::RocprofCsv => "rocprof_csv",
             Format::TorchTrace => "torch_trace",
+            Format::Tau => "tau",
             Format::Osu => "osu",
             Format::NcclTests => "nccl_tests",
             Format::NcclTestsJson => "nccl_tests_json",
@@ -89,6 +94,7 @@ impl Format {
             "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
             "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
             "torch_trace" | "pytorch_trace" | "kineto" | "chrome_trace" => Some(Format::TorchTrace),
+            "tau" => Some(Format::Tau),
             "osu" => Some(Format::Osu),
             "nccl_tests" | "nccl" => Some(Format::NcclTests),
             "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
@@ -292,6 +298,7 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::NcuCsv => ncu::parse(bytes, ctx),
         Format::RocprofCsv => rocprof::parse(bytes, ctx),
         Format::TorchTrace => torch_trace::parse(bytes, ctx),
+        Format::Tau => tau::parse(bytes, ctx),
         Format::Osu => osu::parse(bytes, ctx),
         Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
         Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
@@ -299,14 +306,23 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
 }
 
 /// Guesses the format from the first bytes; `None` when nothing matches. A gzip stream is looked into (its first
-/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`].
+/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`], a gzip'd tar archive [`Format::Tau`].
 pub fn detect(bytes: &[u8]) -> Option<Format> {
     const HEAD: usize = 64 * 1024;
     if text::is_gzip(bytes) {
         let inner = text::gunzip_head(bytes, HEAD);
-        return torch_trace::looks_like(&inner).then_some(Format::TorchTrace);
+        return if tau::is_tar(&inner) || tau::looks_like(&inner) {
+            Some(Format::Tau)
+        } else if torch_trace::looks_like(&inner) {
+            Some(Format::TorchTrace)
+        } else {
+            None
+        };
     }
     let head = &bytes[..bytes.len().min(HEAD)];
+    if tau::is_tar(head) {
+        return Some(Format::Tau);
+    }
     Format::ALL.into_iter().find(|f| match f {
         Format::PerfcastJsonl => samples::looks_like_jsonl(head),
         Format::PerfcastCsv => samples::looks_like_csv(head),
@@ -314,6 +330,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::NcuCsv => ncu::looks_like(head),
         Format::RocprofCsv => rocprof::looks_like(head),
         Format::TorchTrace => torch_trace::looks_like(head),
+        Format::Tau => tau::looks_like(head),
         Format::Osu => osu::looks_like(head),
         Format::NcclTests => nccl_tests::looks_like_text(head),
         Format::NcclTestsJson => nccl_tests::looks_like_json(head),

@@ -52,6 +52,18 @@ pub(crate) fn gunzip_head(bytes: &[u8], max: usize) -> Vec<u8> {
     out
 }
 
+/// Inflates a whole gzip stream, refusing more than `limit` decompressed bytes (a small upload must not expand
+/// into unbounded memory).
+pub(crate) fn gunzip(bytes: &[u8], limit: u64) -> Result<Vec<u8>, ParseError> {
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::MultiGzDecoder::new(bytes).take(limit.saturating_add(1));
+    decoder.read_to_end(&mut out).map_err(|e| ParseError::whole(format!("not a valid gzip stream: {e}")))?;
+    if out.len() as u64 > limit {
+        return Err(ParseError::whole(format!("the gzip stream inflates to more than {limit} bytes")));
+    }
+    Ok(out)
+}
+
 /// Collapses repeated rejections into one [`Rejected`] per key, counting them, so a large file with one recurring
 /// problem yields one entry (at the line of its first occurrence) instead of thousands.
 #[derive(Default)]
@@ -134,6 +146,11 @@ pub(crate) fn algbw_gbs(bytes: u64, time_us: f64) -> f64 {
     bytes as f64 / (time_us * 1e3)
 }
 
+/// Rounds a non-negative finite byte count to `u64`; `None` when negative, not finite or too large.
+pub(crate) fn bytes_u64(v: f64) -> Option<u64> {
+    (v.is_finite() && v >= 0.0 && v < 9.0e18).then(|| v.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,12 +196,15 @@ mod tests {
     }
 
     #[test]
-    fn gunzip_head_is_bounded() {
+    fn gunzip_is_bounded() {
         use std::io::Write;
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         enc.write_all(&vec![b'a'; 10_000]).unwrap();
         let gz = enc.finish().unwrap();
         assert!(is_gzip(&gz));
+        assert_eq!(gunzip(&gz, 10_000).unwrap().len(), 10_000);
+        assert!(gunzip(&gz, 9_999).is_err());
         assert_eq!(gunzip_head(&gz, 100).len(), 100);
+        assert!(gunzip(b"\x1f\x8bnot gzip", 100).is_err());
     }
 }
