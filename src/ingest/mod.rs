@@ -7,6 +7,7 @@
 //! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
 //! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
 
+pub mod mt4g;
 pub mod nccl_tests;
 pub mod ncu;
 pub mod neusight;
@@ -51,16 +52,19 @@ pub enum Format {
     NcclTests,
     /// nccl-tests `-J` JSON output ([`nccl_tests`]).
     NcclTestsJson,
+    /// MT4G GPU memory-topology JSON (or its legacy v1 CSV): a GPU description, not samples ([`mt4g`]).
+    Mt4g,
 }
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 10] = [
+    pub const ALL: [Format; 11] = [
         Format::PerfcastJsonl,
         Format::NeusightCsv,
         Format::PerfcastCsv,
         Format::TorchTrace,
         Format::NcclTestsJson,
+        Format::Mt4g,
         Format::NcuCsv,
         Format::RocprofCsv,
         Format::NcclTests,
@@ -81,6 +85,7 @@ impl Format {
             Format::Osu => "osu",
             Format::NcclTests => "nccl_tests",
             Format::NcclTestsJson => "nccl_tests_json",
+            Format::Mt4g => "mt4g",
         }
     }
 
@@ -98,6 +103,7 @@ impl Format {
             "osu" => Some(Format::Osu),
             "nccl_tests" | "nccl" => Some(Format::NcclTests),
             "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
+            "mt4g" => Some(Format::Mt4g),
             _ => None,
         }
     }
@@ -302,6 +308,9 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::Osu => osu::parse(bytes, ctx),
         Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
         Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
+        Format::Mt4g => Err(ParseError::whole(
+            "MT4G output describes a GPU, not measured samples: import it as a GPU (ingest::mt4g::parse)",
+        )),
     }
 }
 
@@ -334,6 +343,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::Osu => osu::looks_like(head),
         Format::NcclTests => nccl_tests::looks_like_text(head),
         Format::NcclTestsJson => nccl_tests::looks_like_json(head),
+        Format::Mt4g => mt4g::looks_like(head),
     })
 }
 
