@@ -409,6 +409,45 @@ mod tests {
         assert_eq!(utf8(b"\xEF\xBB\xBFhello").unwrap(), "hello");
     }
 
+    /// Every shared fixture is detected as its format (MT4G's raw per-benchmark measurements are not reports).
+    #[test]
+    fn detect_recognizes_every_fixture() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+        let expected = [
+            ("ncu", Some(Format::NcuCsv)),
+            ("rocprof", Some(Format::RocprofCsv)),
+            ("pytorch_trace", Some(Format::TorchTrace)),
+            ("tau", Some(Format::Tau)),
+            ("nccl-tests", Some(Format::NcclTests)),
+            ("mt4g", Some(Format::Mt4g)),
+        ];
+        let mut seen = 0;
+        for (dir, format) in expected {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name == "SOURCE.txt" {
+                    continue;
+                }
+                let want = if name.ends_with(".raw.txt") { None } else { format };
+                assert_eq!(detect(&std::fs::read(&path).unwrap()), want, "{dir}/{name}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 36, "a fixture was added or removed: check its expected format");
+    }
+
+    #[test]
+    fn wire_names_round_trip_and_mt4g_is_not_a_sample_format() {
+        for f in Format::ALL {
+            assert_eq!(Format::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.as_str()));
+        }
+        assert_eq!(Format::parse("kineto"), Some(Format::TorchTrace));
+        let e = parse(Format::Mt4g, b"{}", &Context::default()).unwrap_err();
+        assert!(e.message.contains("GPU"), "{e}");
+    }
+
     #[test]
     fn operator_names_map_to_classes() {
         assert_eq!(op_class("Linear3"), Some(OpClass::Linear));
