@@ -36,6 +36,7 @@ use crate::hw::{MemoryHierarchy, MemoryLevel, Vendor};
 pub struct Mt4gGpu {
     /// Device name as the driver reports it (`NVIDIA H100 80GB HBM3`).
     pub name: String,
+    /// `general.vendor`.
     pub vendor: Vendor,
     /// Core clock, GHz.
     pub clock_ghz: Option<f64>,
@@ -43,6 +44,7 @@ pub struct Mt4gGpu {
     pub sm_count: Option<u32>,
     /// Threads per warp / wavefront.
     pub warp_size: Option<u32>,
+    /// Resident threads per SM / CU.
     pub max_threads_per_sm: Option<u32>,
     /// `"9.0"` (NVIDIA only).
     pub compute_capability: Option<String>,

@@ -58,11 +58,15 @@ pub struct TauProfile {
     pub file: String,
     /// `N`, `C`, `T` of `profile.N.C.T` (MPI rank, context, thread), when the name has them.
     pub node: Option<u32>,
+    /// `C` of `profile.N.C.T`.
     pub context: Option<u32>,
+    /// `T` of `profile.N.C.T`.
     pub thread: Option<u32>,
     /// The measured metric (`TIME`: values in µs).
     pub metric: String,
+    /// Every timer line, flat and callpath, in file order.
     pub timers: Vec<TauTimer>,
+    /// Every user (atomic) event line, in file order.
     pub user_events: Vec<TauUserEvent>,
     /// The `<metadata>` attributes (`Hostname`, `TAU Version`, …).
     pub metadata: BTreeMap<String, String>,
@@ -75,7 +79,9 @@ pub struct TauTimer {
     pub name: String,
     /// `GROUP` (`MPI`, `TAU_USER`, `TAU_CALLPATH|MPI`).
     pub group: String,
+    /// Number of calls.
     pub calls: f64,
+    /// Number of timed calls made from inside this timer.
     pub subroutines: f64,
     /// Exclusive value in the profile's metric (µs for TIME).
     pub exclusive: f64,
@@ -100,12 +106,17 @@ impl TauTimer {
 /// One user event (atomic event) line: counts and statistics of a recorded value (message sizes in bytes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TauUserEvent {
+    /// Event name (`Message size for all-reduce`).
     pub name: String,
+    /// Number of recorded values.
     pub count: f64,
+    /// Largest, smallest and mean recorded value (bytes for message sizes).
     pub max: f64,
     pub min: f64,
     pub mean: f64,
+    /// Sum of the squared values.
     pub sum_squares: f64,
+    /// 1-based line in the file.
     pub line: u64,
 }
 

@@ -148,7 +148,7 @@ pub(crate) fn algbw_gbs(bytes: u64, time_us: f64) -> f64 {
 
 /// Rounds a non-negative finite byte count to `u64`; `None` when negative, not finite or too large.
 pub(crate) fn bytes_u64(v: f64) -> Option<u64> {
-    (v.is_finite() && v >= 0.0 && v < 9.0e18).then(|| v.round() as u64)
+    (0.0..9.0e18).contains(&v).then(|| v.round() as u64)
 }
 
 #[cfg(test)]

@@ -116,7 +116,7 @@ impl<R: Read> Read for Counting<R> {
         let n = self.inner.read(buf)?;
         self.read = self.read.saturating_add(n as u64);
         if self.read > MAX_TRACE_BYTES {
-            return Err(io::Error::new(io::ErrorKind::Other, format!("the trace exceeds {MAX_TRACE_BYTES} bytes")));
+            return Err(io::Error::other(format!("the trace exceeds {MAX_TRACE_BYTES} bytes")));
         }
         let nl = buf.get(..n).unwrap_or(&[]).iter().filter(|&&b| b == b'\n').count() as u64;
         self.newlines.set(self.newlines.get().saturating_add(nl));
@@ -528,6 +528,9 @@ impl Span {
     }
 }
 
+/// An op's class and dims, the `Input type` list they go with, and the rule that gave them.
+type DimsFrom<'a> = (OpClass, [u64; 4], &'a Vec<String>, &'static str);
+
 /// The op tree of every thread and the per-op facts derived from it.
 struct Joined {
     c: Collector,
@@ -851,7 +854,7 @@ impl Joined {
 
     /// Dims of a backward owner: from its forward op (same sequence number and class), else for linear from the
     /// gradient and gradient-GEMM shapes.
-    fn backward_dims(&self, o: u32, class: OpClass) -> Result<(OpClass, [u64; 4], &Vec<String>, &'static str), String> {
+    fn backward_dims(&self, o: u32, class: OpClass) -> Result<DimsFrom<'_>, String> {
         let args = self.c.ops[o as usize].args.as_deref();
         let seq = args.and_then(|a| a.seq);
         if let Some(seq) = seq {

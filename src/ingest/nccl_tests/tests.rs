@@ -8,7 +8,7 @@ fn comms(p: &Parsed) -> Vec<&CommSample> {
     p.samples.iter().filter_map(|s| if let Sample::Comm(c) = s { Some(c) } else { None }).collect()
 }
 
-fn find<'a>(p: &'a Parsed, c: Collective, bytes: u64, in_place: bool) -> &'a CommSample {
+fn find(p: &Parsed, c: Collective, bytes: u64, in_place: bool) -> &CommSample {
     comms(p)
         .into_iter()
         .find(|s| s.collective == c && s.bytes == bytes && s.attributes["in_place"] == in_place.to_string())

@@ -34,6 +34,7 @@ pub(super) struct OpArgs {
     pub concrete: Vec<String>,
     /// `Collective name` (record_param_comms, newer releases).
     pub collective: Option<String>,
+    /// `In msg nelems` / `Out msg nelems` (element counts) and `Group size` (record_param_comms, newer releases).
     pub in_nelems: Option<u64>,
     pub out_nelems: Option<u64>,
     pub group_size: Option<u64>,
