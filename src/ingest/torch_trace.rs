@@ -709,7 +709,13 @@ impl Joined {
                     let top = self.top_cpu[op as usize].unwrap_or(op);
                     if !std::mem::replace(&mut unclassified_seen[top as usize], true) {
                         let line = self.c.ops[top as usize].line;
-                        tally.add(line, format!("{}: cpu_op with GPU kernels has no operator class", self.name(top)));
+                        let reason = match self.c.ops[top as usize].kind {
+                            Kind::CpuOp => "cpu_op with GPU kernels has no operator class",
+                            Kind::Annotation => {
+                                "GPU kernels launched with no cpu_op around them (only this annotation)"
+                            }
+                        };
+                        tally.add(line, format!("{}: {reason}", self.name(top)));
                     }
                 }
             }
@@ -772,7 +778,9 @@ impl Joined {
         for _ in 0..MAX_DEPTH {
             let Some(o) = cur else { break };
             if let Some(args) = self.c.ops[o as usize].args.as_deref() {
-                facts.add(self.name(o), args);
+                if comm::is_comm_op(self.name(o)) || args.collective.is_some() {
+                    facts.add(self.name(o), args);
+                }
             }
             cur = self.parent[o as usize];
         }

@@ -198,3 +198,30 @@ fn gzip_array_format_and_errors() {
     assert!(looks_like(b"{\n  \"schemaVersion\": 1,\n  \"traceEvents\": ["));
     assert!(!looks_like(b"{\"op\": \"linear\"}"));
 }
+
+#[test]
+fn kernels_under_an_annotation_only_and_nccl_facts_from_comm_ops_only() {
+    let trace = r#"{"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "triton_fused_0", "pid": 0, "tid": 7, "ts": 20, "dur": 4, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "pid": 1, "tid": 1, "ts": 100, "dur": 100,
+   "args": {"Sequence number": 9, "Input Dims": [[8, 8]], "Input type": ["double"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 1, "tid": 1, "ts": 110, "dur": 20,
+   "args": {"Input Dims": [[1000]], "Input type": ["c10::BFloat16"]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 115, "dur": 2, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 9, "ts": 300, "dur": 50, "args": {"correlation": 2}}
+ ]}"#;
+    let p = parse(trace.as_bytes(), &Context { ranks: Some(16), ..Default::default() }).unwrap();
+    assert_eq!(kernels(&p).len(), 1);
+    assert_eq!(p.rejected.len(), 1);
+    assert!(
+        p.rejected[0].reason.starts_with("ProfilerStep#4: GPU kernels launched with no cpu_op"),
+        "{:?}",
+        p.rejected
+    );
+    let c = comms(&p);
+    // The all-reduce runs inside a backward node typed double; its size and type come from nccl:all_reduce only.
+    assert_eq!((c[0].bytes, c[0].ranks, c[0].dtype.as_deref()), (2000, 16, Some("bf16")));
+    assert_eq!(c[0].attributes["ranks_source"], "context");
+}
