@@ -35,6 +35,7 @@
 //!   `sm__active_warps_avg_per_active_cycle_pct`); registers per thread; static + dynamic shared memory per block
 //!   (bytes, the driver's reserved share excluded); SM cycles (`sm__cycles_elapsed.avg`, Pascal
 //!   `sm__elapsed_cycles_avg`, section `Elapsed Cycles` — gpc cycles, the same clock).
+//! - launches without a duration are rejected, one [`Rejected`](super::Rejected) per kernel name with a count.
 //! - every other numeric metric too, as `ncu.<name as printed>` converted to the base unit of its unit (byte,
 //!   second, hz, count, …; percentages stay 0–100), except the per-device constants `device__attribute_*` and the
 //!   profiler's own `profiler__*`.
@@ -43,8 +44,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::text::{number, Lines};
-use super::{kernel_metrics as km, utf8, Attributes, Context, KernelSample, ParseError, Parsed, Rejected, Sample};
+use super::text::{number, Lines, Tally};
+use super::{kernel_metrics as km, utf8, Attributes, Context, KernelSample, ParseError, Parsed, Sample};
 
 /// Identity columns: everything else in the raw page is a metric.
 const IDENTITY: [&str; 15] = [
@@ -142,12 +143,14 @@ pub fn parse(bytes: &[u8], ctx: &Context) -> Result<Parsed, ParseError> {
         return Err(ParseError::at(header_line, "the Nsight Compute CSV has a header but no kernel launches"));
     }
     let mut out = Parsed::default();
+    let mut tally = Tally::default();
     for launch in launches {
         match launch.into_sample(ctx) {
             Ok(s) => out.samples.push(Sample::Kernel(s)),
-            Err((line, reason)) => out.rejected.push(Rejected { line, reason }),
+            Err((line, reason)) => tally.add(line, reason),
         }
     }
+    out.rejected = tally.into_rejected();
     Ok(out)
 }
 
@@ -267,9 +270,8 @@ impl Launch {
             return Err((
                 self.line,
                 format!(
-                    "launch {} ({}): no positive duration (gpu__time_duration.sum, or sm__cycles_elapsed.avg and \
-                     its .per_second)",
-                    self.attributes.get("id").map(String::as_str).unwrap_or("?"),
+                    "kernel {}: no positive duration (gpu__time_duration.sum, or sm__cycles_elapsed.avg and its \
+                     .per_second)",
                     self.name
                 ),
             ));

@@ -30,14 +30,17 @@
 //! counters (TCC↔EA traffic, which includes non-HBM fabric requests); registers per thread = arch + accumulation
 //! VGPRs; shared memory = LDS per work-group.
 //!
+//! Dispatches that cannot be used are rejected, one [`Rejected`](super::Rejected) per distinct reason (the kernel
+//! name is part of it) with a count.
+//!
 //! Other rocprof files (`*_hip_api_stats.csv`, `*_memory_copy_trace.csv`, the `pmc:` input file) hold no kernel
 //! dispatches and are refused with an error saying so; a counter collection alone is refused too (it has no
 //! timestamps — upload it with its kernel trace).
 
 use std::collections::HashMap;
 
-use super::text::{number, whole, Lines};
-use super::{kernel_metrics as km, utf8, Attributes, Context, KernelSample, ParseError, Parsed, Rejected, Sample};
+use super::text::{number, whole, Lines, Tally};
+use super::{kernel_metrics as km, utf8, Attributes, Context, KernelSample, ParseError, Parsed, Sample};
 
 /// Parses one rocprof CSV (a dispatch table: v1, Omniperf, v2, or a v3 kernel trace). See [`parse_files`] for
 /// several outputs of one run.
@@ -99,6 +102,7 @@ pub fn parse_files(files: &[(&str, &[u8])], ctx: &Context) -> Result<Parsed, Par
         return Err(ParseError::whole(msg));
     }
     let mut out = Parsed::default();
+    let mut tally = Tally::default();
     for (name, mut reader, headers, mut lines) in tables {
         let t = Table::new(&headers);
         for record in reader.records() {
@@ -106,13 +110,11 @@ pub fn parse_files(files: &[(&str, &[u8])], ctx: &Context) -> Result<Parsed, Par
             let line = lines.of(&record);
             match t.sample(&record, &headers, &counters, &agents, system_gpu.as_deref(), ctx) {
                 Ok(s) => out.samples.push(Sample::Kernel(s)),
-                Err(reason) => out.rejected.push(Rejected {
-                    line,
-                    reason: if name.is_empty() { reason } else { format!("{name}: {reason}") },
-                }),
+                Err(reason) => tally.add(line, if name.is_empty() { reason } else { format!("{name}: {reason}") }),
             }
         }
     }
+    out.rejected = tally.into_rejected();
     if out.samples.is_empty() && out.rejected.is_empty() {
         return Err(ParseError::whole("the rocprof dispatch table has a header but no rows"));
     }
@@ -589,10 +591,12 @@ mod tests {
         for f in ["omniperf_MI300X_rocprofv2_SQ_IFETCH_LEVEL.csv", "omniperf_MI300X_rocprofv2_timestamps.csv"] {
             let p = parse(&fixture(f), &Context::default()).unwrap();
             assert!(p.samples.is_empty());
-            assert_eq!(p.rejected.len(), 3);
+            // The three dispatches share one reason: one rejection at the first one's line, with the count.
+            assert_eq!(p.rejected.len(), 1);
             assert_eq!(p.rejected[0].line, 2);
             assert!(p.rejected[0].reason.contains("8.1097E+14"), "{}", p.rejected[0].reason);
             assert!(p.rejected[0].reason.starts_with("vecCopy(double*, double*, double*, int, int): "));
+            assert!(p.rejected[0].reason.ends_with("(3 times)"), "{}", p.rejected[0].reason);
         }
     }
 
