@@ -217,6 +217,27 @@ pub struct CommSample {
     pub attributes: Attributes,
 }
 
+impl CommSample {
+    /// A sample of `collective` moving `bytes` (nccl-tests convention) among `ranks` in `time_us` µs, with algbw =
+    /// bytes / time (GB/s) and busbw = algbw × [`Collective::busbw_factor`] (MODELS.md §3.3); nodes, GPUs per
+    /// node, dtype and attributes empty, to be filled with struct update syntax.
+    pub fn timed(collective: Collective, bytes: u64, ranks: u32, time_us: f64) -> CommSample {
+        let algbw = bytes as f64 / (time_us * 1e3);
+        CommSample {
+            collective,
+            bytes,
+            ranks,
+            nodes: None,
+            gpus_per_node: None,
+            time_us,
+            algbw_gbs: Some(algbw),
+            busbw_gbs: Some(algbw * collective.busbw_factor(ranks)),
+            dtype: None,
+            attributes: Attributes::new(),
+        }
+    }
+}
+
 /// A parsed sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -446,6 +467,15 @@ mod tests {
         assert_eq!(Format::parse("kineto"), Some(Format::TorchTrace));
         let e = parse(Format::Mt4g, b"{}", &Context::default()).unwrap_err();
         assert!(e.message.contains("GPU"), "{e}");
+    }
+
+    #[test]
+    fn timed_comm_samples_carry_nccl_bandwidths() {
+        // 1 MB all-reduced among 8 ranks in 10 µs: algbw 100 GB/s, busbw 2·7/8 · 100 = 175 GB/s.
+        let s = CommSample::timed(Collective::AllReduce, 1_000_000, 8, 10.0);
+        assert_eq!((s.algbw_gbs, s.busbw_gbs, s.nodes, s.dtype), (Some(100.0), Some(175.0), None, None));
+        let g = CommSample::timed(Collective::AllGather, 4_000, 4, 2.0);
+        assert_eq!(g.busbw_gbs, Some(1.5));
     }
 
     #[test]

@@ -27,7 +27,7 @@
 //! Not mapped (rejected with the reason): gather, scatter, barrier, scan, the `v` collectives with per-rank sizes,
 //! one-sided put/get/accumulate.
 
-use super::text::{algbw_gbs, number, whole};
+use super::text::{number, whole};
 use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample};
 use crate::comm::Collective;
 
@@ -309,18 +309,12 @@ impl Bench {
                 attributes.insert(attr.into(), v.clone());
             }
         }
-        let algbw = algbw_gbs(bytes, time_us);
         Ok(CommSample {
-            collective,
-            bytes,
-            ranks,
             nodes: ctx.nodes,
             gpus_per_node: ctx.gpus_per_node,
-            time_us,
-            algbw_gbs: Some(algbw),
-            busbw_gbs: Some(algbw * collective.busbw_factor(ranks)),
             dtype: self.dtype.clone(),
             attributes,
+            ..CommSample::timed(collective, bytes, ranks, time_us)
         })
     }
 }

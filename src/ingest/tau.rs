@@ -44,7 +44,7 @@ use std::io::Read;
 
 use serde::Serialize;
 
-use super::text::{algbw_gbs, bytes_u64, gunzip, is_gzip, number};
+use super::text::{bytes_u64, gunzip, is_gzip, number};
 use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample};
 use crate::comm::Collective;
 
@@ -533,18 +533,11 @@ pub fn comm_samples(profiles: &[TauProfile], ctx: &Context) -> Parsed {
             if let Some(g) = &ctx.gpu {
                 attributes.insert("gpu".into(), g.clone());
             }
-            let algbw = algbw_gbs(bytes, time_us);
             out.samples.push(Sample::Comm(CommSample {
-                collective,
-                bytes,
-                ranks,
                 nodes,
                 gpus_per_node,
-                time_us,
-                algbw_gbs: Some(algbw),
-                busbw_gbs: Some(algbw * collective.busbw_factor(ranks)),
-                dtype: None,
                 attributes,
+                ..CommSample::timed(collective, bytes, ranks, time_us)
             }));
         }
         if communication == 0 {

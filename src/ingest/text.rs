@@ -1,5 +1,5 @@
-//! Small helpers the parsers share: locale-formatted numbers, bounded gzip inflation, rejection tallies and the
-//! algorithm-bandwidth arithmetic of a communication sample.
+//! Small helpers the parsers share: locale-formatted numbers, bounded gzip inflation, CRLF-safe csv line numbers
+//! and rejection tallies.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -139,11 +139,6 @@ impl<'a> Lines<'a> {
         pe.line = e.position().map(|p| self.at(p.byte()));
         pe
     }
-}
-
-/// Algorithm bandwidth in GB/s (10⁹ B/s) of `bytes` moved in `time_us` µs.
-pub(crate) fn algbw_gbs(bytes: u64, time_us: f64) -> f64 {
-    bytes as f64 / (time_us * 1e3)
 }
 
 /// Rounds a non-negative finite byte count to `u64`; `None` when negative, not finite or too large.

@@ -53,7 +53,7 @@ pub use ops::op_class_of;
 
 use self::comm::CommFacts;
 use self::ops::OpArgs;
-use super::text::{algbw_gbs, is_gzip, Tally};
+use super::text::{is_gzip, Tally};
 use super::{
     kernel_metrics as km, Attributes, CommSample, Context, KernelSample, OpSample, ParseError, Parsed, Sample,
 };
@@ -799,7 +799,6 @@ impl Joined {
         let bytes = facts.bytes(collective, ranks).ok_or_else(|| {
             format!("{label}: message size unknown (no In msg nelems / Input Dims with a known type)")
         })?;
-        let algbw = algbw_gbs(bytes, k.dur);
         let mut attributes = self.base_attributes();
         attributes.insert("kernel".into(), kname.clone());
         attributes.insert("ranks_source".into(), ranks_source.into());
@@ -807,16 +806,11 @@ impl Joined {
             attributes.insert("gpu".into(), g);
         }
         Ok(CommSample {
-            collective,
-            bytes,
-            ranks,
             nodes: ctx.nodes,
             gpus_per_node: ctx.gpus_per_node,
-            time_us: k.dur,
-            algbw_gbs: Some(algbw),
-            busbw_gbs: Some(algbw * collective.busbw_factor(ranks)),
             dtype: facts.dtype_name(),
             attributes,
+            ..CommSample::timed(collective, bytes, ranks, k.dur)
         })
     }
 
