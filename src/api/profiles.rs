@@ -84,7 +84,8 @@ pub struct UploadResponse {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct UploadQuery {
-    /// `perfcast_jsonl`, `perfcast_csv`, `neusight_csv`, … (detected from the content when absent).
+    /// `perfcast_jsonl`, `perfcast_csv`, `neusight_csv`, `ncu_csv`, `rocprof_csv`, `torch_trace`, `tau`, `osu`,
+    /// `nccl_tests`, `nccl_tests_json` (detected from the content when absent).
     format: Option<String>,
     /// System the file was measured on (its GPU is the default device; communication samples belong to it).
     system: Option<String>,
@@ -92,6 +93,14 @@ pub struct UploadQuery {
     gpu: Option<String>,
     /// Precision when the format does not record it (NeuSight files: fp32).
     dtype: Option<String>,
+    /// Ranks of the measured collectives when the file does not record it (OSU collectives, TAU, traces).
+    ranks: Option<u32>,
+    /// Nodes the ranks span, when the file does not say.
+    nodes: Option<u32>,
+    /// Ranks per node, when the file does not say.
+    gpus_per_node: Option<u32>,
+    /// The collective an old nccl-tests log measured (it does not name it).
+    collective: Option<String>,
     /// Example free label.
     ci_run: Option<String>,
     /// Example free label.
@@ -162,6 +171,10 @@ pub async fn upload_profile(
         system: q.remove("system"),
         gpu: q.remove("gpu"),
         dtype: q.remove("dtype"),
+        ranks: q.remove("ranks"),
+        nodes: q.remove("nodes"),
+        gpus_per_node: q.remove("gpus_per_node"),
+        collective: q.remove("collective"),
         labels: q,
     };
     let out = state.service.upload_profile(&body, &params).await?;

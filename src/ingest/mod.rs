@@ -7,8 +7,16 @@
 //! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
 //! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
 
+pub mod mt4g;
+pub mod nccl_tests;
+pub mod ncu;
 pub mod neusight;
+pub mod osu;
+pub mod rocprof;
 pub mod samples;
+pub mod tau;
+mod text;
+pub mod torch_trace;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,11 +38,39 @@ pub enum Format {
     PerfcastCsv,
     /// NeuSight operator CSVs (`OPName, Latency, Device, …, B, M, N, K` or `B, H`; latency in ms).
     NeusightCsv,
+    /// Nsight Compute `--csv` export, `--page details` (long) or `--page raw` (wide) ([`ncu`]).
+    NcuCsv,
+    /// rocprof v1/v2/v3 and Omniperf dispatch CSVs ([`rocprof`]).
+    RocprofCsv,
+    /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
+    TorchTrace,
+    /// TAU `profile.N.C.T` files, one or several in a tar archive ([`tau`]).
+    Tau,
+    /// OSU Micro-Benchmarks text output ([`osu`]).
+    Osu,
+    /// nccl-tests text output ([`nccl_tests`]).
+    NcclTests,
+    /// nccl-tests `-J` JSON output ([`nccl_tests`]).
+    NcclTestsJson,
+    /// MT4G GPU memory-topology JSON (or its legacy v1 CSV): a GPU description, not samples ([`mt4g`]).
+    Mt4g,
 }
 
 impl Format {
-    /// Every format, in detection order.
-    pub const ALL: [Format; 3] = [Format::PerfcastJsonl, Format::NeusightCsv, Format::PerfcastCsv];
+    /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
+    pub const ALL: [Format; 11] = [
+        Format::PerfcastJsonl,
+        Format::NeusightCsv,
+        Format::PerfcastCsv,
+        Format::TorchTrace,
+        Format::NcclTestsJson,
+        Format::Mt4g,
+        Format::NcuCsv,
+        Format::RocprofCsv,
+        Format::NcclTests,
+        Format::Osu,
+        Format::Tau,
+    ];
 
     /// The wire name (`perfcast_jsonl`).
     pub fn as_str(self) -> &'static str {
@@ -42,15 +78,32 @@ impl Format {
             Format::PerfcastJsonl => "perfcast_jsonl",
             Format::PerfcastCsv => "perfcast_csv",
             Format::NeusightCsv => "neusight_csv",
+            Format::NcuCsv => "ncu_csv",
+            Format::RocprofCsv => "rocprof_csv",
+            Format::TorchTrace => "torch_trace",
+            Format::Tau => "tau",
+            Format::Osu => "osu",
+            Format::NcclTests => "nccl_tests",
+            Format::NcclTestsJson => "nccl_tests_json",
+            Format::Mt4g => "mt4g",
         }
     }
 
-    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`).
+    /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`, `kineto`,
+    /// `pytorch_trace`, `chrome_trace`, `nccl`, `nccl_json`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
             "perfcast_csv" | "csv" => Some(Format::PerfcastCsv),
             "neusight_csv" | "neusight" => Some(Format::NeusightCsv),
+            "ncu_csv" | "ncu" | "nsight_compute" => Some(Format::NcuCsv),
+            "rocprof_csv" | "rocprof" | "omniperf" => Some(Format::RocprofCsv),
+            "torch_trace" | "pytorch_trace" | "kineto" | "chrome_trace" => Some(Format::TorchTrace),
+            "tau" => Some(Format::Tau),
+            "osu" => Some(Format::Osu),
+            "nccl_tests" | "nccl" => Some(Format::NcclTests),
+            "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
+            "mt4g" => Some(Format::Mt4g),
             _ => None,
         }
     }
@@ -164,6 +217,27 @@ pub struct CommSample {
     pub attributes: Attributes,
 }
 
+impl CommSample {
+    /// A sample of `collective` moving `bytes` (nccl-tests convention) among `ranks` in `time_us` µs, with algbw =
+    /// bytes / time (GB/s) and busbw = algbw × [`Collective::busbw_factor`] (MODELS.md §3.3); nodes, GPUs per
+    /// node, dtype and attributes empty, to be filled with struct update syntax.
+    pub fn timed(collective: Collective, bytes: u64, ranks: u32, time_us: f64) -> CommSample {
+        let algbw = bytes as f64 / (time_us * 1e3);
+        CommSample {
+            collective,
+            bytes,
+            ranks,
+            nodes: None,
+            gpus_per_node: None,
+            time_us,
+            algbw_gbs: Some(algbw),
+            busbw_gbs: Some(algbw * collective.busbw_factor(ranks)),
+            dtype: None,
+            attributes: Attributes::new(),
+        }
+    }
+}
+
 /// A parsed sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -219,13 +293,24 @@ impl ParseError {
     }
 }
 
-/// What the upload adds to a file that does not say everything itself.
+/// What the upload adds to a file that does not say everything itself. Build it with
+/// `Context { gpu: …, ..Default::default() }`: fields may be added.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Context {
     /// Device to assume when the file names none (the upload's `gpu`, or its `system`'s GPU).
     pub gpu: Option<String>,
     /// Precision to assume when the format does not record one (NeuSight: fp32).
     pub dtype: Option<Precision>,
+    /// Ranks taking part in the measured collectives when the file does not record it (OSU collectives, TAU, a
+    /// PyTorch trace without a group size). A file's own count wins.
+    pub ranks: Option<u32>,
+    /// Nodes the ranks span, when the file does not say.
+    pub nodes: Option<u32>,
+    /// Ranks (GPUs) per node, when the file does not say.
+    pub gpus_per_node: Option<u32>,
+    /// The collective an old nccl-tests log measured (logs before the `# Collective test starting` line do not
+    /// name it, and all_gather and alltoall tables look alike).
+    pub collective: Option<Collective>,
 }
 
 /// Parses `bytes` as `format`.
@@ -237,16 +322,49 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::PerfcastJsonl => samples::parse_jsonl(bytes, ctx),
         Format::PerfcastCsv => samples::parse_csv(bytes, ctx),
         Format::NeusightCsv => neusight::parse(bytes, ctx),
+        Format::NcuCsv => ncu::parse(bytes, ctx),
+        Format::RocprofCsv => rocprof::parse(bytes, ctx),
+        Format::TorchTrace => torch_trace::parse(bytes, ctx),
+        Format::Tau => tau::parse(bytes, ctx),
+        Format::Osu => osu::parse(bytes, ctx),
+        Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
+        Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
+        Format::Mt4g => Err(ParseError::whole(
+            "MT4G output describes a GPU, not measured samples: import it as a GPU (ingest::mt4g::parse)",
+        )),
     }
 }
 
-/// Guesses the format from the first bytes; `None` when nothing matches.
+/// Guesses the format from the first bytes; `None` when nothing matches. A gzip stream is looked into (its first
+/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`], a gzip'd tar archive [`Format::Tau`].
 pub fn detect(bytes: &[u8]) -> Option<Format> {
-    let head = &bytes[..bytes.len().min(64 * 1024)];
+    const HEAD: usize = 64 * 1024;
+    if text::is_gzip(bytes) {
+        let inner = text::gunzip_head(bytes, HEAD);
+        return if tau::is_tar(&inner) || tau::looks_like(&inner) {
+            Some(Format::Tau)
+        } else if torch_trace::looks_like(&inner) {
+            Some(Format::TorchTrace)
+        } else {
+            None
+        };
+    }
+    let head = &bytes[..bytes.len().min(HEAD)];
+    if tau::is_tar(head) {
+        return Some(Format::Tau);
+    }
     Format::ALL.into_iter().find(|f| match f {
         Format::PerfcastJsonl => samples::looks_like_jsonl(head),
         Format::PerfcastCsv => samples::looks_like_csv(head),
         Format::NeusightCsv => neusight::looks_like(head),
+        Format::NcuCsv => ncu::looks_like(head),
+        Format::RocprofCsv => rocprof::looks_like(head),
+        Format::TorchTrace => torch_trace::looks_like(head),
+        Format::Tau => tau::looks_like(head),
+        Format::Osu => osu::looks_like(head),
+        Format::NcclTests => nccl_tests::looks_like_text(head),
+        Format::NcclTestsJson => nccl_tests::looks_like_json(head),
+        Format::Mt4g => mt4g::looks_like(head),
     })
 }
 
@@ -310,6 +428,54 @@ mod tests {
         let e = utf8(b"ok\nab\xffc").unwrap_err();
         assert_eq!((e.line, e.column), (Some(2), Some(3)));
         assert_eq!(utf8(b"\xEF\xBB\xBFhello").unwrap(), "hello");
+    }
+
+    /// Every shared fixture is detected as its format (MT4G's raw per-benchmark measurements are not reports).
+    #[test]
+    fn detect_recognizes_every_fixture() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+        let expected = [
+            ("ncu", Some(Format::NcuCsv)),
+            ("rocprof", Some(Format::RocprofCsv)),
+            ("pytorch_trace", Some(Format::TorchTrace)),
+            ("tau", Some(Format::Tau)),
+            ("nccl-tests", Some(Format::NcclTests)),
+            ("mt4g", Some(Format::Mt4g)),
+        ];
+        let mut seen = 0;
+        for (dir, format) in expected {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name == "SOURCE.txt" {
+                    continue;
+                }
+                let want = if name.ends_with(".raw.txt") { None } else { format };
+                assert_eq!(detect(&std::fs::read(&path).unwrap()), want, "{dir}/{name}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 36, "a fixture was added or removed: check its expected format");
+    }
+
+    #[test]
+    fn wire_names_round_trip_and_mt4g_is_not_a_sample_format() {
+        for f in Format::ALL {
+            assert_eq!(Format::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.as_str()));
+        }
+        assert_eq!(Format::parse("kineto"), Some(Format::TorchTrace));
+        let e = parse(Format::Mt4g, b"{}", &Context::default()).unwrap_err();
+        assert!(e.message.contains("GPU"), "{e}");
+    }
+
+    #[test]
+    fn timed_comm_samples_carry_nccl_bandwidths() {
+        // 1 MB all-reduced among 8 ranks in 10 µs: algbw 100 GB/s, busbw 2·7/8 · 100 = 175 GB/s.
+        let s = CommSample::timed(Collective::AllReduce, 1_000_000, 8, 10.0);
+        assert_eq!((s.algbw_gbs, s.busbw_gbs, s.nodes, s.dtype), (Some(100.0), Some(175.0), None, None));
+        let g = CommSample::timed(Collective::AllGather, 4_000, 4, 2.0);
+        assert_eq!(g.busbw_gbs, Some(1.5));
     }
 
     #[test]

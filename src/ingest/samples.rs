@@ -331,7 +331,7 @@ mod tests {
     use super::*;
 
     fn ctx() -> Context {
-        Context { gpu: Some("H100".into()), dtype: None }
+        Context { gpu: Some("H100".into()), ..Default::default() }
     }
 
     #[test]

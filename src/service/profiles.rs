@@ -21,6 +21,14 @@ pub struct UploadParams {
     pub gpu: Option<String>,
     /// Precision, when the format does not record it (NeuSight: fp32).
     pub dtype: Option<String>,
+    /// Ranks of the measured collectives, when the file does not record it (OSU collectives, TAU, traces).
+    pub ranks: Option<String>,
+    /// Nodes the ranks span, when the file does not say.
+    pub nodes: Option<String>,
+    /// Ranks per node, when the file does not say.
+    pub gpus_per_node: Option<String>,
+    /// The collective an old nccl-tests log measured (it does not name it).
+    pub collective: Option<String>,
     /// Every other parameter: free CI labels (`ci_run`, `git_sha`, …).
     pub labels: BTreeMap<String, String>,
 }
@@ -82,7 +90,25 @@ impl Service {
         if let Some(profile) = self.store.profile_by_sha256(&hex::encode(sha)).await? {
             return Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() });
         }
-        let ctx = Context { gpu: gpu.clone(), dtype };
+        let count = |field: &str, v: &Option<String>| -> Result<Option<u32>, ServiceError> {
+            v.as_deref()
+                .map(|s| s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| ServiceError::invalid(field, format!("{s:?} is not a positive whole number"))))
+                .transpose()
+        };
+        let collective = match &params.collective {
+            Some(c) => Some(serde_json::from_value::<crate::comm::Collective>(serde_json::Value::String(c.clone())).map_err(|_| {
+                ServiceError::invalid("collective", format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv)"))
+            })?),
+            None => None,
+        };
+        let ctx = Context {
+            gpu: gpu.clone(),
+            dtype,
+            ranks: count("ranks", &params.ranks)?,
+            nodes: count("nodes", &params.nodes)?,
+            gpus_per_node: count("gpus_per_node", &params.gpus_per_node)?,
+            collective,
+        };
         let parsed = ingest::parse(format, raw, &ctx).map_err(|e| ServiceError::Unparseable {
             line: e.line,
             column: e.column,
