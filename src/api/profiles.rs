@@ -73,7 +73,7 @@ impl From<ProfileRecord> for ProfileView {
 pub struct UploadResponse {
     #[serde(flatten)]
     pub profile: ProfileView,
-    /// Samples accepted by kind (`op`, `comm`, `kernel`) in this upload; empty for a duplicate.
+    /// Samples accepted by kind (`op`, `comm`, `kernel`, `timer`) in this upload; empty for a duplicate.
     pub samples_by_kind: BTreeMap<String, u64>,
     /// True when the same bytes were uploaded before: nothing new was stored and `id` is the earlier upload's.
     pub duplicate: bool,
@@ -268,7 +268,7 @@ pub async fn get_profile(State(state): State<AppState>, Path(id): Path<String>) 
 /// One stored sample.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SampleView {
-    /// `op`, `comm` or `kernel`.
+    /// `op`, `comm`, `kernel` or `timer`.
     pub kind: String,
     pub id: i64,
     /// The sample's fields (by kind: op/phase/dtype/gpu/dims/time_us; collective/bytes/ranks/…; name/duration_us/…).

@@ -238,6 +238,30 @@ impl CommSample {
     }
 }
 
+/// A profile timer: a named region's calls and time on one rank (TAU timers — MPI calls among them —, rocprof's
+/// API statistics and memory copies). The raw material of a per-rank time breakdown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TimerSample {
+    /// Timer name (`MPI_Allreduce()`, `hipMemcpy`, `MEMORY_COPY_HOST_TO_DEVICE`).
+    pub name: String,
+    /// Group (`MPI`, `TAU_USER`, `HIP_API`, `MEMORY_COPY`).
+    pub group: String,
+    /// MPI rank (TAU node `N`), when known.
+    #[serde(default)]
+    pub rank: Option<u32>,
+    /// Thread (TAU `T`), when known.
+    #[serde(default)]
+    pub thread: Option<u32>,
+    /// Number of calls.
+    pub calls: f64,
+    /// Time in the region itself, µs.
+    pub exclusive_us: f64,
+    /// Time in the region and everything it called, µs.
+    pub inclusive_us: f64,
+    #[serde(default)]
+    pub attributes: Attributes,
+}
+
 /// A parsed sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -245,6 +269,7 @@ pub enum Sample {
     Op(OpSample),
     Kernel(KernelSample),
     Comm(CommSample),
+    Timer(TimerSample),
 }
 
 /// A row that was read but not kept, and why.
@@ -333,6 +358,44 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
             "MT4G output describes a GPU, not measured samples: import it as a GPU (ingest::mt4g::parse)",
         )),
     }
+}
+
+/// Parses several files of one upload (multipart) as `format`: TAU profiles and rocprof outputs are read
+/// together (ranks from the profile count, counters joined to dispatches); other formats are parsed file by file
+/// and merged (rejection lines then refer to their own file, named in the reason).
+///
+/// Errors: the first file that cannot be parsed, named.
+pub fn parse_files(format: Format, files: &[(&str, &[u8])], ctx: &Context) -> Result<Parsed, ParseError> {
+    match format {
+        Format::Tau => tau::parse_files(files, ctx),
+        Format::RocprofCsv => rocprof::parse_files(files, ctx),
+        _ => {
+            let mut out = Parsed::default();
+            for (name, bytes) in files {
+                let p = parse(format, bytes, ctx).map_err(|mut e| {
+                    e.message = format!("{name}: {}", e.message);
+                    e
+                })?;
+                out.samples.extend(p.samples);
+                out.rejected.extend(
+                    p.rejected.into_iter().map(|r| Rejected { line: r.line, reason: format!("{name}: {}", r.reason) }),
+                );
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The format of a multi-file upload: TAU or rocprof when any file is one (their companions need not be
+/// recognizable on their own), else the first file's detected format.
+pub fn detect_files(files: &[(&str, &[u8])]) -> Option<Format> {
+    let formats: Vec<Option<Format>> = files.iter().map(|(_, b)| detect(b)).collect();
+    for f in [Format::Tau, Format::RocprofCsv] {
+        if formats.contains(&Some(f)) {
+            return Some(f);
+        }
+    }
+    formats.into_iter().flatten().next()
 }
 
 /// Guesses the format from the first bytes; `None` when nothing matches. A gzip stream is looked into (its first

@@ -92,7 +92,12 @@ impl Service {
         }
         let count = |field: &str, v: &Option<String>| -> Result<Option<u32>, ServiceError> {
             v.as_deref()
-                .map(|s| s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| ServiceError::invalid(field, format!("{s:?} is not a positive whole number"))))
+                .map(|s| {
+                    s.parse::<u32>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| ServiceError::invalid(field, format!("{s:?} is not a positive whole number")))
+                })
                 .transpose()
         };
         let collective = match &params.collective {
@@ -128,6 +133,7 @@ impl Service {
                     None => *unknown_gpus.entry(s.gpu).or_default() += 1,
                 },
                 Sample::Comm(s) => batch.comms.push(s),
+                Sample::Timer(s) => batch.timers.push(s),
                 Sample::Kernel(mut s) => {
                     if let Some(g) = s.gpu.as_deref().and_then(lookup) {
                         s.gpu = Some(g.spec.name.clone());
@@ -158,6 +164,7 @@ impl Service {
             ("op", batch.ops.len() as u64),
             ("comm", batch.comms.len() as u64),
             ("kernel", batch.kernels.len() as u64),
+            ("timer", batch.timers.len() as u64),
         ]);
         let new = NewProfile {
             sha256: hex::encode(sha),

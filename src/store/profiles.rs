@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{Store, StoreError};
-use crate::ingest::{CommSample, KernelSample, OpSample, Rejected};
+use crate::ingest::{CommSample, KernelSample, OpSample, Rejected, TimerSample};
 
 /// An upload to store: the raw (decoded) bytes and what parsing made of them.
 #[derive(Debug, Clone)]
@@ -29,12 +29,13 @@ pub struct SampleBatch {
     pub ops: Vec<(OpSample, u64)>,
     pub comms: Vec<CommSample>,
     pub kernels: Vec<KernelSample>,
+    pub timers: Vec<TimerSample>,
 }
 
 impl SampleBatch {
     /// All samples.
     pub fn len(&self) -> usize {
-        self.ops.len() + self.comms.len() + self.kernels.len()
+        self.ops.len() + self.comms.len() + self.kernels.len() + self.timers.len()
     }
 
     /// True without samples.
@@ -216,6 +217,23 @@ impl Store {
             });
             q.build().execute(&mut *tx).await?;
         }
+        for chunk in samples.timers.chunks(BATCH) {
+            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, attributes) ",
+            );
+            q.push_values(chunk, |mut b, s| {
+                b.push_bind(&id)
+                    .push_bind(&s.name)
+                    .push_bind(&s.group)
+                    .push_bind(s.rank.map(|v| v as i64))
+                    .push_bind(s.thread.map(|v| v as i64))
+                    .push_bind(s.calls)
+                    .push_bind(s.exclusive_us)
+                    .push_bind(s.inclusive_us)
+                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+            });
+            q.build().execute(&mut *tx).await?;
+        }
         let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
             .bind(&id)
             .fetch_one(&mut *tx)
@@ -270,7 +288,7 @@ impl Store {
         Ok(out)
     }
 
-    /// A page of a profile's samples (operator, then communication, then kernel samples, each by id), and
+    /// A page of a profile's samples (operator, then communication, kernel and timer samples, each by id), and
     /// the total. Errors: [`StoreError::NotFound`] for an unknown profile.
     pub async fn profile_samples(
         &self,
@@ -295,6 +313,11 @@ impl Store {
                     'grid', json(grid), 'block', json(block), 'metrics', json(metrics),
                     'attributes', json(attributes))
                 FROM kernel_samples WHERE profile_id = ?1
+                UNION ALL
+                SELECT 'timer', 3, id, json_object('name', name, 'group', grp, 'rank', rank, 'thread', thread,
+                    'calls', calls, 'exclusive_us', exclusive_us, 'inclusive_us', inclusive_us,
+                    'attributes', json(attributes))
+                FROM timer_samples WHERE profile_id = ?1
              ) ORDER BY ord, sid LIMIT ?2 OFFSET ?3",
         )
         .bind(id)
@@ -310,6 +333,7 @@ impl Store {
                 kind: match kind.as_str() {
                     "op" => "op",
                     "comm" => "comm",
+                    "timer" => "timer",
                     _ => "kernel",
                 },
                 id: r.try_get("sid")?,
