@@ -43,6 +43,38 @@ enum Command {
     },
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
+    /// Import profiler or benchmark outputs, as `POST /v1/profiles` does (several files of one run: TAU profiles,
+    /// rocprof outputs), or an MT4G GPU report, as `POST /v1/gpus/import` does. Prints the same JSON.
+    Import {
+        /// Files to import (`.gz` files are decompressed unless the format reads gzip itself).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Format (`perfcast_jsonl`, `neusight_csv`, `ncu_csv`, `rocprof_csv`, `torch_trace`, `tau`, `osu`,
+        /// `nccl_tests`, `nccl_tests_json`, `mt4g`); detected when absent.
+        #[arg(long)]
+        format: Option<String>,
+        /// System the files were measured on.
+        #[arg(long)]
+        system: Option<String>,
+        /// GPU the files were measured on, when they do not say.
+        #[arg(long)]
+        gpu: Option<String>,
+        /// Precision, when the format does not record it.
+        #[arg(long)]
+        dtype: Option<String>,
+        /// Ranks of the measured collectives, when the files do not say.
+        #[arg(long)]
+        ranks: Option<String>,
+        /// Collective of an old nccl-tests log that does not name it.
+        #[arg(long)]
+        collective: Option<String>,
+        /// Catalog GPU whose peaks a new MT4G device takes.
+        #[arg(long)]
+        base: Option<String>,
+        /// Free labels, `key=value` (repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+    },
     /// Accuracy on the held-out rows of the shared datasets (train on the train split only).
     Eval {
         #[command(subcommand)]
@@ -95,6 +127,32 @@ fn init_logging(config: &Config) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
+/// A problem on stderr, exit code 2 for the client's errors and 1 for ours.
+fn print_problem(e: perfcast::service::ServiceError) -> ExitCode {
+    let problem = perfcast::api::problem::ApiError::from(e).problem();
+    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
+    if problem.status >= 500 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+/// Reads a file to import, decompressing `.gz` unless its content is a format read inside gzip (traces, tars).
+fn read_import_file(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let gz = bytes.starts_with(&[0x1f, 0x8b]);
+    if gz && perfcast::ingest::detect(&bytes).is_none() {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .map_err(|e| format!("cannot decompress {}: {e}", path.display()))?;
+        Ok(out)
+    } else {
+        Ok(bytes)
+    }
+}
+
 fn parse_grid(grid: &str) -> Option<perfcast::learn::Grid> {
     let g = serde_json::from_value::<perfcast::learn::Grid>(serde_json::Value::String(grid.to_string())).ok();
     if g.is_none() {
@@ -116,7 +174,9 @@ fn read_request(path: &Path) -> Result<Vec<u8>, String> {
 fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(s) => {
-            println!("{s}");
+            use std::io::Write;
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout().lock(), "{s}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -191,6 +251,79 @@ async fn main() -> ExitCode {
             }
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
+        Command::Import { files, format, system, gpu, dtype, ranks, collective, base, labels } => {
+            let mut read = Vec::new();
+            for f in &files {
+                match read_import_file(f) {
+                    Ok(b) => {
+                        read.push((f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), b))
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            let mut label_map = std::collections::BTreeMap::new();
+            for l in labels {
+                let Some((k, v)) = l.split_once('=') else {
+                    eprintln!("error: --label {l:?} is not KEY=VALUE");
+                    return ExitCode::from(2);
+                };
+                label_map.insert(k.to_string(), v.to_string());
+            }
+            let store = match Store::open(&config.db).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let service = Service::new(store.clone());
+            if let Err(e) = service.load_models().await {
+                return print_problem(e);
+            }
+            let is_mt4g = format.as_deref().is_some_and(|f| f.eq_ignore_ascii_case("mt4g"))
+                || (format.is_none()
+                    && read.len() == 1
+                    && perfcast::ingest::detect(&read[0].1) == Some(perfcast::ingest::Format::Mt4g));
+            let code = if is_mt4g {
+                match service.import_gpu(&read[0].1, format.as_deref(), base.as_deref()).await {
+                    Ok(out) => print_json(&perfcast::api::gpus::GpuImportResponse {
+                        gpu: out.gpu.into(),
+                        created: out.created,
+                        updated: out.updated,
+                    }),
+                    Err(e) => print_problem(e),
+                }
+            } else {
+                let params = perfcast::service::profiles::UploadParams {
+                    format,
+                    system,
+                    gpu,
+                    dtype,
+                    ranks,
+                    collective,
+                    labels: label_map,
+                    ..Default::default()
+                };
+                let result = if read.len() == 1 {
+                    service.upload_profile(&read[0].1, &params).await
+                } else {
+                    service.upload_profile_files(&read, &params).await
+                };
+                match result {
+                    Ok(out) => print_json(&perfcast::api::profiles::UploadResponse {
+                        profile: out.profile.into(),
+                        samples_by_kind: out.by_kind.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                        duplicate: out.duplicate,
+                    }),
+                    Err(e) => print_problem(e),
+                }
+            };
+            store.close().await;
+            code
+        }
         Command::Eval { what: EvalWhat::Comm { data, out, grid } } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
             match perfcast::eval::comm::run(&data, &out, grid, &mut |m| eprintln!("{m}")).await {

@@ -78,6 +78,10 @@ fn check(what: &str, input: &[u8], result: Result<Parsed, ingest::ParseError>) {
                     "{what}: bandwidth"
                 );
             }
+            Sample::Timer(t) => {
+                assert!(t.calls.is_finite() && t.calls >= 0.0, "{what}: timer calls {}", t.calls);
+                assert!(t.exclusive_us.is_finite() && t.inclusive_us.is_finite(), "{what}: timer times");
+            }
         }
     }
     // Compressed inputs count lines of the inflated text; only plain text is held to its own line count.

@@ -78,6 +78,7 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))
         .routes(routes!(gpus::list_gpus))
+        .routes(routes!(gpus::import_gpu))
         .routes(routes!(gpus::get_gpu))
         .routes(routes!(health::healthz))
         .split_for_parts()

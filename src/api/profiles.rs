@@ -134,6 +134,45 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
+/// Every file part of a multipart body: (file name, or the field name, or empty; bytes).
+async fn multipart_files(req: Request, state: &AppState) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+    let bad = |detail: String| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid-multipart", "The multipart body cannot be read", detail)
+    };
+    let mut mp = axum::extract::Multipart::from_request(req, state).await.map_err(|e| bad(e.body_text()))?;
+    let mut files = Vec::new();
+    loop {
+        let field = match mp.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload-too-large",
+                    "The body is larger than the server accepts",
+                    format!("{} (the limit is upload_limit_bytes)", e.body_text()),
+                ))
+            }
+            Err(e) => return Err(bad(e.body_text())),
+        };
+        let name = field.file_name().or(field.name()).unwrap_or("").to_string();
+        let bytes = field.bytes().await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload-too-large",
+                    "The body is larger than the server accepts",
+                    e.body_text(),
+                )
+            } else {
+                bad(e.body_text())
+            }
+        })?;
+        files.push((name, bytes.to_vec()));
+    }
+    Ok(files)
+}
+
 fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
     Query::<BTreeMap<String, String>>::try_from_uri(uri).map(|q| q.0).map_err(|e| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid-query", "The query string cannot be read", e.body_text())
@@ -142,14 +181,15 @@ fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
 
 /// Upload a profile.
 ///
-/// The body is the file itself (`Content-Encoding: gzip` accepted). Formats: perfcast's sample format (JSON lines
+/// The body is the file itself (`Content-Encoding: gzip` accepted), or several files of one run as
+/// `multipart/form-data` (TAU's `profile.N.C.T` of every rank, rocprof outputs with their companions). Formats: perfcast's sample format (JSON lines
 /// or CSV, see the README), NeuSight operator CSVs, and the profiler formats listed in the README. Identical bytes
 /// uploaded again answer `200` with the first upload's id and `"duplicate": true`. The raw bytes are kept
 /// (compressed) with the samples, all in one transaction. New samples wake the retraining worker.
 #[utoipa::path(post, path = "/v1/profiles", tag = "profiles", params(UploadQuery),
     request_body(content(
         (String = "application/x-ndjson"), (String = "text/csv"), (String = "application/json"),
-        (Vec<u8> = "application/octet-stream")),
+        (Vec<u8> = "application/octet-stream"), (Vec<u8> = "multipart/form-data")),
         description = "The profile file", example = json!("{\"op\": \"linear\", \"phase\": \"fwd\", \"dtype\": \"bf16\", \"gpu\": \"H100\", \"dims\": {\"M\": 4096, \"N\": 4096, \"K\": 4096}, \"time_us\": 191.3}")),
     responses(
         (status = 201, description = "Stored", body = UploadResponse),
@@ -160,11 +200,13 @@ fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
         (status = 422, description = "Unknown format/GPU, unparseable file (line, column), or no usable sample", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn upload_profile(
-    State(state): State<AppState>,
-    uri: Uri,
-    RawBody(body): RawBody,
-) -> Result<Response, ApiError> {
+pub async fn upload_profile(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let uri = req.uri().clone();
+    let multipart = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/form-data"));
     let mut q = query(&uri)?;
     let params = UploadParams {
         format: q.remove("format"),
@@ -177,7 +219,13 @@ pub async fn upload_profile(
         collective: q.remove("collective"),
         labels: q,
     };
-    let out = state.service.upload_profile(&body, &params).await?;
+    let out = if multipart {
+        let files = multipart_files(req, &state).await?;
+        state.service.upload_profile_files(&files, &params).await?
+    } else {
+        let RawBody(body) = RawBody::from_request(req, &state).await?;
+        state.service.upload_profile(&body, &params).await?
+    };
     let status = if out.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     let location = format!("/v1/profiles/{}", out.profile.id);
     let body = UploadResponse {

@@ -92,9 +92,11 @@ pub async fn create_system(
     ))]
 pub async fn list_systems(State(state): State<AppState>) -> Result<Json<Vec<SystemView>>, ApiError> {
     let stored = state.service.store.list_systems().await.map_err(|e| ApiError::internal(&e))?;
+    let gpus = state.service.gpus.load();
     let mut out = Vec::with_capacity(stored.len());
     for s in stored {
-        let resolved = s.spec.resolve().map_err(|e| ApiError::internal(&format!("system {}: {e}", s.spec.name)))?;
+        let resolved =
+            s.spec.resolve_with(&gpus).map_err(|e| ApiError::internal(&format!("system {}: {e}", s.spec.name)))?;
         out.push(SystemView::new(s, resolved));
     }
     Ok(Json(out))

@@ -3,9 +3,11 @@
 //! Pure data and validation; no IO.
 
 pub mod catalog;
+pub mod directory;
 pub mod gpu;
 pub mod system;
 
 pub use catalog::{catalog, lookup, CatalogGpu};
+pub use directory::{GpuDirectory, KnownGpu};
 pub use gpu::{GpuSpec, MemoryHierarchy, MemoryLevel, PeakTflops, Precision, Vendor};
 pub use system::{presets, GpuRef, Link, System, SystemError, SystemSpec};

@@ -3,7 +3,6 @@
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
-use super::catalog;
 use super::gpu::GpuSpec;
 
 /// One link class of a system, the postal (Hockney) model's parameters: a message of n bytes takes
@@ -169,6 +168,11 @@ impl SystemSpec {
     /// Errors: an unknown catalog name (`gpu`), a bad name, zero counts, or non-positive link numbers, each
     /// naming its field.
     pub fn resolve(&self) -> Result<System, SystemError> {
+        self.resolve_with(&super::GpuDirectory::default())
+    }
+
+    /// [`SystemSpec::resolve`] against a directory that also knows imported GPUs.
+    pub fn resolve_with(&self, gpus: &super::GpuDirectory) -> Result<System, SystemError> {
         let err = |field: &str, message: String| SystemError { field: field.to_string(), message };
         let name_ok = !self.name.is_empty()
             && self.name.len() <= 64
@@ -185,8 +189,8 @@ impl SystemSpec {
         self.intra_node.validate().map_err(|(f, m)| err(&format!("intra_node.{f}"), m))?;
         self.inter_node.validate().map_err(|(f, m)| err(&format!("inter_node.{f}"), m))?;
         let gpu = match &self.gpu {
-            GpuRef::Name(n) => catalog::lookup(n)
-                .map(|g| g.spec.clone())
+            GpuRef::Name(n) => gpus
+                .spec(n)
                 .ok_or_else(|| err("gpu", format!("unknown GPU {n:?}: not in the catalog (GET /v1/gpus lists it)")))?,
             GpuRef::Spec(spec) => {
                 spec.validate().map_err(|(f, m)| err(&format!("gpu.{f}"), m))?;

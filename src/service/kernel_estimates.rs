@@ -6,7 +6,7 @@ use serde::{de, Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
-use crate::hw::{lookup, GpuSpec, PeakTflops, Vendor};
+use crate::hw::{GpuSpec, PeakTflops, Vendor};
 use crate::kernel::hong_kim::{self, HongKimEstimate, HongKimKernel, HongKimMachineInput, HongKimRequest};
 use crate::kernel::pipes::{self, PipeEstimate, PipeWork};
 use crate::kernel::roofline::{self, RooflineEstimate, RooflineWork};
@@ -230,7 +230,7 @@ impl Service {
                 };
                 (base, Some(m.clone()))
             }
-            None => (sample.as_ref().and_then(|s| s.gpu.as_deref()).and_then(lookup).map(|g| g.spec.clone()), None),
+            None => (sample.as_ref().and_then(|s| s.gpu.as_deref()).and_then(|n| self.gpus.load().spec(n)), None),
         };
         let wants = |m: KernelModel| req.models.as_ref().is_none_or(|ms| ms.contains(&m));
         let mut out = KernelEstimateResponse {
@@ -262,7 +262,7 @@ impl Service {
         if let Some(k) = &req.kernel {
             if wants(KernelModel::MwpCwp) {
                 let m = machine.clone().ok_or_else(|| ServiceError::invalid("gpu", "the Hong–Kim model needs gpu"))?;
-                let base = m.name.as_deref().and_then(lookup).map(|g| g.spec.clone());
+                let base = m.name.as_deref().and_then(|n| self.gpus.load().spec(n));
                 let r = HongKimRequest { gpu: m, kernel: k.clone() };
                 out.estimates.mwp_cwp = Some(hong_kim::estimate_request(&r, base.as_ref()).map_err(invalid)?);
             }

@@ -3,6 +3,7 @@
 
 pub mod comm_estimates;
 pub mod estimates;
+pub mod gpus;
 pub mod kernel_estimates;
 pub mod learning;
 pub mod predictions;
@@ -11,7 +12,7 @@ pub mod systems;
 
 use std::sync::Arc;
 
-use crate::hw::{lookup, GpuSpec, SystemError};
+use crate::hw::{GpuDirectory, GpuSpec, SystemError};
 use crate::learn::SharedRegistry;
 use crate::llm;
 use crate::store::{Store, StoreError};
@@ -74,22 +75,26 @@ pub struct Service {
     pub registry: SharedRegistry,
     /// Wakes the background worker.
     pub worker: WorkerHandle,
+    /// Known GPUs: the catalog plus imported ones (swapped on import).
+    pub gpus: Arc<arc_swap::ArcSwap<GpuDirectory>>,
 }
 
 impl Service {
     /// A service over `store` with an empty registry and a worker handle nobody listens to (the CLI's case;
     /// [`crate::app`] wires a real worker).
     pub fn new(store: Store) -> Service {
-        Service { store, registry: crate::learn::registry::shared(), worker: WorkerHandle::default() }
+        Service::with(store, crate::learn::registry::shared(), WorkerHandle::default())
     }
 
     /// A service with a registry and a worker handle.
     pub fn with(store: Store, registry: SharedRegistry, worker: WorkerHandle) -> Service {
-        Service { store, registry, worker }
+        Service { store, registry, worker, gpus: Arc::new(arc_swap::ArcSwap::from_pointee(GpuDirectory::default())) }
     }
 
-    /// Loads the stored active models into the registry (startup, and the CLI before predicting).
+    /// Loads the imported GPUs and the stored active models (startup, and the CLI before predicting); returns
+    /// the number of active models.
     pub async fn load_models(&self) -> Result<usize, ServiceError> {
+        self.gpus.store(Arc::new(self.store.gpu_directory().await?));
         let reg = crate::worker::load_registry(&self.store).await?;
         let n = reg.len();
         self.registry.store(Arc::new(reg));
@@ -98,7 +103,7 @@ impl Service {
 
     /// Resolves a GPU name (catalog name or alias). Errors: `Invalid` naming `field`.
     pub fn gpu(&self, name: &str, field: &str) -> Result<GpuSpec, ServiceError> {
-        lookup(name).map(|g| g.spec.clone()).ok_or_else(|| {
+        self.gpus.load().spec(name).ok_or_else(|| {
             ServiceError::invalid(field, format!("unknown GPU {name:?}: not in the catalog (GET /v1/gpus lists it)"))
         })
     }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use sha2::{Digest, Sha256};
 
 use super::{Service, ServiceError};
-use crate::hw::{lookup, Precision};
+use crate::hw::Precision;
 use crate::ingest::{self, Context, Format, Rejected, Sample};
 use crate::store::profiles::{NewProfile, ProfileRecord, SampleBatch, Stored};
 
@@ -59,6 +59,45 @@ impl Service {
     /// (listing the formats tried); an unparseable file (`Unparseable` with line and column); a file with no
     /// usable sample (`Invalid` on `body`, with the first rejection reasons).
     pub async fn upload_profile(&self, raw: &[u8], params: &UploadParams) -> Result<UploadOutcome, ServiceError> {
+        self.upload(raw, None, params).await
+    }
+
+    /// Stores an upload of several files of one run (multipart): TAU profiles of every rank, rocprof outputs and
+    /// their companions. The raw bytes kept are a tar archive of the files (sorted by name, so the same files give
+    /// the same archive and the same profile). Errors as [`Service::upload_profile`].
+    pub async fn upload_profile_files(
+        &self,
+        files: &[(String, Vec<u8>)],
+        params: &UploadParams,
+    ) -> Result<UploadOutcome, ServiceError> {
+        if files.is_empty() {
+            return Err(ServiceError::invalid("body", "the multipart upload has no file parts"));
+        }
+        let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut builder = tar::Builder::new(Vec::new());
+        for (i, (name, bytes)) in sorted.iter().enumerate() {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_mtime(0);
+            header.set_cksum();
+            let path = if name.is_empty() { format!("part-{i}") } else { name.replace(['/', '\\'], "_") };
+            builder
+                .append_data(&mut header, path, &bytes[..])
+                .map_err(|e| ServiceError::invalid("body", format!("cannot archive part {name:?}: {e}")))?;
+        }
+        let archive = builder.into_inner().map_err(|e| ServiceError::invalid("body", e.to_string()))?;
+        let parts: Vec<(&str, &[u8])> = sorted.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+        self.upload(&archive, Some(&parts), params).await
+    }
+
+    async fn upload(
+        &self,
+        raw: &[u8],
+        parts: Option<&[(&str, &[u8])]>,
+        params: &UploadParams,
+    ) -> Result<UploadOutcome, ServiceError> {
         let system = match &params.system {
             Some(name) => Some(self.system_for(name, "system").await?),
             None => None,
@@ -78,7 +117,11 @@ impl Service {
                 let names: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
                 ServiceError::invalid("format", format!("unknown format {f:?}; known: {}", names.join(", ")))
             })?,
-            None => ingest::detect(raw).ok_or_else(|| {
+            None => match parts {
+                Some(p) => ingest::detect_files(p),
+                None => ingest::detect(raw),
+            }
+            .ok_or_else(|| {
                 let names: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
                 ServiceError::invalid(
                     "format",
@@ -123,11 +166,12 @@ impl Service {
         let mut rejected = parsed.rejected;
         let mut batch = SampleBatch::default();
         let mut unknown_gpus: HashMap<String, u64> = HashMap::new();
+        let gpus = self.gpus.load();
         for (i, sample) in parsed.samples.into_iter().enumerate() {
             match sample {
-                Sample::Op(mut s) => match lookup(&s.gpu) {
+                Sample::Op(mut s) => match gpus.spec(&s.gpu) {
                     Some(g) => {
-                        s.gpu = g.spec.name.clone();
+                        s.gpu = g.name.clone();
                         batch.ops.push((s, split_key(&sha, i)));
                     }
                     None => *unknown_gpus.entry(s.gpu).or_default() += 1,
@@ -135,8 +179,8 @@ impl Service {
                 Sample::Comm(s) => batch.comms.push(s),
                 Sample::Timer(s) => batch.timers.push(s),
                 Sample::Kernel(mut s) => {
-                    if let Some(g) = s.gpu.as_deref().and_then(lookup) {
-                        s.gpu = Some(g.spec.name.clone());
+                    if let Some(g) = s.gpu.as_deref().and_then(|n| gpus.spec(n)) {
+                        s.gpu = Some(g.name.clone());
                     } else if s.gpu.is_none() {
                         s.gpu = gpu.clone();
                     }

@@ -7,7 +7,7 @@ use crate::store::{systems::StoredSystem, StoreError};
 impl Service {
     /// Validates and stores a new system. Errors: `Invalid` naming the field, `Conflict` on a taken name.
     pub async fn create_system(&self, spec: &SystemSpec) -> Result<(StoredSystem, System), ServiceError> {
-        let resolved = spec.resolve()?;
+        let resolved = spec.resolve_with(&self.gpus.load())?;
         let stored = self.store.insert_system(spec).await?;
         Ok((stored, resolved))
     }
@@ -18,7 +18,7 @@ impl Service {
         let stored = self.store.get_system(name).await?;
         let resolved = stored
             .spec
-            .resolve()
+            .resolve_with(&self.gpus.load())
             .map_err(|e| ServiceError::Internal(StoreError::Corrupt(format!("system {name}: {e}"))))?;
         Ok((stored, resolved))
     }

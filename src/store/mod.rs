@@ -2,6 +2,7 @@
 //! keys, `BEGIN IMMEDIATE` for writes); migrations from `migrations/` are embedded and applied at open.
 
 pub mod calibrations;
+pub mod gpus;
 pub mod jobs;
 pub mod profiles;
 pub mod regressors;

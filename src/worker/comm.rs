@@ -49,8 +49,9 @@ fn split_key(system: &str, i: usize, s: &CommSample) -> u64 {
 /// system's calibrated links, never a measured group's own fit, which would leave nothing to learn).
 pub async fn comm_training_sets(store: &Store) -> Result<BTreeMap<Collective, (TrainingSet, Domain)>, RetrainError> {
     let mut sets: BTreeMap<Collective, (TrainingSet, Domain)> = BTreeMap::new();
+    let directory = store.gpu_directory().await?;
     for (name, _) in store.comm_sample_counts().await? {
-        let Ok(system) = store.get_system(&name).await?.spec.resolve() else { continue };
+        let Ok(system) = store.get_system(&name).await?.spec.resolve_with(&directory) else { continue };
         let samples = store.comm_samples(&name).await?;
         let cal = match load_calibration(store, &name).await? {
             Some(c) => c,

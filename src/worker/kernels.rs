@@ -6,7 +6,6 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{fit_blocking, holdout_accuracy, new_regressor, RetrainError};
-use crate::hw::lookup;
 use crate::kernel::pipes::PipeFeatures;
 use crate::kernel::sample::estimate_sample;
 use crate::learn::fit::{TrainingSet, MIN_ROWS};
@@ -21,9 +20,10 @@ pub const KERNEL_KEY: &str = "kernel";
 /// The kernel training set: every stored kernel sample with a catalog GPU and the metrics the pipe model needs.
 pub async fn kernel_training_set(store: &Store) -> Result<TrainingSet, RetrainError> {
     let mut set = TrainingSet::new(&PipeFeatures::NAMES);
+    let directory = store.gpu_directory().await?;
     for (id, s) in store.kernel_samples().await? {
-        let Some(gpu) = s.gpu.as_deref().and_then(lookup) else { continue };
-        let Ok(est) = estimate_sample(&s, &gpu.spec) else { continue };
+        let Some(gpu) = s.gpu.as_deref().and_then(|n| directory.spec(n)) else { continue };
+        let Ok(est) = estimate_sample(&s, &gpu) else { continue };
         let Some(p) = est.pipes else { continue };
         set.push(&p.features.values(), p.ceiling_us, s.duration_us, id as u64);
     }

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use utoipa::ToSchema;
 
-use crate::hw::{lookup, GpuSpec, Precision};
+use crate::hw::{GpuSpec, Precision};
 use crate::learn::fit::{predict_rows, split, Accuracy, FitError, Fitted};
 use crate::learn::lgbm::Model;
 use crate::learn::op_data::{op_training_set, OpObservation};
@@ -304,6 +304,7 @@ pub async fn retrain(
     }
     // Operator models first, then communication and kernel corrections (below).
     let mut gpu_cache: HashMap<String, Option<GpuSpec>> = HashMap::new();
+    let directory = store.gpu_directory().await?;
     let mut new: Vec<NewRegressor> = Vec::new();
     let mut report = Vec::new();
     let n_groups = groups.len().max(1);
@@ -317,7 +318,7 @@ pub async fn retrain(
         }
         let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
         for r in &rows {
-            gpu_cache.entry(r.gpu.clone()).or_insert_with(|| lookup(&r.gpu).map(|c| c.spec.clone()));
+            gpu_cache.entry(r.gpu.clone()).or_insert_with(|| directory.spec(&r.gpu));
         }
         let observations: Vec<OpObservation> = rows
             .iter()
