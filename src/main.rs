@@ -108,6 +108,12 @@ enum EvalWhat {
         #[arg(long, default_value = "full")]
         grid: String,
     },
+    /// Kernel models against the measured kernels of the profiler fixtures.
+    Kernels {
+        /// The shared fixtures directory.
+        #[arg(long, default_value = "../shared/fixtures")]
+        fixtures: PathBuf,
+    },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
         /// The shared datasets directory.
@@ -337,6 +343,16 @@ async fn main() -> ExitCode {
                 }
             }
         }
+        Command::Eval { what: EvalWhat::Kernels { fixtures } } => match perfcast::eval::kernels::run(&fixtures) {
+            Ok(report) => {
+                println!("{}", perfcast::eval::kernels::markdown(&report));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Eval { what: EvalWhat::CrossGpu { data, grid, mask } } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
             match perfcast::eval::logo::run(&data, grid, &mask, &mut |m| eprintln!("{m}")) {

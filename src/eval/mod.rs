@@ -3,6 +3,7 @@
 
 pub mod comm;
 pub mod datasets;
+pub mod kernels;
 pub mod logo;
 pub mod operators;
 pub mod plot;
