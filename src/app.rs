@@ -38,6 +38,7 @@ pub enum AppError {
 /// layers (request id, tracing span per request, body limit, timeout, panic → 500, problem+json for every
 /// error).
 pub fn build(service: Service, config: &Config) -> Router {
+    crate::metrics::handle();
     let (api, openapi) = api::router(config.upload_limit_bytes);
     let request_id = HeaderName::from_static(REQUEST_ID);
     api.with_state(AppState { service })
@@ -46,6 +47,7 @@ pub fn build(service: Service, config: &Config) -> Router {
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(middleware::from_fn(api::problem_for_every_error))
+        .route_layer(middleware::from_fn(crate::metrics::track))
         .layer(CatchPanicLayer::new())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

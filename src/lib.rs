@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod kernel;
 pub mod learn;
 pub mod llm;
+pub mod metrics;
 pub mod op;
 pub mod service;
 pub mod store;

@@ -1,8 +1,16 @@
-//! `/healthz`: liveness.
+//! Operations endpoints: `/healthz` (liveness), `/readyz` (readiness), `/metrics` (Prometheus).
 
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use super::problem::{ApiError, Problem};
+use super::AppState;
 
 /// Liveness answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -18,4 +26,37 @@ pub struct Health {
     responses((status = 200, description = "Alive", body = Health)))]
 pub async fn healthz() -> Json<Health> {
     Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
+}
+
+/// Readiness answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    /// `ready`.
+    pub status: &'static str,
+    /// Active learned models loaded.
+    pub active_models: usize,
+}
+
+/// Readiness: the database answers and the registry of active models is loaded.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "Not ready (database unreachable or models not loaded)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, ApiError> {
+    let unavailable = |detail: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready", detail);
+    state.service.store.ping().await.map_err(|e| unavailable(format!("database: {e}")))?;
+    if !state.service.loaded.load(Ordering::SeqCst) {
+        return Err(unavailable("the active models are not loaded yet".into()));
+    }
+    Ok(Json(Ready { status: "ready", active_models: state.service.registry.load().len() }))
+}
+
+/// Prometheus metrics (text exposition format): `perfcast_http_requests_total` and
+/// `perfcast_http_request_duration_seconds` per route, `perfcast_uploads_total`, `perfcast_samples_total`,
+/// `perfcast_job_duration_seconds`, `perfcast_active_model_version`.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Metrics", body = String, content_type = "text/plain")))]
+pub async fn metrics() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::handle().render())
 }

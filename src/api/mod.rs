@@ -50,7 +50,7 @@ column of the body).",
         (name = "jobs", description = "Background jobs"),
         (name = "systems", description = "Clusters: a GPU, nodes and links"),
         (name = "gpus", description = "The built-in GPU catalog"),
-        (name = "operations", description = "Health"),
+        (name = "operations", description = "Health, readiness and metrics"),
     )
 )]
 struct ApiDoc;
@@ -81,6 +81,8 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(gpus::import_gpu))
         .routes(routes!(gpus::get_gpu))
         .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
         .split_for_parts()
 }
 

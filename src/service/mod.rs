@@ -77,6 +77,8 @@ pub struct Service {
     pub worker: WorkerHandle,
     /// Known GPUs: the catalog plus imported ones (swapped on import).
     pub gpus: Arc<arc_swap::ArcSwap<GpuDirectory>>,
+    /// Set once the imported GPUs and the active models are loaded.
+    pub loaded: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Service {
@@ -88,7 +90,13 @@ impl Service {
 
     /// A service with a registry and a worker handle.
     pub fn with(store: Store, registry: SharedRegistry, worker: WorkerHandle) -> Service {
-        Service { store, registry, worker, gpus: Arc::new(arc_swap::ArcSwap::from_pointee(GpuDirectory::default())) }
+        Service {
+            store,
+            registry,
+            worker,
+            gpus: Arc::new(arc_swap::ArcSwap::from_pointee(GpuDirectory::default())),
+            loaded: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
     }
 
     /// Loads the imported GPUs and the stored active models (startup, and the CLI before predicting); returns
@@ -98,6 +106,7 @@ impl Service {
         let reg = crate::worker::load_registry(&self.store).await?;
         let n = reg.len();
         self.registry.store(Arc::new(reg));
+        self.loaded.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(n)
     }
 

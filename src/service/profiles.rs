@@ -221,6 +221,8 @@ impl Service {
         };
         match self.store.insert_profile(&new, &batch).await? {
             Stored::Created(profile) => {
+                let kinds: Vec<(&str, u64)> = by_kind.iter().map(|(k, v)| (*k, *v)).collect();
+                crate::metrics::upload(format.as_str(), false, &kinds);
                 // Communication samples of a system: recalibrate it in the background.
                 if !batch.comms.is_empty() {
                     if let Some(system) = &profile.system {
@@ -231,7 +233,10 @@ impl Service {
                 self.worker.samples_changed();
                 Ok(UploadOutcome { profile, duplicate: false, by_kind })
             }
-            Stored::Duplicate(profile) => Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() }),
+            Stored::Duplicate(profile) => {
+                crate::metrics::upload(format.as_str(), true, &[]);
+                Ok(UploadOutcome { profile, duplicate: true, by_kind: BTreeMap::new() })
+            }
         }
     }
 }

@@ -110,7 +110,9 @@ pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
             Err(e) => tracing::error!(key = %r.key, version = r.version, error = %e, "stored model does not load"),
         }
     }
-    Ok(Registry::new(models))
+    let registry = Registry::new(models);
+    crate::metrics::active_models(&registry.versions());
+    Ok(registry)
 }
 
 /// Starts the worker on the current tokio runtime: first re-queues jobs a crash interrupted, then serves jobs
@@ -128,7 +130,9 @@ pub fn spawn(store: Store, registry: SharedRegistry, config: WorkerConfig, handl
                     Ok(Some(job)) => {
                         let id = job.id;
                         tracing::info!(job = id, kind = %job.kind, attempt = job.attempts, "job started");
+                        let started = std::time::Instant::now();
                         let outcome = run_job(&store, &registry, &config, &job).await;
+                        crate::metrics::job(&job.kind, outcome.is_ok(), started.elapsed().as_secs_f64());
                         let finished = match outcome {
                             Ok((msg, result)) => {
                                 tracing::info!(job = id, %msg, "job finished");
