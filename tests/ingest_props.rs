@@ -1,7 +1,7 @@
 //! Robustness of every parser: the shared fixtures, their truncations and deterministic byte-level mutations,
 //! and arbitrary bytes are fed to every parser (not only the matching one). None may panic, and whatever they
-//! accept must satisfy the sample invariants (positive finite times, at least one rank, finite bandwidths, lines
-//! within the input).
+//! accept must satisfy the sample invariants (positive finite times, at least one rank, finite bandwidths,
+//! non-negative finite timer calls and times, lines within the input).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -58,8 +58,13 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 
 /// What a parser may return: an error, or samples that satisfy the invariants.
 fn check(what: &str, input: &[u8], result: Result<Parsed, ingest::ParseError>) {
+    check_files(what, &[input], result)
+}
+
+/// [`check`] for several files parsed together: rejected lines lie within the longest of them.
+fn check_files(what: &str, inputs: &[&[u8]], result: Result<Parsed, ingest::ParseError>) {
     let Ok(p) = result else { return };
-    let lines = input.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let lines = inputs.iter().map(|i| i.iter().filter(|&&b| b == b'\n').count() as u64 + 1).max().unwrap_or(1);
     for s in &p.samples {
         match s {
             Sample::Op(o) => {
@@ -79,17 +84,47 @@ fn check(what: &str, input: &[u8], result: Result<Parsed, ingest::ParseError>) {
                 );
             }
             Sample::Timer(t) => {
+                assert!(!t.name.is_empty(), "{what}: timer without a name");
                 assert!(t.calls.is_finite() && t.calls >= 0.0, "{what}: timer calls {}", t.calls);
-                assert!(t.exclusive_us.is_finite() && t.inclusive_us.is_finite(), "{what}: timer times");
+                assert!(
+                    t.exclusive_us.is_finite()
+                        && t.exclusive_us >= 0.0
+                        && t.inclusive_us.is_finite()
+                        && t.inclusive_us >= 0.0,
+                    "{what}: timer times {} / {}",
+                    t.exclusive_us,
+                    t.inclusive_us
+                );
             }
         }
     }
     // Compressed inputs count lines of the inflated text; only plain text is held to its own line count.
-    if !input.starts_with(&[0x1f, 0x8b]) {
+    if !inputs.iter().any(|i| i.starts_with(&[0x1f, 0x8b])) {
         for r in &p.rejected {
             assert!(r.line <= lines, "{what}: rejected line {} beyond the input's {lines} lines", r.line);
         }
     }
+}
+
+/// Files of rocprof runs that are read together: MI300X counters, their timestamps and a sysinfo; a v3 trace with
+/// its counters, stats and copies; an Omniperf MI200 pass with its timestamps.
+fn rocprof_companions() -> Vec<(String, Vec<u8>)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/rocprof");
+    let mut files: Vec<(String, Vec<u8>)> = [
+        "omniperf_MI300X_rocprofv2_SQ_IFETCH_LEVEL.csv",
+        "omniperf_MI300X_rocprofv2_timestamps.csv",
+        "rocprofv3_kernel_trace.csv",
+        "rocprofv3_counter_collection.csv",
+        "rocprofv3_hip_api_stats.csv",
+        "rocprofv3_memory_copy_trace.csv",
+        "omniperf_MI200_gfx90a_rocprofv1_SQ_IFETCH_LEVEL.csv",
+        "omniperf_MI200_gfx90a_rocprofv1_timestamps.csv",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), std::fs::read(format!("{root}/{n}")).unwrap()))
+    .collect();
+    files.push(("sysinfo.csv".into(), b"gpu_model,gpu_arch,max_sclk,num_xcd\nMI300X_A1,gfx942,2100,8\n".to_vec()));
+    files
 }
 
 /// Runs every parser on `input`.
@@ -103,6 +138,8 @@ fn all_parsers(label: &str, input: &[u8]) {
             gpus_per_node: Some(8),
             ..Default::default()
         },
+        // A catalog GPU with a known clock and XCD count: rocprof reconstructs lost durations from GRBM_GUI_ACTIVE.
+        Context { gpu: Some("MI300X".into()), ..Default::default() },
     ];
     for ctx in &ctxs {
         for f in Format::ALL {
@@ -114,6 +151,17 @@ fn all_parsers(label: &str, input: &[u8]) {
             input,
             ingest::rocprof::parse_files(&[("a", input), ("b", input)], ctx),
         );
+        // The input as each companion of a rocprof run, next to intact ones (named so that stats groups, sysinfo
+        // clocks and the dispatch merge are exercised).
+        let companions = rocprof_companions();
+        for (i, (name, _)) in companions.iter().enumerate() {
+            let mut files: Vec<(&str, &[u8])> = companions.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+            files[i].1 = input;
+            let inputs: Vec<&[u8]> = files.iter().map(|(_, b)| *b).collect();
+            check_files(&format!("{label} as {name}"), &inputs, ingest::rocprof::parse_files(&files, ctx));
+        }
+        let tau = ingest::tau::parse_files(&[("run_profile.0.0.0", input), ("run_profile.1.0.0", input)], ctx);
+        check(&format!("{label} as two TAU ranks"), input, tau);
     }
     let _ = ingest::mt4g::parse(input);
     let _ = ingest::tau::parse_profile("profile.0.0.0", input);
@@ -212,13 +260,17 @@ fn arbitrary_bytes_never_panic() {
 
 #[test]
 fn hostile_numbers_do_not_allocate_or_overflow() {
-    let inputs: [&[u8]; 6] = [
+    let inputs: [&[u8]; 10] = [
         b"18446744073709551615 templated_functions_MULTI_TIME\n# x\n",
         b"1 templated_functions_MULTI_TIME\n\"MPI_Allgather()\" 1e308 0 1e308 1e308 0 GROUP=\"MPI\"\n0 aggregates\n1 userevents\n# e\n\"Message size for all-gather\" 1 1e300 1e300 1e300 1\n",
         b"# OSU MPI Allgather Latency Test v7.3\n# Size Avg Latency(us)\n18446744073709551615 1.0\n",
         b"# nThread 1 nGpus 1\n#  Rank  0 Group  0 Pid 1 on h device  0 [0x1] G\n#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n 99999999999999999999 1 float sum -1 1 1 1 0 1 1 1 0\n",
         br#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 9, "args": {"Input Dims": [[18446744073709551615, 18446744073709551615], [18446744073709551615, 2]], "Input type": ["float", "float"], "External id": 1}}, {"ph": "X", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": 1, "args": {"correlation": 5, "External id": 1}}, {"ph": "X", "cat": "kernel", "name": "k", "ts": 2, "dur": 1, "args": {"correlation": 5, "grid": [4294967296, 1, 1]}}]}"#,
         b"Dispatch_ID,Kernel_Name,Start_Timestamp,End_Timestamp,Grid_Size,Workgroup_Size\n0,k,18446744073709551615,0,18446744073709551615,1\n1,k,1,2,18446744073709551615,3\n",
+        b"Name,Calls,TotalDurationNs,AverageNs,MinNs,MaxNs,StdDev\nhipFree,1e308,1.7e308,1.7e308,1e308,1.7e308,1e308\n",
+        b"Kind,Direction,Start_Timestamp,End_Timestamp\nMEMORY_COPY,D2H,0,18446744073709551615\nMEMORY_COPY,H2D,1e308,1.7e308\n",
+        b"Dispatch_ID,Kernel_Name,Start_Timestamp,End_Timestamp,GRBM_GUI_ACTIVE\n0,k,8.1E+14,8.1E+14,1.7e308\n1,k,,,1e-300\n",
+        b"2 templated_functions_MULTI_TIME\n# x\n\"a\" 1e308 0 1.7e308 1.7e308 0 GROUP=\"X\"\n\"b [ <size> = <1e308> ]\" 1 0 1 1 0 GROUP=\"TAU_PARAM\"\n0 aggregates\n",
     ];
     for (i, input) in inputs.iter().enumerate() {
         all_parsers(&format!("hostile {i}"), input);

@@ -22,6 +22,11 @@ pub struct CatalogGpu {
     pub spec: GpuSpec,
     /// Other names that resolve to this GPU (device names as tools report them, short forms).
     pub aliases: Vec<&'static str>,
+    /// Accelerator complex dies (XCDs) that one runtime device spans in the default (SPX) compute partition.
+    /// rocprof sums per-XCD counters such as `GRBM_GUI_ACTIVE` over them (Omniperf divides by `num_xcd`). 1 for
+    /// single-die GPUs: every NVIDIA GPU, MI100, each MI200 GCD (and the MI250X package entry, which is not a
+    /// runtime device).
+    pub xcds: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -66,6 +71,7 @@ fn gpu(
             hierarchy: None,
         },
         aliases: aliases.to_vec(),
+        xcds: 1,
     }
 }
 
@@ -160,6 +166,16 @@ fn build() -> Vec<CatalogGpu> {
             [Some(23.95), Some(23.95), None, Some(191.5), Some(191.5), None, Some(47.85)],
             "AMD Instinct MI250X datasheet (2021, https://www.amd.com/system/files/documents/amd-instinct-mi200-datasheet.pdf), halved per GCD as the runtime exposes each GCD as one device",
             &["AMD Instinct MI250X", "AMD Instinct MI250X/MI250"]),
+        CatalogGpu {
+            // 8 XCDs of 38 active CUs each (CDNA 3 whitepaper): one device in the default SPX partition.
+            xcds: 8,
+            ..gpu("MI300X", A, "gfx942", 304, 2.1, 192.0, 5300.0, 32.0, 750.0,
+                // FP64 vector 81.7 (matrix 163.4), FP32 vector 163.4 and matrix 163.4, TF32 653.7, FP16/BF16 1307.4,
+                // FP8 2614.9 (dense; the datasheet's sparsity figures are twice these).
+                [Some(81.7), Some(163.4), Some(653.7), Some(1307.4), Some(1307.4), Some(2614.9), Some(163.4)],
+                "AMD Instinct MI300X accelerator datasheet (2023, https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf): 304 CUs, 2100 MHz peak engine clock, 192 GB HBM3 at 5.3 TB/s, 750 W; L2 4 MB per XCD x 8 XCDs (the 256 MB AMD Infinity Cache behind it is not counted in l2_mib): AMD CDNA 3 architecture whitepaper",
+                &["AMD Instinct MI300X", "gfx942"])
+        },
     ]
 }
 
@@ -226,6 +242,7 @@ mod tests {
             "MI100",
             "MI210",
             "MI250X",
+            "MI300X",
         ];
         for name in required {
             let g = lookup(name).unwrap_or_else(|| panic!("{name} missing"));
@@ -254,6 +271,9 @@ mod tests {
             ("NVIDIA H200", "H200"),
             ("AMD Instinct MI250X", "MI250X-GCD"),
             ("MI250X", "MI250X"),
+            ("AMD Instinct MI300X", "MI300X"),
+            ("gfx942", "MI300X"),
+            ("AMD_Instinct_MI300X", "MI300X"),
         ];
         for (alias, canonical) in cases {
             assert_eq!(lookup(alias).map(|g| g.spec.name.as_str()), Some(canonical), "{alias}");
@@ -286,5 +306,24 @@ mod tests {
         // V100 has no bf16 path; MI210 fp32 GEMMs run on matrix cores at 45.3.
         assert_eq!(lookup("V100").unwrap().spec.peak_tflops.get(Precision::Bf16), None);
         assert_eq!(lookup("MI210").unwrap().spec.peak_tflops.matmul(Precision::Fp32), Some(45.3));
+    }
+
+    #[test]
+    fn mi300x_datasheet_numbers() {
+        // AMD Instinct MI300X datasheet: 304 CUs at 2100 MHz, 192 GB HBM3 at 5.3 TB/s, 750 W; dense peaks FP64
+        // 81.7 (vector), FP32 163.4 (vector and matrix), TF32 653.7, FP16/BF16 1307.4, FP8 2614.9.
+        let g = lookup("AMD Instinct MI300X").unwrap();
+        let s = &g.spec;
+        assert_eq!((s.name.as_str(), s.vendor, s.sm_count, s.clock_ghz), ("MI300X", Vendor::Amd, 304, 2.1));
+        assert_eq!((s.memory_gib, s.memory_bandwidth_gbs, s.l2_mib, s.tdp_watts), (192.0, 5300.0, 32.0, Some(750.0)));
+        assert_eq!((s.compute_capability.as_deref(), s.warp_size, g.xcds), (Some("gfx942"), Some(64), 8));
+        let p = &s.peak_tflops;
+        assert_eq!(
+            (p.fp64, p.fp32, p.tf32, p.fp16, p.bf16, p.fp8),
+            (81.7, 163.4, Some(653.7), 1307.4, Some(1307.4), Some(2614.9))
+        );
+        assert_eq!(p.matmul(Precision::Fp32), Some(163.4));
+        // Single-die devices count one XCD.
+        assert!(catalog().iter().filter(|g| g.spec.name != "MI300X").all(|g| g.xcds == 1));
     }
 }

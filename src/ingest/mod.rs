@@ -40,7 +40,8 @@ pub enum Format {
     NeusightCsv,
     /// Nsight Compute `--csv` export, `--page details` (long) or `--page raw` (wide) ([`ncu`]).
     NcuCsv,
-    /// rocprof v1/v2/v3 and Omniperf dispatch CSVs ([`rocprof`]).
+    /// rocprof v1/v2/v3 and Omniperf dispatch CSVs, with a run's companions: `--stats` tables, memory-copy traces,
+    /// agent info, Omniperf `sysinfo.csv` ([`rocprof`]).
     RocprofCsv,
     /// PyTorch profiler (Kineto) Chrome trace, `.json` or `.json.gz` ([`torch_trace`]).
     TorchTrace,
@@ -361,7 +362,8 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
 }
 
 /// Parses several files of one upload (multipart) as `format`: TAU profiles and rocprof outputs are read
-/// together (ranks from the profile count, counters joined to dispatches); other formats are parsed file by file
+/// together (ranks from the profile count; counters, device names and clocks joined to dispatches, companion
+/// files accepted); other formats are parsed file by file
 /// and merged (rejection lines then refer to their own file, named in the reason).
 ///
 /// Errors: the first file that cannot be parsed, named.
@@ -519,6 +521,89 @@ mod tests {
             }
         }
         assert_eq!(seen, 36, "a fixture was added or removed: check its expected format");
+    }
+
+    /// Every profiler fixture (MT4G describes a GPU) yields samples when uploaded as its run's files are: alone, or
+    /// with the companions it needs (a TAU rank among its peers, Omniperf passes with their timestamps and
+    /// sysinfo, the MI300X counters with the device named, an old nccl-tests log with its collective). `detect_files`
+    /// picks the format of each upload.
+    #[test]
+    fn every_profiler_fixture_yields_samples_in_its_upload() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+        let read = |f: &str| std::fs::read(format!("{root}/{f}")).unwrap();
+        let mi300x = Context { gpu: Some("MI300X".into()), ..Default::default() };
+        let none = Context::default();
+        // An old nccl-tests log does not name its collective: the upload says it.
+        let all_gather = Context { collective: Some(Collective::AllGather), ..Default::default() };
+        let uploads: Vec<(Vec<&str>, &Context, Format)> = vec![
+            (vec!["nccl-tests/superbench_nccl_allgather.log"], &all_gather, Format::NcclTests),
+            (
+                vec![
+                    "tau/hatchet_tau-cpi-mpi_profile.0.0.0",
+                    "tau/hatchet_tau-cpi-mpi_profile.1.0.0",
+                    "tau/hatchet_tau-cpi-mpi_profile.2.0.0",
+                    "tau/hatchet_tau-cpi-mpi_profile.3.0.0",
+                ],
+                &none,
+                Format::Tau,
+            ),
+            (vec!["tau/tau2_examples_wrap_mpi_profile.0.0.0"], &none, Format::Tau),
+            (vec!["tau/tau2_opencl_FFT_profile.0.0.0"], &none, Format::Tau),
+            (vec!["tau/tau2_taudb_test_openmp_profile.0.0.1"], &none, Format::Tau),
+            (
+                vec![
+                    "rocprof/omniperf_MI200_gfx90a_rocprofv1_SQ_IFETCH_LEVEL.csv",
+                    "rocprof/omniperf_MI200_gfx90a_rocprofv1_timestamps.csv",
+                    "rocprof/omniperf_MI200_gfx90a_rocprofv1_pmc_perf.csv",
+                    "rocprof/omniperf_MI200_sysinfo.csv",
+                    "rocprof/omniperf_MI200_perfmon_SQ_IFETCH_LEVEL.input.txt",
+                ],
+                &none,
+                Format::RocprofCsv,
+            ),
+            (
+                vec![
+                    "rocprof/omniperf_MI300X_rocprofv2_SQ_IFETCH_LEVEL.csv",
+                    "rocprof/omniperf_MI300X_rocprofv2_timestamps.csv",
+                ],
+                &mi300x,
+                Format::RocprofCsv,
+            ),
+            (
+                vec![
+                    "rocprof/rocprofv3_kernel_trace.csv",
+                    "rocprof/rocprofv3_counter_collection.csv",
+                    "rocprof/rocprofv3_hip_api_stats.csv",
+                    "rocprof/rocprofv3_memory_copy_trace.csv",
+                ],
+                &none,
+                Format::RocprofCsv,
+            ),
+        ];
+        let mut covered = std::collections::BTreeSet::new();
+        for (names, ctx, format) in &uploads {
+            let bytes: Vec<Vec<u8>> = names.iter().map(|n| read(n)).collect();
+            let files: Vec<(&str, &[u8])> = names.iter().zip(&bytes).map(|(n, b)| (*n, b.as_slice())).collect();
+            assert_eq!(detect_files(&files), Some(*format), "{names:?}");
+            let p = parse_files(*format, &files, ctx).unwrap_or_else(|e| panic!("{names:?}: {e}"));
+            assert!(!p.samples.is_empty(), "{names:?}: {:?}", p.rejected);
+            covered.extend(names.iter().map(|n| n.to_string()));
+        }
+        // The other profiler and benchmark fixtures stand alone.
+        for dir in ["ncu", "pytorch_trace", "nccl-tests", "tau", "rocprof"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+                let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
+                if name.ends_with("SOURCE.txt") || covered.contains(&name) {
+                    continue;
+                }
+                let bytes = read(&name);
+                let format = detect_files(&[(&name, &bytes)]).unwrap_or_else(|| panic!("{name}: not detected"));
+                let p = parse_files(format, &[(&name, &bytes)], &none).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(!p.samples.is_empty(), "{name}: {:?}", p.rejected);
+                covered.insert(name);
+            }
+        }
+        assert_eq!(covered.len(), 30, "a fixture was added or removed: {covered:?}");
     }
 
     #[test]

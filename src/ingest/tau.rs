@@ -11,12 +11,30 @@
 //! ```
 //!
 //! Accepted input: one profile, several (file name, bytes) pairs ([`parse_files`], for multipart uploads), or a
-//! tar archive (optionally gzip'd) of them; inside an archive only files named `profile.*` count, and of
-//! `MULTI__<metric>/` directories only `MULTI__TIME`. [`parse_profile`] gives the typed profile (every timer with
-//! calls, subroutines, exclusive and inclusive time; every user event); the sample path reads MPI from it.
+//! tar archive (optionally gzip'd) of them; inside an archive only files named `profile.*` or `…profile.N.C.T`
+//! count, and of `MULTI__<metric>/` directories only `MULTI__TIME`. [`parse_profile`] gives the typed profile
+//! (every timer with calls, subroutines, exclusive and inclusive time; every user event); the samples are read
+//! from it.
 //!
-//! **Samples.** TAU times are µs (metric `TIME`; a profile of another metric, e.g. a PAPI counter, is rejected).
-//! A [`CommSample`] per rank (file) and MPI collective timer (group `MPI`, not a ` => ` callpath) with calls:
+//! **Samples.** TAU times are µs (metric `TIME`; a profile of another metric, e.g. a PAPI counter, is rejected:
+//! its values are not times). Two kinds come out of an upload:
+//!
+//! *Timers.* One [`TimerSample`] per flat timer (a name without ` => `; callpath entries repeat the flat timers'
+//! time along each path and are left out) of each profile: name (trimmed), group = the timer's `GROUP` as written
+//! (`MPI`, `TAU_USER`, `TAU_DEFAULT`, `TAU_PARAM | TAU_USER`), rank = node `N`, thread = `T` of
+//! `profile.N.C.T`, calls, exclusive and inclusive µs; attributes `source_format`, `file`, `context`,
+//! `subroutines` and the `Hostname` metadata. This is the per-rank MPI summary (group `MPI`: calls and time in
+//! `MPI_Allreduce()`, `MPI_Init()`, …) with the application's other timers as context. A **parameter-profile**
+//! timer (`<name> [ <size> = <100> ]`, TAU parameter profiling, group `TAU_PARAM | …`) is a separate timer
+//! sample under its full TAU name, with `param_of` (the base timer's name), `param_name` and `param_value`
+//! attributes: TAU counts its calls and time *also* in the base timer, so a per-rank breakdown sums the base
+//! timers and leaves the `TAU_PARAM` ones out (they split the base timer by argument value). A timer with a
+//! negative count or time is rejected (its line). Bounds: at most [`MAX_TIMERS_PER_PROFILE`] timers per
+//! profile (MPI timers first, then the largest exclusive times; one rejection counts the rest) and at most
+//! [`MAX_TIMER_SAMPLES`] per upload.
+//!
+//! *Communication.* A [`CommSample`] per rank (file) and MPI collective timer (group `MPI`, not a ` => `
+//! callpath) with calls:
 //! - collective: `MPI_Allreduce` → all_reduce, `MPI_Bcast` → broadcast, `MPI_Reduce` → reduce,
 //!   `MPI_Allgather(v)` → all_gather, `MPI_Reduce_scatter(_block)` → reduce_scatter, `MPI_Alltoall(v)` →
 //!   all_to_all;
@@ -36,8 +54,11 @@
 //! Not derivable, rejected with the reason: a collective without a size event (TAU built without message
 //! tracking), non-blocking collectives (the timer covers only the call that starts them), gather/scatter/scan (no
 //! perfcast collective), point-to-point calls (TAU does not pair sends with receives and the call time includes
-//! waiting). Other MPI calls (init, barrier, waits, communicator and I/O calls) are not communication samples and
-//! are skipped; a profile without any MPI collective or point-to-point timer yields one rejection saying so.
+//! waiting). Other MPI calls (init, barrier, waits, communicator and I/O calls) are not communication samples (they
+//! are timer samples); a profile that yields no sample at all (no flat timer) gives one rejection saying so.
+//!
+//! A profile's `N`, `C`, `T` come from its file name ending in `profile.N.C.T` (a prefix such as
+//! `run1_profile.0.0.0` is allowed).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -45,11 +66,18 @@ use std::io::Read;
 use serde::Serialize;
 
 use super::text::{bytes_u64, gunzip, is_gzip, number};
-use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample};
+use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample, TimerSample};
 use crate::comm::Collective;
 
 /// Most bytes a gzip'd archive may inflate to.
 pub const MAX_ARCHIVE_BYTES: u64 = 1 << 30;
+
+/// Most timer samples one profile file yields (a compiler-instrumented application can have thousands of tiny
+/// functions; the MPI timers and the largest exclusive times are kept).
+pub const MAX_TIMERS_PER_PROFILE: usize = 1024;
+
+/// Most timer samples one upload yields, whatever the number of profiles.
+pub const MAX_TIMER_SAMPLES: usize = 1 << 18;
 
 /// One TAU profile file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -195,20 +223,17 @@ pub fn parse_profile(file: &str, bytes: &[u8]) -> Result<TauProfile, ParseError>
     if events > 0 {
         return Err(ParseError::at(last_line, format!("the file ends {events} user events early")));
     }
+    let [node, context, thread] = profile_ids(file).map_or([None; 3], |ids| ids.map(Some));
+    Ok(TauProfile { file: file.to_string(), node, context, thread, metric, timers, user_events, metadata })
+}
+
+/// `N`, `C`, `T` of a file name (or path) ending in `profile.N.C.T`, with any prefix (`run_profile.3.0.1`).
+pub fn profile_ids(file: &str) -> Option<[u32; 3]> {
     let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
-    let ids: Vec<Option<u32>> =
-        base.strip_prefix("profile.").map(|r| r.split('.').map(|p| p.parse().ok()).collect()).unwrap_or_default();
-    let id = |i: usize| ids.get(i).copied().flatten();
-    Ok(TauProfile {
-        file: file.to_string(),
-        node: id(0),
-        context: id(1),
-        thread: id(2),
-        metric,
-        timers,
-        user_events,
-        metadata,
-    })
+    let rest = &base[base.rfind("profile.")? + "profile.".len()..];
+    let mut parts = rest.split('.').map(|p| p.parse::<u32>().ok());
+    let ids = [parts.next()??, parts.next()??, parts.next()??];
+    parts.next().is_none().then_some(ids)
 }
 
 /// `"23 templated_functions_MULTI_TIME"` → (23, "templated_functions_MULTI_TIME").
@@ -320,7 +345,25 @@ pub fn parse_files(files: &[(&str, &[u8])], ctx: &Context) -> Result<Parsed, Par
     if profiles.is_empty() {
         return Err(ParseError::whole("no TAU profile (profile.N.C.T) in the upload"));
     }
-    Ok(comm_samples(&profiles, ctx))
+    let mut out = comm_samples(&profiles, ctx);
+    let timers = timer_samples(&profiles);
+    out.rejected.extend(timers.rejected);
+    for p in profiles.iter().filter(|p| p.is_time() && p.timers.iter().all(TauTimer::is_callpath)) {
+        out.rejected.push(Rejected {
+            line: 1,
+            reason: format!("{}: no flat timer among its {} timers: nothing to measure", who(p), p.timers.len()),
+        });
+    }
+    out.samples.extend(timers.samples);
+    Ok(out)
+}
+
+fn who(p: &TauProfile) -> String {
+    if p.file.is_empty() {
+        "profile".to_string()
+    } else {
+        p.file.clone()
+    }
 }
 
 fn named(mut e: ParseError, name: &str) -> ParseError {
@@ -341,7 +384,7 @@ fn read_tar(bytes: &[u8], profiles: &mut Vec<TauProfile>) -> Result<(), ParseErr
         let path = entry.path().map_err(tar_error)?.to_string_lossy().into_owned();
         let base = path.rsplit('/').next().unwrap_or(&path);
         let other_metric = path.split('/').any(|c| c.starts_with("MULTI__") && c != "MULTI__TIME");
-        if !base.starts_with("profile.") || other_metric {
+        if !(base.starts_with("profile.") || profile_ids(base).is_some()) || other_metric {
             continue;
         }
         let mut content = Vec::new();
@@ -429,6 +472,93 @@ fn timer_base(name: &str) -> (&str, Option<f64>) {
     (base, size)
 }
 
+/// `"f(int) C [{f.c} {3,1}]   [ <size> = <100> ]"` → (`f(int) C [{f.c} {3,1}]`, `size`, `100`): the base timer,
+/// parameter name and value of a TAU parameter-profile timer; `None` for other timers (a source location in
+/// brackets, `[{f.c} …]`, is not a parameter).
+pub fn param_of(name: &str) -> Option<(&str, &str, &str)> {
+    let open = name.rfind('[')?;
+    let inner = name[open + 1..].trim_end().strip_suffix(']')?.trim();
+    let (key, value) = inner.split_once('=')?;
+    Some((name[..open].trim(), angled(key)?, angled(value)?))
+}
+
+/// `" <size> "` → `size`.
+fn angled(s: &str) -> Option<&str> {
+    s.trim().strip_prefix('<')?.strip_suffix('>').map(str::trim)
+}
+
+/// Timer samples of a set of profiles (see the module doc): one per flat timer of each TIME profile, bounded by
+/// [`MAX_TIMERS_PER_PROFILE`] and [`MAX_TIMER_SAMPLES`]; rejections for negative values and for timers left out.
+pub fn timer_samples(profiles: &[TauProfile]) -> Parsed {
+    let mut out = Parsed::default();
+    let mut room = MAX_TIMER_SAMPLES;
+    for p in profiles.iter().filter(|p| p.is_time()) {
+        let who = who(p);
+        let mut flat: Vec<&TauTimer> = Vec::new();
+        for t in p.timers.iter().filter(|t| !t.is_callpath()) {
+            if t.calls < 0.0 || t.exclusive < 0.0 || t.inclusive < 0.0 {
+                out.rejected
+                    .push(Rejected { line: t.line, reason: format!("{who}: {}: negative calls or time", t.name) });
+            } else {
+                flat.push(t);
+            }
+        }
+        let cap = MAX_TIMERS_PER_PROFILE.min(room);
+        if flat.len() > cap {
+            // Keep the MPI timers, then the largest exclusive times; emit the kept ones in file order.
+            let mut order: Vec<usize> = (0..flat.len()).collect();
+            order.sort_by(|&a, &b| {
+                flat[b].is_mpi().cmp(&flat[a].is_mpi()).then(flat[b].exclusive.total_cmp(&flat[a].exclusive))
+            });
+            let mut keep = vec![false; flat.len()];
+            for &i in &order[..cap] {
+                keep[i] = true;
+            }
+            out.rejected.push(Rejected {
+                line: 1,
+                reason: format!(
+                    "{who}: {} of its {} flat timers left out (at most {MAX_TIMERS_PER_PROFILE} per profile and \
+                     {MAX_TIMER_SAMPLES} per upload; the MPI timers and the largest exclusive times are kept)",
+                    flat.len() - cap,
+                    flat.len()
+                ),
+            });
+            flat = flat.into_iter().zip(keep).filter_map(|(t, k)| k.then_some(t)).collect();
+        }
+        room -= flat.len();
+        for t in flat {
+            let mut attributes = Attributes::new();
+            attributes.insert("source_format".into(), "tau".into());
+            if !p.file.is_empty() {
+                attributes.insert("file".into(), p.file.clone());
+            }
+            if let Some(c) = p.context {
+                attributes.insert("context".into(), c.to_string());
+            }
+            attributes.insert("subroutines".into(), t.subroutines.to_string());
+            if let Some(h) = p.metadata.get("Hostname") {
+                attributes.insert("hostname".into(), h.clone());
+            }
+            if let Some((base, key, value)) = param_of(&t.name) {
+                attributes.insert("param_of".into(), base.to_string());
+                attributes.insert("param_name".into(), key.to_string());
+                attributes.insert("param_value".into(), value.to_string());
+            }
+            out.samples.push(Sample::Timer(TimerSample {
+                name: t.name.clone(),
+                group: t.group.clone(),
+                rank: p.node,
+                thread: p.thread,
+                calls: t.calls,
+                exclusive_us: t.exclusive,
+                inclusive_us: t.inclusive,
+                attributes,
+            }));
+        }
+    }
+    out
+}
+
 /// Communication samples of a set of profiles of one run (see the module doc).
 pub fn comm_samples(profiles: &[TauProfile], ctx: &Context) -> Parsed {
     let mut out = Parsed::default();
@@ -450,13 +580,12 @@ pub fn comm_samples(profiles: &[TauProfile], ctx: &Context) -> Parsed {
         _ => None,
     });
     for p in profiles {
-        let who = if p.file.is_empty() { "profile".to_string() } else { p.file.clone() };
+        let who = who(p);
         if !p.is_time() {
             out.rejected.push(Rejected { line: 1, reason: format!("{who}: metric {} is not a time", p.metric) });
             continue;
         }
         let called = |b: &str| p.mpi_timers().any(|t| timer_base(&t.name).0 == b && t.calls > 0.0);
-        let mut communication = 0usize;
         for t in p.mpi_timers() {
             let (base, param_size) = timer_base(&t.name);
             let reject = |out: &mut Parsed, why: String| {
@@ -466,14 +595,12 @@ pub fn comm_samples(profiles: &[TauProfile], ctx: &Context) -> Parsed {
                 Ok(Some(c)) => c,
                 Ok(None) => continue,
                 Err(why) => {
-                    communication += 1;
                     if t.calls > 0.0 {
                         reject(&mut out, why.into());
                     }
                     continue;
                 }
             };
-            communication += 1;
             if t.calls <= 0.0 {
                 continue;
             }
@@ -539,16 +666,6 @@ pub fn comm_samples(profiles: &[TauProfile], ctx: &Context) -> Parsed {
                 attributes,
                 ..CommSample::timed(collective, bytes, ranks, time_us)
             }));
-        }
-        if communication == 0 {
-            out.rejected.push(Rejected {
-                line: 1,
-                reason: format!(
-                    "{who}: no MPI collective or point-to-point timer among its {} timers (only MPI collectives with \
-                     message sizes become samples)",
-                    p.timers.len()
-                ),
-            });
         }
     }
     out
