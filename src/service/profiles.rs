@@ -157,11 +157,11 @@ impl Service {
             gpus_per_node: count("gpus_per_node", &params.gpus_per_node)?,
             collective,
         };
-        let parsed = ingest::parse(format, raw, &ctx).map_err(|e| ServiceError::Unparseable {
-            line: e.line,
-            column: e.column,
-            message: e.message,
-        })?;
+        let parsed = match parts {
+            Some(p) => ingest::parse_files(format, p, &ctx),
+            None => ingest::parse(format, raw, &ctx),
+        }
+        .map_err(|e| ServiceError::Unparseable { line: e.line, column: e.column, message: e.message })?;
 
         let mut rejected = parsed.rejected;
         let mut batch = SampleBatch::default();
