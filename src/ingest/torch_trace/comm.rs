@@ -15,8 +15,12 @@
 //! `distributedInfo.world_size` (an assumption: a collective over a sub-group is then mislabeled — the attribute
 //! `ranks_source` says which rule applied); else the upload's `ranks`. Send/recv is always 2 ranks.
 
+use super::collector::Kernel;
+use super::join::Joined;
 use super::ops::{precision, type_bytes, OpArgs};
+use super::MAX_DEPTH;
 use crate::comm::Collective;
+use crate::ingest::{CommSample, Context};
 
 /// True for NCCL/RCCL device kernels.
 pub(super) fn is_nccl_kernel(name: &str) -> bool {
@@ -175,6 +179,51 @@ impl CommFacts {
     pub(super) fn dtype_name(&self) -> Option<String> {
         let t = self.dtype.as_deref()?;
         Some(precision(t).map(|p| p.as_str().to_string()).unwrap_or_else(|| t.to_string()))
+    }
+}
+
+impl Joined {
+    pub(super) fn comm_sample(&self, k: &Kernel, op: Option<u32>, ctx: &Context) -> Result<CommSample, String> {
+        let kname = &self.c.names[k.name as usize];
+        let mut facts = CommFacts::default();
+        let mut cur = op;
+        for _ in 0..MAX_DEPTH {
+            let Some(o) = cur else { break };
+            if let Some(args) = self.c.ops[o as usize].args.as_deref() {
+                if is_comm_op(self.name(o)) || args.collective.is_some() {
+                    facts.add(self.name(o), args);
+                }
+            }
+            cur = self.parent[o as usize];
+        }
+        let label = facts.op_name.clone().unwrap_or_else(|| "NCCL kernel".into());
+        let collective = facts.collective.or_else(|| collective_from_kernel(kname)).ok_or_else(|| {
+            format!(
+                "{label}: collective unknown (no nccl:/c10d op around the kernel, and {kname:.40} does not name one)"
+            )
+        })?;
+        if k.dur <= 0.0 {
+            return Err(format!("{label}: kernel with zero duration"));
+        }
+        let (ranks, ranks_source) = facts.ranks(collective, self.c.world_size, ctx.ranks).ok_or_else(|| {
+            format!("{label}: group size unknown (no Group size, no distributedInfo.world_size): give ranks")
+        })?;
+        let bytes = facts.bytes(collective, ranks).ok_or_else(|| {
+            format!("{label}: message size unknown (no In msg nelems / Input Dims with a known type)")
+        })?;
+        let mut attributes = self.base_attributes();
+        attributes.insert("kernel".into(), kname.clone());
+        attributes.insert("ranks_source".into(), ranks_source.into());
+        if let Some(g) = self.gpu(k.device, ctx) {
+            attributes.insert("gpu".into(), g);
+        }
+        Ok(CommSample {
+            nodes: ctx.nodes,
+            gpus_per_node: ctx.gpus_per_node,
+            dtype: facts.dtype_name(),
+            attributes,
+            ..CommSample::timed(collective, bytes, ranks, k.dur)
+        })
     }
 }
 

@@ -1,6 +1,8 @@
 use super::*;
 use crate::comm::Collective;
 use crate::hw::Precision;
+use crate::ingest::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
+use crate::op::{OpClass, Phase};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/fixtures/pytorch_trace/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
