@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
+use axum::response::IntoResponse;
 use axum::{middleware, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -41,7 +42,12 @@ pub fn build(service: Service, config: &Config) -> Router {
     crate::metrics::handle();
     let (api, openapi) = api::router(config.upload_limit_bytes);
     let request_id = HeaderName::from_static(REQUEST_ID);
-    api.with_state(AppState { service })
+    let state = AppState {
+        service,
+        auth: api::auth::AuthState::new(config.auth_reads, config.rate_limit_per_s, config.rate_limit_burst),
+    };
+    api.route_layer(middleware::from_fn_with_state(state.clone(), api::auth::authenticate))
+        .with_state(state)
         // SwaggerUi serves both the UI (vendored assets, no CDN) and the document at /openapi.json.
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
         .fallback(api::not_found)
@@ -54,6 +60,23 @@ pub fn build(service: Service, config: &Config) -> Router {
             Duration::from_secs(config.request_timeout_s.max(1)),
         ))
         .layer(DefaultBodyLimit::max(config.body_limit_bytes))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
+                    let mut res = crate::api::problem::ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "overloaded",
+                        "Too busy",
+                        "the server is handling as many requests as it is configured to (max_concurrent_requests); retry shortly",
+                    )
+                    .into_response();
+                    res.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+                    res
+                }))
+                .layer(tower::load_shed::LoadShedLayer::new())
+                .layer(tower::limit::ConcurrencyLimitLayer::new(config.max_concurrent_requests.max(1))),
+        )
+        .layer(tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION]))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
@@ -74,10 +97,33 @@ pub struct Started {
 /// Starts the application over an open store: loads the active models, spawns the worker, builds the router.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default());
+    provision_key(&service, config).await?;
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");
     let worker = crate::worker::spawn(store, service.registry.clone(), config.worker(), service.worker.clone());
     Ok(Started { router: build(service.clone(), config), service, worker })
+}
+
+/// Makes sure writes are possible: the configured `api_key` is accepted, or, on a database without any key, a
+/// write key is generated and printed once (it is not stored in clear and cannot be shown again).
+pub async fn provision_key(service: &Service, config: &Config) -> Result<(), AppError> {
+    if let Some(key) = &config.api_key {
+        return service.ensure_key(key, "configured").await.map_err(|e| AppError::Start(e.to_string()));
+    }
+    let has = service.store.has_keys().await?;
+    if !has {
+        let k = service
+            .create_key("initial", crate::service::keys::Scope::Write)
+            .await
+            .map_err(|e| AppError::Start(e.to_string()))?;
+        tracing::warn!(key_id = %k.record.key_id, "created the first API key (write scope); it is printed once on stderr");
+        eprintln!(
+            "\n  perfcast: first API key (write scope) — store it now, it is not shown again:\n\n    {}\n\n  \
+             send it as `Authorization: Bearer <key>` on writes; manage keys with `perfcast keys`.\n",
+            k.key
+        );
+    }
+    Ok(())
 }
 
 /// Opens the database (creating and migrating it), binds `config.bind` and serves until SIGINT or SIGTERM, then

@@ -35,6 +35,18 @@ pub struct Config {
     pub retrain_grid: crate::learn::Grid,
     /// Samples a GPU needs for one (operator, phase, dtype) before a per-GPU model is tried. Default 300.
     pub per_gpu_min_samples: u64,
+    /// Reads (GET, predictions, estimates) need a key too (any scope). Writes always need a write key. Default
+    /// false.
+    pub auth_reads: bool,
+    /// A write key to accept (created in the database at startup if missing) — how deployments provision the
+    /// first key without reading the log. Default none: a new database gets a generated key, printed once.
+    pub api_key: Option<String>,
+    /// Requests per second allowed per API key (token bucket; 429 beyond). Default 50.
+    pub rate_limit_per_s: u32,
+    /// Burst allowed per API key above the rate. Default 100.
+    pub rate_limit_burst: u32,
+    /// Requests handled at once; more are refused with 503 and Retry-After. Default 512.
+    pub max_concurrent_requests: usize,
 }
 
 impl Default for Config {
@@ -50,6 +62,11 @@ impl Default for Config {
             retrain_debounce_s: 5,
             retrain_grid: crate::learn::Grid::Full,
             per_gpu_min_samples: 300,
+            auth_reads: false,
+            api_key: None,
+            rate_limit_per_s: 50,
+            rate_limit_burst: 100,
+            max_concurrent_requests: 512,
         }
     }
 }

@@ -43,6 +43,11 @@ enum Command {
     },
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
+    /// Manage API keys (only their hashes are stored).
+    Keys {
+        #[command(subcommand)]
+        what: KeysWhat,
+    },
     /// Import profiler or benchmark outputs, as `POST /v1/profiles` does (several files of one run: TAU profiles,
     /// rocprof outputs), or an MT4G GPU report, as `POST /v1/gpus/import` does. Prints the same JSON.
     Import {
@@ -79,6 +84,26 @@ enum Command {
     Eval {
         #[command(subcommand)]
         what: EvalWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysWhat {
+    /// Create a key and print it once.
+    Create {
+        /// A name to recognize it by (e.g. ci).
+        #[arg(long)]
+        name: String,
+        /// `write` (uploads, systems, retrains, …; includes read) or `read`.
+        #[arg(long, default_value = "write")]
+        scope: String,
+    },
+    /// List keys (id, name, scope, created, revoked, last used).
+    List,
+    /// Revoke keys by id or name.
+    Revoke {
+        /// Key id or name.
+        which: String,
     },
 }
 
@@ -257,6 +282,65 @@ async fn main() -> ExitCode {
             }
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
+        Command::Keys { what } => {
+            let store = match Store::open(&config.db).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let service = Service::new(store.clone());
+            let code = match what {
+                KeysWhat::Create { name, scope } => {
+                    let scope = match scope.as_str() {
+                        "write" => perfcast::service::keys::Scope::Write,
+                        "read" => perfcast::service::keys::Scope::Read,
+                        other => {
+                            eprintln!("error: --scope must be read or write, got {other:?}");
+                            return ExitCode::from(2);
+                        }
+                    };
+                    match service.create_key(&name, scope).await {
+                        Ok(k) => {
+                            println!("{}", k.key);
+                            eprintln!(
+                                "created key {} ({name}, {} scope); it is not shown again",
+                                k.record.key_id,
+                                scope.as_str()
+                            );
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => print_problem(e),
+                    }
+                }
+                KeysWhat::List => match service.keys().await {
+                    Ok(keys) => print_json(
+                        &keys
+                            .iter()
+                            .map(|k| {
+                                serde_json::json!({"key_id": k.key_id, "name": k.name, "scope": k.scope,
+                                "created_at": k.created_at, "revoked_at": k.revoked_at, "last_used_at": k.last_used_at})
+                            })
+                            .collect::<Vec<_>>(),
+                    ),
+                    Err(e) => print_problem(e),
+                },
+                KeysWhat::Revoke { which } => match service.revoke_key(&which).await {
+                    Ok(0) => {
+                        eprintln!("error: no active key with id or name {which:?}");
+                        ExitCode::from(2)
+                    }
+                    Ok(n) => {
+                        eprintln!("revoked {n} key(s)");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => print_problem(e),
+                },
+            };
+            store.close().await;
+            code
+        }
         Command::Import { files, format, system, gpu, dtype, ranks, collective, base, labels } => {
             let mut read = Vec::new();
             for f in &files {

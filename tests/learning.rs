@@ -15,7 +15,7 @@ fn data(path: &str) -> std::path::PathBuf {
 }
 
 fn fast() -> Config {
-    Config { retrain_grid: Grid::Fast, retrain_debounce_s: 0, per_gpu_min_samples: 300, ..Config::default() }
+    Config { retrain_grid: Grid::Fast, retrain_debounce_s: 0, per_gpu_min_samples: 300, ..TestApp::config() }
 }
 
 async fn upload(app: &TestApp, file: &str) -> Value {

@@ -10,7 +10,7 @@ async fn readiness_follows_the_model_registry() {
     let not_loaded = TestApp::new().await;
     let p = not_loaded.get("/readyz").await.problem(503);
     assert!(p["detail"].as_str().unwrap().contains("not loaded"));
-    let app = TestApp::started(Config { auto_retrain: false, ..Config::default() }).await;
+    let app = TestApp::started(Config { auto_retrain: false, ..TestApp::config() }).await;
     let r = app.get("/readyz").await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["status"], "ready");

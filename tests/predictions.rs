@@ -133,7 +133,7 @@ async fn every_error_class_is_a_problem_naming_its_field() {
 
 #[tokio::test]
 async fn bodies_over_the_configured_limit_are_413() {
-    let app = TestApp::with_config(Config { body_limit_bytes: 1024, ..Config::default() }).await;
+    let app = TestApp::with_config(Config { body_limit_bytes: 1024, ..TestApp::config() }).await;
     let mut req = gpt20b("perlmutter-a100-40g", json!({}));
     req["model"]["name"] = json!("x".repeat(4096));
     app.post_json("/v1/predictions/training", &req).await.problem(413);

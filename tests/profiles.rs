@@ -120,7 +120,7 @@ async fn unparseable_files_are_422_naming_the_line_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn uploads_over_the_limit_are_413_even_when_gzip_is_small() {
-    let app = TestApp::with_config(Config { upload_limit_bytes: 4096, ..Config::default() }).await;
+    let app = TestApp::with_config(Config { upload_limit_bytes: 4096, ..TestApp::config() }).await;
     let big: String = JSONL.repeat(100);
     app.post_bytes("/v1/profiles", big.clone().into_bytes(), &[]).await.problem(413);
     // 10 kB of JSON lines gzip to a few hundred bytes; the limit applies after decoding (no zip bombs).

@@ -81,12 +81,16 @@ pub struct GpuImportResponse {
 /// GPU with `base`'s peaks (`201`); systems can then reference it by name.
 #[utoipa::path(post, path = "/v1/gpus/import", tag = "gpus", params(ImportQuery),
     request_body(content = String, content_type = "application/json", description = "MT4G report"),
+    security(("bearer" = [])),
     responses(
         (status = 200, description = "A known GPU refined", body = GpuImportResponse),
         (status = 201, description = "A new GPU", body = GpuImportResponse),
         (status = 400, description = "Unreadable body or query", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unparseable report (line, column), unknown base or device", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Read-only or revoked key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the key's rate limit (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn import_gpu(State(state): State<AppState>, uri: Uri, RawBody(body): RawBody) -> Result<Response, ApiError> {

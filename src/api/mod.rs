@@ -3,6 +3,7 @@
 //! Every route is declared once with utoipa; [`router`] returns the axum router and the OpenAPI document built
 //! from the same declarations, so the served spec cannot drift from the code.
 
+pub mod auth;
 pub mod estimates;
 pub mod gpus;
 pub mod health;
@@ -29,6 +30,27 @@ use problem::{ApiError, PROBLEM_JSON};
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub service: Service,
+    /// Authentication settings and the per-key rate limiter.
+    pub auth: std::sync::Arc<auth::AuthState>,
+}
+
+/// Declares the bearer-token security scheme (`Authorization: Bearer pck_…`) so `/docs` can authorize.
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("perfcast API key (perfcast keys create). Writes need a write key."))
+                    .build(),
+            ),
+        );
+    }
 }
 
 #[derive(OpenApi)]
@@ -42,6 +64,7 @@ by learned ones.\n\nConventions: JSON, snake_case, units in field names (`_us`, 
 column of the body).",
         license(name = "Apache-2.0"),
     ),
+    modifiers(&BearerScheme),
     tags(
         (name = "predictions", description = "Training-iteration predictions"),
         (name = "estimates", description = "Operator, kernel and collective estimates, analytic and learned"),

@@ -191,6 +191,7 @@ fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
         (String = "application/x-ndjson"), (String = "text/csv"), (String = "application/json"),
         (Vec<u8> = "application/octet-stream"), (Vec<u8> = "multipart/form-data")),
         description = "The profile file", example = json!("{\"op\": \"linear\", \"phase\": \"fwd\", \"dtype\": \"bf16\", \"gpu\": \"H100\", \"dims\": {\"M\": 4096, \"N\": 4096, \"K\": 4096}, \"time_us\": 191.3}")),
+    security(("bearer" = [])),
     responses(
         (status = 201, description = "Stored", body = UploadResponse),
         (status = 200, description = "The same bytes were uploaded before", body = UploadResponse),
@@ -198,6 +199,9 @@ fn query(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
         (status = 404, description = "Unknown system", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over upload_limit_bytes", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown format/GPU, unparseable file (line, column), or no usable sample", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Read-only or revoked key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the key's rate limit (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn upload_profile(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {

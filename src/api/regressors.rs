@@ -136,11 +136,15 @@ pub struct RegressorDetail {
 /// Returns `202` with a job; poll `GET /v1/jobs/{id}`. A new version becomes active only if its error on the
 /// held-out rows is not worse than the active version's on the same rows.
 #[utoipa::path(post, path = "/v1/regressors/retrain", tag = "regressors", request_body = RetrainParams,
+    security(("bearer" = [])),
     responses(
         (status = 202, description = "Queued", body = JobView, headers(("Location" = String, description = "The job"))),
         (status = 400, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Read-only or revoked key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the key's rate limit (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn retrain(

@@ -65,6 +65,7 @@ impl SystemView {
 /// `gpu` is a catalog name (`GET /v1/gpus`) or a full description. Bandwidths are unidirectional GB/s
 /// (10⁹ B/s): `intra_node` per GPU, `inter_node` per node (all NICs together).
 #[utoipa::path(post, path = "/v1/systems", tag = "systems", request_body = SystemSpec,
+    security(("bearer" = [])),
     responses(
         (status = 201, description = "Created", body = SystemView,
          headers(("Location" = String, description = "URL of the new system"))),
@@ -73,6 +74,9 @@ impl SystemView {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field (unknown GPU, zero nodes, …)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Read-only or revoked key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the key's rate limit (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_system(
@@ -124,9 +128,13 @@ pub async fn get_system(State(state): State<AppState>, Path(name): Path<String>)
 /// communication samples for a system also queue this in the background.
 #[utoipa::path(post, path = "/v1/systems/{name}/calibrate", tag = "systems",
     params(("name" = String, Path, description = "System name", example = "dgx-h100")),
+    security(("bearer" = [])),
     responses(
         (status = 200, description = "The new calibration", body = SystemCalibration),
         (status = 404, description = "No such system", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Read-only or revoked key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the key's rate limit (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn calibrate_system(

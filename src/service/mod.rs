@@ -5,6 +5,7 @@ pub mod comm_estimates;
 pub mod estimates;
 pub mod gpus;
 pub mod kernel_estimates;
+pub mod keys;
 pub mod learning;
 pub mod predictions;
 pub mod profiles;

@@ -4,6 +4,7 @@
 pub mod calibrations;
 pub mod gpus;
 pub mod jobs;
+pub mod keys;
 pub mod profiles;
 pub mod regressors;
 pub mod systems;

@@ -12,6 +12,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 pub struct TestApp {
+    /// A write key every request carries (tests of authentication send their own headers through `send`).
+    pub key: String,
     pub router: Router,
     pub store: Store,
     pub service: Service,
@@ -46,7 +48,12 @@ impl Reply {
 
 impl TestApp {
     pub async fn new() -> TestApp {
-        TestApp::with_config(Config::default()).await
+        TestApp::with_config(TestApp::config()).await
+    }
+
+    /// Test defaults: the per-key rate limit out of the way (tests of it set their own).
+    pub fn config() -> Config {
+        Config { rate_limit_per_s: 1_000_000, rate_limit_burst: 1_000_000, ..Config::default() }
     }
 
     /// The router over a fresh database, without the retraining worker.
@@ -55,8 +62,9 @@ impl TestApp {
         config.db = dir.path().join("perfcast.db");
         let store = Store::open(&config.db).await.unwrap();
         let service = Service::new(store.clone());
+        let key = service.create_key("tests", perfcast::service::keys::Scope::Write).await.unwrap().key;
         let router = perfcast::app::build(service.clone(), &config);
-        TestApp { router, store, service, worker: None, dir }
+        TestApp { key, router, store, service, worker: None, dir }
     }
 
     /// The whole application (models loaded, worker running) over a fresh database.
@@ -65,7 +73,13 @@ impl TestApp {
         config.db = dir.path().join("perfcast.db");
         let store = Store::open(&config.db).await.unwrap();
         let s = perfcast::app::start(store.clone(), &config).await.unwrap();
-        TestApp { router: s.router, store, service: s.service, worker: Some(s.worker), dir }
+        let key = s.service.create_key("tests", perfcast::service::keys::Scope::Write).await.unwrap().key;
+        TestApp { key, router: s.router, store, service: s.service, worker: Some(s.worker), dir }
+    }
+
+    /// Sends `req` as is (no key added).
+    pub async fn send_bare(&self, req: Request<Body>) -> Reply {
+        self.dispatch(req).await
     }
 
     /// Polls a job until it leaves queued/running (panics after `secs`).
@@ -89,7 +103,16 @@ impl TestApp {
         self.send(req.body(Body::from(body)).unwrap()).await
     }
 
-    pub async fn send(&self, req: Request<Body>) -> Reply {
+    /// Sends `req` with the test's write key unless it carries an Authorization header already.
+    pub async fn send(&self, mut req: Request<Body>) -> Reply {
+        if !req.headers().contains_key(header::AUTHORIZATION) {
+            let v = format!("Bearer {}", self.key).parse().unwrap();
+            req.headers_mut().insert(header::AUTHORIZATION, v);
+        }
+        self.dispatch(req).await
+    }
+
+    async fn dispatch(&self, req: Request<Body>) -> Reply {
         let res = self.router.clone().oneshot(req).await.unwrap();
         let status = res.status();
         let headers = res.headers().clone();

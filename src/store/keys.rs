@@ -1,0 +1,105 @@
+//! The `api_keys` table. Keys are `pck_<key_id>_<secret>`; only their SHA-256 is stored.
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+
+/// A stored key (never the key itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRecord {
+    pub key_id: String,
+    pub name: String,
+    /// `read` or `write` (write includes read).
+    pub scope: String,
+    /// Hex SHA-256 of the whole key.
+    pub sha256: String,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+    pub last_used_at: Option<String>,
+}
+
+fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<KeyRecord, StoreError> {
+    Ok(KeyRecord {
+        key_id: r.try_get("key_id")?,
+        name: r.try_get("name")?,
+        scope: r.try_get("scope")?,
+        sha256: r.try_get("sha256")?,
+        created_at: r.try_get("created_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+        last_used_at: r.try_get("last_used_at")?,
+    })
+}
+
+const COLUMNS: &str = "key_id, name, scope, sha256, created_at, revoked_at, last_used_at";
+
+impl Store {
+    /// Stores a key's id, name, scope and hash.
+    pub async fn insert_key(
+        &self,
+        key_id: &str,
+        name: &str,
+        scope: &str,
+        sha256: &str,
+    ) -> Result<KeyRecord, StoreError> {
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let r = sqlx::query(&format!(
+            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES (?, ?, ?, ?) RETURNING {COLUMNS}"
+        ))
+        .bind(key_id)
+        .bind(name)
+        .bind(scope)
+        .bind(sha256)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        decode(&r)
+    }
+
+    /// The key with this id, if any.
+    pub async fn key(&self, key_id: &str) -> Result<Option<KeyRecord>, StoreError> {
+        let r = sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE key_id = ?"))
+            .bind(key_id)
+            .fetch_optional(self.pool())
+            .await?;
+        r.as_ref().map(decode).transpose()
+    }
+
+    /// Every key, oldest first.
+    pub async fn list_keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys ORDER BY created_at, key_id"))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Revokes the keys whose id or name is `which`; returns how many.
+    pub async fn revoke_key(&self, which: &str) -> Result<u64, StoreError> {
+        let n = sqlx::query(
+            "UPDATE api_keys SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE (key_id = ?1 OR name = ?1) AND revoked_at IS NULL",
+        )
+        .bind(which)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(n)
+    }
+
+    /// Notes a key's use (best effort; at most once a minute per key).
+    pub async fn touch_key(&self, key_id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE key_id = ? AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds'))",
+        )
+        .bind(key_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Whether any key exists (revoked ones included).
+    pub async fn has_keys(&self) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM api_keys").fetch_one(self.pool()).await?;
+        Ok(n > 0)
+    }
+}
