@@ -47,6 +47,11 @@ pub struct Config {
     pub rate_limit_burst: u32,
     /// Requests handled at once; more are refused with 503 and Retry-After. Default 512.
     pub max_concurrent_requests: usize,
+    /// Most rows one learned model trains on; larger sample sets are thinned evenly. Default 200,000.
+    pub max_training_rows: usize,
+    /// Wall-clock budget of one retrain job, seconds; keys not reached are skipped and retried next time.
+    /// Default 3600.
+    pub retrain_time_limit_s: u64,
 }
 
 impl Default for Config {
@@ -67,6 +72,8 @@ impl Default for Config {
             rate_limit_per_s: 50,
             rate_limit_burst: 100,
             max_concurrent_requests: 512,
+            max_training_rows: 200_000,
+            retrain_time_limit_s: 3600,
         }
     }
 }
@@ -154,6 +161,8 @@ impl Config {
             grid: self.retrain_grid,
             per_gpu_min_samples: self.per_gpu_min_samples,
             auto_retrain: self.auto_retrain,
+            max_training_rows: self.max_training_rows,
+            time_limit: std::time::Duration::from_secs(self.retrain_time_limit_s),
         }
     }
 }

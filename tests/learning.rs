@@ -194,3 +194,25 @@ async fn uploads_wake_the_worker_and_learned_models_beat_analytic_on_unseen_gpus
     eprintln!("unseen GPUs, linear fp32: analytic MAPE {:.1} %, learned {:.1} %", a.mape * 100.0, l.mape * 100.0);
     assert!(l.mape < 0.85 * a.mape, "learned {l:?} not clearly below analytic {a:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrains_stay_within_their_row_cap_and_time_budget() {
+    // A100 PCIe linear samples: 6,460 rows. A cap of 1,000 thins them every ⌈6460/1000⌉ = 7th row → 923 rows.
+    let config = Config { auto_retrain: false, max_training_rows: 1000, ..fast() };
+    let app = TestApp::started(config).await;
+    upload(&app, "neusight/train_collect/linear__NVIDIA_A100-PCIE-40GB.csv.gz").await;
+    let job = retrain(&app, json!({"grid": "minimal"})).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let key = job["result"]["keys"].as_array().unwrap().iter().find(|k| k["key"] == "linear.fwd.fp32").unwrap();
+    assert_eq!(key["rows"], 923, "{key}");
+
+    // A zero time budget: the job ends without training and says why; the keys stay due for the next retrain.
+    let config = Config { auto_retrain: false, retrain_time_limit_s: 0, ..fast() };
+    let app = TestApp::started(config).await;
+    upload(&app, "neusight/train_collect/linear__NVIDIA_A100-PCIE-40GB.csv.gz").await;
+    let job = retrain(&app, json!({"grid": "minimal"})).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["result"]["trained"], 0, "{job}");
+    let key = job["result"]["keys"].as_array().unwrap().iter().find(|k| k["key"] == "linear.fwd.fp32").unwrap();
+    assert!(key["skipped"].as_str().unwrap().contains("time limit"), "{key}");
+}

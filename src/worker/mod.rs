@@ -44,6 +44,12 @@ pub struct WorkerConfig {
     pub per_gpu_min_samples: u64,
     /// Retrain automatically when samples arrive.
     pub auto_retrain: bool,
+    /// Most rows one model trains on; larger sample sets are thinned evenly (every k-th row) so a retrain's memory
+    /// and time stay bounded.
+    pub max_training_rows: usize,
+    /// Wall-clock budget of one retrain; keys not reached in time are skipped (reported, and tried again by the
+    /// next retrain because their samples still differ from the last trained count).
+    pub time_limit: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -53,6 +59,8 @@ impl Default for WorkerConfig {
             grid: Grid::Full,
             per_gpu_min_samples: 300,
             auto_retrain: true,
+            max_training_rows: 200_000,
+            time_limit: Duration::from_secs(3600),
         }
     }
 }
@@ -203,6 +211,16 @@ async fn run_job(
     }
 }
 
+/// Keeps at most `max` items, every k-th one (k = ⌈len / max⌉), so a large sample set is thinned evenly across
+/// its upload order rather than truncated to its oldest rows. `max == 0` keeps everything.
+pub fn thin_evenly<T>(items: Vec<T>, max: usize) -> Vec<T> {
+    if max == 0 || items.len() <= max {
+        return items;
+    }
+    let k = items.len().div_ceil(max);
+    items.into_iter().step_by(k).collect()
+}
+
 /// Why a retrain failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RetrainError {
@@ -312,7 +330,12 @@ pub async fn retrain(
     let mut new: Vec<NewRegressor> = Vec::new();
     let mut report = Vec::new();
     let n_groups = groups.len().max(1);
+    let started = std::time::Instant::now();
     for (i, (key, g)) in groups.iter().enumerate() {
+        if started.elapsed() > config.time_limit {
+            report.push(json!({"key": key, "skipped": format!("retrain time limit of {} s reached", config.time_limit.as_secs())}));
+            continue;
+        }
         store
             .job_progress(job_id, i as f64 / n_groups as f64, &format!("training {key} ({}/{n_groups})", i + 1))
             .await?;
@@ -335,6 +358,7 @@ pub async fn retrain(
                 })
             })
             .collect();
+        let observations = thin_evenly(observations, config.max_training_rows);
         let (set, summary) = op_training_set(g.class, g.phase, g.dtype, &observations);
         if set.len() < crate::learn::fit::MIN_ROWS {
             report.push(json!({"key": key, "skipped": format!("{} usable samples, {} needed", set.len(), crate::learn::fit::MIN_ROWS)}));
@@ -443,4 +467,20 @@ pub async fn retrain(
         "versions": stored.iter().map(|r| json!({"key": r.key, "version": r.version, "active": r.active})).collect::<Vec<_>>(),
         "keys": report,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thin_evenly;
+
+    #[test]
+    fn thinning_keeps_every_kth_row_and_at_most_max() {
+        let v: Vec<u32> = (0..10).collect();
+        // ⌈10/4⌉ = 3 → rows 0, 3, 6, 9.
+        assert_eq!(thin_evenly(v.clone(), 4), vec![0, 3, 6, 9]);
+        assert_eq!(thin_evenly(v.clone(), 5), vec![0, 2, 4, 6, 8]);
+        assert_eq!(thin_evenly(v.clone(), 10), v);
+        assert_eq!(thin_evenly(v.clone(), 0), v);
+        assert_eq!(thin_evenly(v, 1), vec![0]);
+    }
 }
