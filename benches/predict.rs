@@ -59,7 +59,8 @@ fn all_regressors(system: &System) -> Registry {
 
 fn bench(c: &mut Criterion) {
     let req: TrainingRequest =
-        serde_json::from_str(include_str!("../examples/perlmutter-a100-40g/gpt-20b_pp4-tp4-dp8.json")).expect("example parses");
+        serde_json::from_str(include_str!("../examples/perlmutter-a100-40g/gpt-20b_pp4-tp4-dp8.json"))
+            .expect("example parses");
     let system = presets().into_iter().find(|s| s.name == req.system).unwrap().resolve().unwrap();
     let analytic = AnalyticBackend::new(system.clone());
     c.bench_function("training_prediction_gpt20b_128gpu_analytic", |b| {

@@ -1,8 +1,9 @@
 //! Tests of the composition with operator times fixed by hand, and of the direction of effects with the
 //! analytic backend.
 
-use super::config::{validate, ModelSpec, ParallelSpec};
+use super::config::{ModelSpec, ParallelSpec};
 use super::predict::predict;
+use super::validate::validate;
 use crate::backend::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::comm::{Collective, Group};
 use crate::hw::{presets, GpuRef, Link, Precision, System, SystemSpec};
