@@ -216,14 +216,16 @@ pub fn chunk_times(
                 let exposed = |t: f64, window: f64| (t - window).max(t / buckets);
                 let a = layout.active_per_node;
                 let rs = timer.collective_s(Collective::ReduceScatter, bytes, layout.dp_group, a)?;
-                let b0 = b;
-                b += exposed(rs, b0);
-                if cfg.zero_stage >= 3 {
-                    let ag = timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?;
-                    let f0 = f;
-                    f += exposed(ag, f0);
-                    b += exposed(ag, b0);
+                let ag = if cfg.zero_stage >= 3 {
+                    timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?
+                } else {
+                    0.0
+                };
+                // The backward's gather and reduce-scatter share the links: they hide behind it together.
+                if ag > 0.0 {
+                    f += exposed(ag, f);
                 }
+                b += exposed(rs + ag, b);
             }
             fwd.push(f);
             bwd.push(b);
