@@ -35,6 +35,9 @@ pub struct Config {
     pub retrain_grid: crate::learn::Grid,
     /// Samples a GPU needs for one (operator, phase, dtype) before a per-GPU model is tried. Default 300.
     pub per_gpu_min_samples: u64,
+    /// Largest configuration search answered inline (`200`); larger ones run as a `search` job (`202`).
+    /// Default 100,000 candidates (about a second).
+    pub search_inline_max_candidates: u64,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             retrain_debounce_s: 5,
             retrain_grid: crate::learn::Grid::Full,
             per_gpu_min_samples: 300,
+            search_inline_max_candidates: 100_000,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `perfcast` command line: `serve` the HTTP API, `predict` from a request file, print the `openapi` document.
+//! `perfcast` command line: `serve` the HTTP API, `predict` or `search` from a request file, print the `openapi`
+//! document, `eval` accuracy.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use tracing_subscriber::EnvFilter;
 
 use perfcast::api::json::parse_json;
 use perfcast::config::{Config, Overrides};
+use perfcast::llm::search::SearchRequest;
 use perfcast::llm::TrainingRequest;
 use perfcast::service::Service;
 use perfcast::store::Store;
@@ -38,6 +40,13 @@ enum Command {
     /// Predict one training iteration from a request file (the body of POST /v1/predictions/training; `-` reads
     /// stdin) and print the same JSON the API returns.
     Predict {
+        /// Request file.
+        request: PathBuf,
+    },
+    /// Search for the fastest configuration that fits, from a request file (the body of
+    /// POST /v1/predictions/training/search; `-` reads stdin), and print the result. Runs here however large the
+    /// search is.
+    Search {
         /// Request file.
         request: PathBuf,
     },
@@ -171,6 +180,43 @@ async fn main() -> ExitCode {
             store.close().await;
             match result {
                 Ok(prediction) => print_json(&prediction),
+                Err(e) => {
+                    let problem = perfcast::api::problem::ApiError::from(e).problem();
+                    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Search { request } => {
+            let bytes = match read_request(&request) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let req: SearchRequest = match parse_json(&bytes) {
+                Ok(r) => r,
+                Err(problem) => {
+                    eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
+                    return ExitCode::from(2);
+                }
+            };
+            let store = match Store::open(&config.db).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let service = Service::new(store.clone());
+            let result = match service.load_models().await {
+                Ok(_) => service.run_search(&req, None).await,
+                Err(e) => Err(e),
+            };
+            store.close().await;
+            match result {
+                Ok(r) => print_json(&r),
                 Err(e) => {
                     let problem = perfcast::api::problem::ApiError::from(e).problem();
                     eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());

@@ -161,28 +161,54 @@ pub fn send_target(pp: u32, v: u32, s: u32, c: u32, phase: Phase) -> Option<u32>
     }
 }
 
-/// Seconds of one pipeline send from `from` to `to` in `phase`.
-pub fn p2p_s(
-    cfg: &TrainingConfig,
-    layout: &Layout,
-    timer: &mut Timer,
-    phase: Phase,
-    from: u32,
-    to: u32,
-) -> Result<f64, ConfigError> {
-    let op = p2p_op(cfg, layout, phase, layout.p2p_group(cfg, from, to));
-    Ok(timer.time(&op.work)?.time_us * 1e-6)
+/// One pipeline send's seconds, forward and backward, within a node and across nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct P2pTimes {
+    pub fwd_intra: f64,
+    pub fwd_inter: f64,
+    pub bwd_intra: f64,
+    pub bwd_inter: f64,
+}
+
+impl P2pTimes {
+    /// The sends of `cfg`.
+    pub fn of(cfg: &TrainingConfig, layout: &Layout, timer: &mut Timer) -> Result<P2pTimes, ConfigError> {
+        let intra = Group { ranks: 2, nodes: 1, ranks_per_node: 2 };
+        let inter = Group { ranks: 2, nodes: 2, ranks_per_node: 1 };
+        let mut t = |phase, g| -> Result<f64, ConfigError> {
+            Ok(timer.time(&p2p_op(cfg, layout, phase, g).work)?.time_us * 1e-6)
+        };
+        Ok(P2pTimes {
+            fwd_intra: t(Phase::Fwd, intra)?,
+            fwd_inter: t(Phase::Fwd, inter)?,
+            bwd_intra: t(Phase::Bwd, intra)?,
+            bwd_inter: t(Phase::Bwd, inter)?,
+        })
+    }
+
+    /// The send from stage `from` to stage `to` in `phase`.
+    pub fn get(&self, cfg: &TrainingConfig, layout: &Layout, phase: Phase, from: u32, to: u32) -> f64 {
+        let across = layout.p2p_group(cfg, from, to).nodes > 1;
+        match (phase, across) {
+            (Phase::Fwd, false) => self.fwd_intra,
+            (Phase::Fwd, true) => self.fwd_inter,
+            (Phase::Bwd, false) => self.bwd_intra,
+            (Phase::Bwd, true) => self.bwd_inter,
+        }
+    }
 }
 
 /// Every model chunk's forward and backward seconds per micro-batch, indexed `stage · v + chunk`: its layers, the
 /// embedding (chunk 0 of stage 0), the head (last chunk of the last stage), its pipeline sends (charged to the
 /// sender, S1) and, with ZeRO ≥ 2, the exposed part of its per-micro-batch gradient reduce-scatter (ZeRO-3 also
 /// the parameter all-gathers before its forward and backward), overlapped bucket by bucket with the pass.
+#[allow(clippy::too_many_arguments)]
 pub fn chunk_times(
     cfg: &TrainingConfig,
     layout: &Layout,
     layers: &[u32],
     p: &Pieces,
+    sends: &P2pTimes,
     v_padded: u64,
     timer: &mut Timer,
     fwd: &mut Vec<f64>,
@@ -204,10 +230,10 @@ pub fn chunk_times(
                 b += p.head.1;
             }
             if let Some(to) = send_target(pp, v, s, c, Phase::Fwd) {
-                f += p2p_s(cfg, layout, timer, Phase::Fwd, s, to)?;
+                f += sends.get(cfg, layout, Phase::Fwd, s, to);
             }
             if let Some(to) = send_target(pp, v, s, c, Phase::Bwd) {
-                b += p2p_s(cfg, layout, timer, Phase::Bwd, s, to)?;
+                b += sends.get(cfg, layout, Phase::Bwd, s, to);
             }
             if cfg.zero_stage >= 2 && cfg.grad_ranks() > 1 {
                 let params = chunk_params(cfg, s, c, layers[(s * v + c) as usize], v_padded);

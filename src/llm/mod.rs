@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod predict;
 pub mod run;
 pub mod schedule;
+pub mod search;
 pub mod sizing;
 pub mod validate;
 

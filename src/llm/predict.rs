@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use super::config::{ConfigError, LayerSplit, Recompute, TrainingConfig};
 use super::costs::{
     charged_us, chunk_params, chunk_times, optimizer_work, pieces, send_target, stage_params, stage_tail, tail_parts,
-    TailParts, Timer,
+    P2pTimes, TailParts, Timer,
 };
 use super::flops::{mfu, model_flops_of};
 use super::layout::Layout;
@@ -257,8 +257,9 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
     let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
     let mut timer = Timer::new(backend);
     let p = pieces(cfg, &layout, prec, v_padded, &mut timer)?;
+    let sends = P2pTimes::of(cfg, &layout, &mut timer)?;
     let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
-    chunk_times(cfg, &layout, &layers, &p, v_padded, &mut timer, &mut fwd, &mut bwd)?;
+    chunk_times(cfg, &layout, &layers, &p, &sends, v_padded, &mut timer, &mut fwd, &mut bwd)?;
 
     // Operator table.
     let mut rows: Vec<OperatorRow> = Vec::new();

@@ -72,18 +72,36 @@ pub struct Service {
     pub registry: SharedRegistry,
     /// Wakes the background worker.
     pub worker: WorkerHandle,
+    /// Largest search answered inline; larger ones become jobs.
+    pub search_inline_max: u64,
 }
 
 impl Service {
     /// A service over `store` with an empty registry and a worker handle nobody listens to (the CLI's case;
     /// [`crate::app`] wires a real worker).
     pub fn new(store: Store) -> Service {
-        Service { store, registry: crate::learn::registry::shared(), worker: WorkerHandle::default() }
+        Service {
+            store,
+            registry: crate::learn::registry::shared(),
+            worker: WorkerHandle::default(),
+            search_inline_max: crate::config::Config::default().search_inline_max_candidates,
+        }
     }
 
     /// A service with a registry and a worker handle.
     pub fn with(store: Store, registry: SharedRegistry, worker: WorkerHandle) -> Service {
-        Service { store, registry, worker }
+        Service {
+            store,
+            registry,
+            worker,
+            search_inline_max: crate::config::Config::default().search_inline_max_candidates,
+        }
+    }
+
+    /// The same service with another inline-search limit.
+    pub fn with_search_inline_max(mut self, candidates: u64) -> Service {
+        self.search_inline_max = candidates;
+        self
     }
 
     /// Loads the stored active models into the registry (startup, and the CLI before predicting).
