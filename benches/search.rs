@@ -1,7 +1,7 @@
 //! Search speed: GPT-3 175B (96 layers, hidden 12288, 96 heads, seq 2048, vocab 51200) on the `dgx-h100` preset's
 //! 1,024 H100s (128 nodes × 8), global batch 1,536, bf16, with a LightGBM regressor active for every (operator
 //! class, phase) it times. Criterion reports candidate configurations evaluated per second (Throughput::Elements =
-//! the search's `evaluated`). Three variants: analytic backend; all regressors with the process-wide operator-time
+//! the search's `evaluated`). Three variants: analytic backend; all regressors (derated as the service does) with the process-wide operator-time
 //! cache warm (what a running service sees after its first search); all regressors with a fresh registry, so every
 //! distinct operator shape runs LightGBM once (the first search after a retrain).
 //! Run: `cargo bench --bench search`.
@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use perfcast::backend::{AnalyticBackend, LearnedBackend};
+use perfcast::backend::{AnalyticBackend, Derated, Efficiency, LearnedBackend};
 use perfcast::hw::{presets, Precision};
 use perfcast::llm::search::{search, SearchRequest};
 
@@ -42,7 +42,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function("analytic", |b| b.iter(|| black_box(search(&req, &analytic, &mut |_, _| {}).unwrap().evaluated)));
 
     let texts = common::regressor_texts(&system, Precision::Bf16);
-    let learned = LearnedBackend::new(system.clone(), Arc::new(common::registry(&texts)));
+    // As the service builds it: the learned backend, its analytic answers derated.
+    let learned =
+        Derated::new(LearnedBackend::new(system.clone(), Arc::new(common::registry(&texts))), Efficiency::CALIBRATED);
     let r = search(&req, &learned, &mut |_, _| {}).unwrap();
     let p = &r.top[0].prediction;
     let learned_ops = p.operators.iter().filter(|o| o.source.to_string().starts_with("regressor:")).count();
@@ -58,7 +60,12 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("all_regressors_cold_cache", |b| {
         b.iter_batched(
-            || LearnedBackend::new(system.clone(), Arc::new(common::registry(&texts))),
+            || {
+                Derated::new(
+                    LearnedBackend::new(system.clone(), Arc::new(common::registry(&texts))),
+                    Efficiency::CALIBRATED,
+                )
+            },
             |fresh| black_box(search(&req, &fresh, &mut |_, _| {}).unwrap().evaluated),
             BatchSize::PerIteration,
         )

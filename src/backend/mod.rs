@@ -5,6 +5,7 @@
 //! correction t = t_analytic · exp(r̂) (DESIGN.md "The hybrid model"). Every answer names its [`Source`].
 
 pub mod analytic;
+pub mod efficiency;
 pub mod learned;
 
 use std::fmt;
@@ -16,6 +17,7 @@ use crate::hw::{Precision, System};
 use crate::op::{analytic::UnsupportedPrecision, OpShape};
 
 pub use analytic::AnalyticBackend;
+pub use efficiency::{Derated, Efficiency};
 pub use learned::LearnedBackend;
 
 /// Where a time came from: the analytic model, or a learned regressor `<key>` at version `n`.
@@ -67,4 +69,9 @@ pub trait CostBackend: Send + Sync {
     /// Time of collective `c` over `group` while `active_per_node` GPUs of each node communicate at once (bytes
     /// as nccl-tests counts them, see [`crate::comm::estimate`]).
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed;
+
+    /// The achievable efficiencies analytic answers are derated by, if any ([`Derated`]).
+    fn efficiency(&self) -> Option<Efficiency> {
+        None
+    }
 }

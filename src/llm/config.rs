@@ -127,6 +127,11 @@ pub struct ModelSpec {
     /// gradients every step (Megatron-LM). Default `false` (S1: untied, GPT-NeoX).
     #[serde(default)]
     pub tied_embeddings: bool,
+    /// Hidden and attention dropout probability (Megatron-LM's `--hidden-dropout` / `--attention-dropout`; GPT-2
+    /// and Megatron's GPT use 0.1, LLaMA 0). Above 0 each layer runs the attention-probability dropout and two
+    /// bias-dropout-add kernels, and stores their masks (Korthikanti et al.). Default 0 (S1).
+    #[serde(default)]
+    pub dropout: f64,
 }
 
 fn yes() -> bool {

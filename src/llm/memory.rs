@@ -31,18 +31,19 @@ pub fn state_bytes_per_param(p: Precision) -> (f64, f64, f64) {
 }
 
 /// Activation bytes one layer stores for one micro-batch on one GPU (Korthikanti et al. 2022, §4, Table 2),
-/// generalized to GQA, the MLP width, SwiGLU, FlashAttention and context parallelism.
+/// generalized to GQA, the MLP width, SwiGLU, dropout, FlashAttention and context parallelism.
 ///
-/// Korthikanti's 16-bit count per layer is s·b·h·(34 + 5·a·s/h) bytes: attention 11·sbh (QKV input 2, Q and K 4,
-/// V 2, output-projection input 2, dropout mask 1) + 5·a·s²·b (softmax output 2, its dropout mask 1, dropout
-/// output 2), MLP 19·sbh (input 2, activation input 8, activation output 8, dropout mask 1), norms 4·sbh. Of
-/// the 34, 10 (norm inputs 4, QKV and MLP inputs 4, dropout masks 2) are replicated over tensor-parallel ranks
+/// Korthikanti's 16-bit count per layer (with dropout) is s·b·h·(34 + 5·a·s/h) bytes: attention 11·sbh (QKV input
+/// 2, Q and K 4, V 2, output-projection input 2, dropout mask 1) + 5·a·s²·b (softmax output 2, its dropout mask 1,
+/// dropout output 2), MLP 19·sbh (input 2, activation input 8, activation output 8, dropout mask 1), norms 4·sbh.
+/// Of the 34, 10 (norm inputs 4, QKV and MLP inputs 4, dropout masks 2) are replicated over tensor-parallel ranks
 /// and D = 24 is split; sequence parallelism splits the 10 as well. Generalized: D = 4 + 4·kv/h (Q, output input,
-/// K, V) + 4·f/h (GeLU's input and output) or 6·f/h (SwiGLU's gate/up input 2·2f and output 2f). FlashAttention
-/// stores no s² term (it keeps only the output and the softmax statistics). Context parallelism divides s by
-/// cp. Then:
-/// - none: s·b·h·(10 + D/t + 5as/(ht)), with SP s·b·h/t·(10 + D + 5as/h);
-/// - selective (the s² term is recomputed): s·b·h·(10 + D/t), with SP 34·s·b·h/t for GPT;
+/// K, V) + 4·f/h (GeLU's input and output) or 6·f/h (SwiGLU's gate/up input 2·2f and output 2f). Without dropout
+/// (`model.dropout` = 0) the masks and the dropout output are not stored: 10 → 8 and 5·a·s/h → 2·a·s/h (the
+/// softmax output feeds ·V). FlashAttention stores no s² term (it keeps only the output and the softmax
+/// statistics). Context parallelism divides s by cp. Then, with r the replicated part and A the s² part:
+/// - none: s·b·h·(r + D/t + A/t), with SP s·b·h/t·(r + D + A);
+/// - selective (the s² term is recomputed): s·b·h·(r + D/t), with SP 34·s·b·h/t for GPT;
 /// - full (only the layer input is kept): 2·s·b·h, with SP 2·s·b·h/t (Megatron stores the sequence-parallel
 ///   shard).
 pub fn layer_activation_bytes(cfg: &TrainingConfig, recompute: Recompute) -> f64 {
@@ -55,13 +56,19 @@ pub fn layer_activation_bytes(cfg: &TrainingConfig, recompute: Recompute) -> f64
     let f = cfg.ffn_hidden as f64 / h;
     let act = if m.activation == Activation::Swiglu { 6.0 * f } else { 4.0 * f };
     let split = 4.0 + 4.0 * g + act;
-    let scores = if m.attention == Attention::Flash { 0.0 } else { 5.0 * a * s / h };
+    let dropout = m.dropout > 0.0;
+    let replicated = if dropout { 10.0 } else { 8.0 };
+    let scores = match (m.attention, dropout) {
+        (Attention::Flash, _) => 0.0,
+        (_, true) => 5.0 * a * s / h,
+        (_, false) => 2.0 * a * s / h,
+    };
     match recompute {
         Recompute::Full => 2.0 * sbh / if sp { t } else { 1.0 },
-        Recompute::Selective if sp => sbh / t * (10.0 + split),
-        Recompute::Selective => sbh * (10.0 + split / t),
-        Recompute::None if sp => sbh / t * (10.0 + split + scores),
-        Recompute::None => sbh * (10.0 + split / t + scores / t),
+        Recompute::Selective if sp => sbh / t * (replicated + split),
+        Recompute::Selective => sbh * (replicated + split / t),
+        Recompute::None if sp => sbh / t * (replicated + split + scores),
+        Recompute::None => sbh * (replicated + split / t + scores / t),
     }
 }
 
@@ -167,7 +174,7 @@ pub fn stage_memory(
     let m = &cfg.model;
     let (s, b, h) = (m.seq_len as f64 / cfg.cp as f64, cfg.micro_batch as f64, m.hidden as f64);
     let t = cfg.tp as f64;
-    if st.first {
+    if st.first && m.dropout > 0.0 {
         // Korthikanti §4.3: the embedding dropout mask, s·b·h per micro-batch in flight (/t with SP).
         act += in_flight as f64 * s * b * h / if cfg.sp() { t } else { 1.0 };
     }
@@ -200,7 +207,7 @@ mod tests {
 
     fn gpt3(par: serde_json::Value, attention: &str) -> TrainingConfig {
         let m = serde_json::from_value(serde_json::json!({"layers": 96, "hidden": 12288, "heads": 96,
-            "seq_len": 2048, "vocab": 51200, "attention": attention}))
+            "seq_len": 2048, "vocab": 51200, "attention": attention, "dropout": 0.1}))
         .unwrap();
         validate(&m, &serde_json::from_value(par).unwrap(), Precision::Fp16, 4096).unwrap()
     }
@@ -228,6 +235,11 @@ mod tests {
         // FlashAttention drops the s² term: TP 8 + SP without recompute = 34·sbh/8, as selective.
         let c = gpt3(serde_json::json!({"tp": 8, "sequence_parallel": true}), "flash");
         assert_eq!(layer_activation_bytes(&c, Recompute::None), 106_954_752.0);
+        // Without dropout no masks: TP 8 = sbh·(8 + 3 + 2·96·2048/(12288·8)) = sbh·(8 + 3 + 4) = 377,487,360.
+        let mut c = gpt3(serde_json::json!({"tp": 8}), "fused_softmax");
+        c.model.dropout = 0.0;
+        assert_eq!(layer_activation_bytes(&c, Recompute::None), 377_487_360.0);
+        assert_eq!(sbh * 15.0, 377_487_360.0);
     }
 
     #[test]

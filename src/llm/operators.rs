@@ -18,10 +18,15 @@
 //!   attention and only its excess is charged.
 //! - **Recompute** (Korthikanti et al. 2022, §5): `full` re-runs every forward operator of the layer (its
 //!   tensor- and context-parallel communication included) during the backward pass; `selective` re-runs the core
-//!   attention (QKᵀ, softmax, ·V, or the FlashAttention forward).
-//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8; the casts
-//!   of the inputs that no norm produces (the attention-output and down-projection inputs forward, every
-//!   output gradient backward) are element-wise kernels; everything else stays 16-bit.
+//!   attention (QKᵀ, softmax, its dropout, ·V, or the FlashAttention forward).
+//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8; everything
+//!   else stays 16-bit. Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear,
+//!   LayerNormMLP, the GEMM epilogues), so they are not separate operators.
+//! - **Dropout** (Megatron-LM `--hidden-dropout`, `--attention-dropout`; Korthikanti et al.'s masks): with
+//!   `model.dropout` > 0, each layer runs a dropout over the attention probabilities (b·h/tp·l² elements, unless
+//!   FlashAttention fuses it) and two fused bias-dropout-add kernels on its two residual branches (reading the
+//!   branch output, the bias and the residual). S1's Table I has neither (GPT-NeoX's configurations train without
+//!   dropout), so the default 0 adds nothing.
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -55,8 +60,12 @@ pub enum OpName {
     GeLU,
     SwiGLU,
     Linear4,
-    #[serde(rename = "FP8_Cast")]
-    Fp8Cast,
+    /// Dropout over the attention probabilities.
+    #[serde(rename = "Attention_Dropout")]
+    AttentionDropout,
+    /// Megatron's fused bias + dropout + residual add.
+    #[serde(rename = "Bias_Dropout_Add")]
+    BiasDropoutAdd,
     #[serde(rename = "Final_Linear")]
     FinalLinear,
     #[serde(rename = "Parallel_Cross_Entropy")]
@@ -213,7 +222,6 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     let f = cfg.ffn_hidden as u64 / tp;
     let rows = if cfg.sp() { t / tp } else { t };
     let (g, o) = (prec.gemm, prec.other);
-    let fp8 = g == Precision::Fp8;
     let norm = norm_op(cfg);
     let mut ops = Vec::with_capacity(32);
     // Two norms per layer (before attention and before the MLP; also with the parallel residual).
@@ -271,16 +279,13 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
         Activation::Swiglu => ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1)),
     }
     ops.extend(compute(OpName::Linear4, OpClass::Linear, g, &[1, t, d, f], vec![t, f, d], 1));
-    if fp8 {
-        let cast = |phase: Phase, width: u64| {
-            let shape = OpShape::new(OpClass::Elementwise, Phase::Fwd, &[t, width, 1]);
-            op(OpName::Fp8Cast, phase, 1, Work::Compute { shape, dtype: o }, vec![t, width])
-        };
-        ops.push(cast(Phase::Fwd, d / tp));
-        ops.push(cast(Phase::Fwd, f));
-        for width in [qkv, d, up, d] {
-            ops.push(cast(Phase::Bwd, width));
+    if m.dropout > 0.0 {
+        if m.attention != Attention::Flash {
+            let scores = [b * hp * lr, lr, 1];
+            ops.extend(compute(OpName::AttentionDropout, OpClass::Elementwise, o, &scores, vec![b, hp, lr, lr], 1));
         }
+        let rows = [t, d, 3];
+        ops.extend(compute(OpName::BiasDropoutAdd, OpClass::Elementwise, o, &rows, vec![b, lr, d], 2));
     }
     let e = comm_elem_bytes(cfg);
     let act_bytes = (t * d) as f64 * e;
@@ -314,6 +319,7 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
         Recompute::Selective => {
             let mut v: Vec<StageOp> =
                 ops[core_start..core_end].iter().filter(|o| o.phase == Phase::Fwd).cloned().collect();
+            v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::AttentionDropout).cloned());
             v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::CpP2p).cloned());
             v
         }
@@ -491,7 +497,31 @@ mod tests {
     }
 
     #[test]
-    fn context_parallel_ring_attention_and_fp8_casts() {
+    fn dropout_adds_the_attention_dropout_and_two_bias_dropout_adds() {
+        let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 1000,
+            "dropout": 0.1});
+        let c = cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 4}), Precision::Fp16);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        // 4 · 8 heads · 1024 query rows of 1024 probabilities; two residual branches of 4096 tokens × 1024.
+        assert_eq!(dims(&ops, OpName::AttentionDropout), [32768, 1024, 1, 0]);
+        assert_eq!(dims(&ops, OpName::BiasDropoutAdd), [4096, 1024, 3, 0]);
+        assert_eq!(
+            (calls(&ops, OpName::BiasDropoutAdd, Phase::Fwd), calls(&ops, OpName::BiasDropoutAdd, Phase::Bwd)),
+            (2, 2)
+        );
+        // FlashAttention fuses the attention dropout; no dropout, no kernels.
+        let mut flash = m.clone();
+        flash["attention"] = serde_json::json!("flash");
+        let f = cfg(flash, serde_json::json!({"tp": 2}), Precision::Fp16);
+        assert_eq!(calls(&layer_ops(&f, &Layout::new(&f, 8), PREC), OpName::AttentionDropout, Phase::Fwd), 0);
+        let mut none = m;
+        none["dropout"] = serde_json::json!(0.0);
+        let n = cfg(none, serde_json::json!({"tp": 2}), Precision::Fp16);
+        assert_eq!(calls(&layer_ops(&n, &Layout::new(&n, 8), PREC), OpName::BiasDropoutAdd, Phase::Fwd), 0);
+    }
+
+    #[test]
+    fn context_parallel_ring_attention_and_fp8_gemms() {
         let c = cfg(
             serde_json::json!({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
                 "seq_len": 8192, "vocab": 128256, "activation": "swiglu", "attention": "flash"}),
@@ -512,12 +542,12 @@ mod tests {
         };
         assert_eq!((bytes(p2p[0]), bytes(p2p[1])), (16_777_216.0, 33_554_432.0));
         assert_eq!(p2p[0].overlaps, Some(OpName::FlashAttention));
-        // GEMMs in fp8, the rest in bf16; 2 casts forward, 4 backward.
+        // GEMMs in fp8, the rest in bf16.
         let dtype = |n: OpName| match ops.iter().find(|o| o.name == n).unwrap().work {
             Work::Compute { dtype, .. } => dtype,
             _ => panic!(),
         };
         assert_eq!((dtype(OpName::Linear1), dtype(OpName::FlashAttention)), (Precision::Fp8, Precision::Bf16));
-        assert_eq!((calls(&ops, OpName::Fp8Cast, Phase::Fwd), calls(&ops, OpName::Fp8Cast, Phase::Bwd)), (2, 4));
+        assert_eq!(dtype(OpName::Linear4), Precision::Fp8);
     }
 }

@@ -20,7 +20,7 @@ use super::partition::{chunk_layers, StageRole};
 use super::pipeline::{simulate, step_time, PipelineSpec, StageTail};
 use super::schedule::{eq7, interleaved_bubble_fraction, Eq7};
 use super::sizing::{layer_params, model_params, padded_vocab};
-use crate::backend::{CostBackend, Source, Timed};
+use crate::backend::{CostBackend, Efficiency, Source, Timed};
 use crate::comm::Collective;
 use crate::hw::Precision;
 use crate::op::Phase;
@@ -180,6 +180,9 @@ pub struct TrainingPrediction {
     pub run: Option<RunEstimate>,
     /// Distinct sources used (`analytic`, `regressor:…`).
     pub sources: Vec<String>,
+    /// The achievable efficiencies the analytic times were derated by (absent: bare roofline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<Efficiency>,
     pub warnings: Vec<String>,
 }
 
@@ -437,7 +440,9 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
     sources.sort();
     sources.dedup();
     let bubble = interleaved_bubble_fraction(pp, cfg.grad_accum, v);
-    let warnings = warnings(cfg, &layout, system.gpus_per_node, &sources, bubble, &stages, &memory);
+    let efficiency = backend.efficiency();
+    let warnings =
+        warnings(cfg, &layout, system.gpus_per_node, &sources, efficiency.is_some(), bubble, &stages, &memory);
 
     Ok(TrainingPrediction {
         iteration_time_s,
@@ -477,26 +482,33 @@ pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<Traini
         memory,
         run: None,
         sources,
+        efficiency,
         warnings,
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn warnings(
     cfg: &TrainingConfig,
     layout: &Layout,
     gpus_per_node: u32,
     sources: &[String],
+    derated: bool,
     bubble: f64,
     stages: &[StageReport],
     memory: &MemoryBreakdown,
 ) -> Vec<String> {
     let mut w = Vec::new();
     if sources.iter().all(|s| s == "analytic") {
-        w.push(
+        w.push(if derated {
+            "every operator time is analytic (no learned regressor covers this GPU yet), derated by perfcast's \
+             calibrated achievable efficiencies (README, accuracy): expect the end-to-end errors reported there"
+                .to_string()
+        } else {
             "every operator time is analytic (no learned regressor covers this GPU yet): roofline times are lower \
              bounds, so the iteration time is likely optimistic"
-                .to_string(),
-        );
+                .to_string()
+        });
     }
     if layout.tp_group.nodes > 1 {
         w.push(format!(

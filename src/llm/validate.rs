@@ -43,6 +43,9 @@ pub fn validate(
             return Err(bad(field, "must be at least 1"));
         }
     }
+    if !(0.0..1.0).contains(&model.dropout) {
+        return Err(bad("model.dropout", format!("a probability in [0, 1), got {}", model.dropout)));
+    }
     if model.hidden % model.heads != 0 {
         return Err(bad("model.hidden", format!("hidden {} is not divisible by heads {}", model.hidden, model.heads)));
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Service, ServiceError};
-use crate::backend::LearnedBackend;
+use crate::backend::{Derated, Efficiency, LearnedBackend};
 use crate::llm::run::run_estimate;
 use crate::llm::search::{count_candidates, search, SearchRequest, SearchResult};
 use crate::llm::{self, TrainingPrediction, TrainingRequest};
@@ -31,7 +31,8 @@ pub enum SearchOutcome {
 
 impl Service {
     /// Predicts one training iteration (S1 and its Megatron-LM extensions) with every operator corrected by its
-    /// active regressor where one covers it, and the whole-run estimate when `run` is given. Errors: `NotFound`
+    /// active regressor where one covers it and the remaining analytic times derated by the calibrated achievable
+    /// efficiencies ([`Efficiency::CALIBRATED`]), and the whole-run estimate when `run` is given. Errors: `NotFound`
     /// for an unknown system (field `system`), `Invalid` for an impossible configuration, naming the field.
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
         let system = self.system_for(&req.system, "system").await?;
@@ -39,7 +40,7 @@ impl Service {
         if let Some(run) = &req.run {
             llm::validate_run(run)?;
         }
-        let backend = LearnedBackend::new(system, self.registry.load_full());
+        let backend = Derated::new(LearnedBackend::new(system, self.registry.load_full()), Efficiency::CALIBRATED);
         let mut p = llm::predict(&cfg, &backend)?;
         if let Some(run) = &req.run {
             p.run = Some(run_estimate(&p, run, req.model.seq_len));
@@ -70,7 +71,7 @@ impl Service {
         progress: Option<Arc<SearchProgress>>,
     ) -> Result<SearchResult, ServiceError> {
         let system = self.system_for(&req.system, "system").await?;
-        let backend = LearnedBackend::new(system, self.registry.load_full());
+        let backend = Derated::new(LearnedBackend::new(system, self.registry.load_full()), Efficiency::CALIBRATED);
         let req = req.clone();
         let result = tokio::task::spawn_blocking(move || {
             search(&req, &backend, &mut |done, total| {
