@@ -157,3 +157,34 @@ pub fn cross_validate(
     }
     (preds, fitted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nelder_mead_finds_a_quadratic_minimum() {
+        // (x − 1)² + 10·(y + 2)² has its minimum 0 at (1, −2).
+        let mut f = |x: &[f64]| (x[0] - 1.0).powi(2) + 10.0 * (x[1] + 2.0).powi(2);
+        let (x, v) = nelder_mead(&mut f, &[0.0, 0.0], 0.5, 300);
+        assert!((x[0] - 1.0).abs() < 1e-4 && (x[1] + 2.0).abs() < 1e-4 && v < 1e-8, "{x:?} {v}");
+    }
+
+    #[test]
+    fn folds_keep_every_group_whole() {
+        let rows =
+            super::super::training::prepare(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+                .unwrap()
+                .0;
+        let rows: Vec<Prepared> = rows.into_iter().map(|(_, p)| p).collect();
+        let f = folds(&rows, 5);
+        // Every (source, model) group maps to one fold, all five folds are used.
+        let used: std::collections::BTreeSet<usize> = f.values().copied().collect();
+        assert_eq!(used.len(), 5);
+        for r in &rows {
+            assert!(f.contains_key(&(r.source.to_string(), r.group.clone())));
+        }
+        // The eight vTrain model configurations (hidden 1024/2048 × 12–24 layers) are eight groups.
+        assert_eq!(f.keys().filter(|(s, _)| s == "vtrain").count(), 8);
+    }
+}

@@ -426,3 +426,55 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     dgxc(data, &mut out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+    }
+
+    #[test]
+    fn vtrain_rows_become_megatron_requests() {
+        let mut out = E2eData::default();
+        vtrain(&data(), &mut out).unwrap();
+        assert_eq!(out.rows.len(), 1440);
+        // First row: 2 GPUs, gbs 16, mbs 8, h 1024, 24 layers, TP 1, DP 1, PP 2, 372.160408 ms.
+        let r = &out.rows[0];
+        assert_eq!((r.request.parallelism.pp, r.request.parallelism.micro_batch), (2, 8));
+        assert_eq!(r.request.parallelism.global_batch, Some(16));
+        assert!((r.measured_s - 0.372160408).abs() < 1e-12);
+        assert_eq!(r.group, "h1024-L24");
+    }
+
+    #[test]
+    fn nemo_step_time_comes_from_tokens_per_second() {
+        let mut out = E2eData::default();
+        nemo(&data(), &mut out).unwrap();
+        // NeMo 24.07's LLAMA3-70B: 64 GPUs, GBS 128, seq 8192, 1,524 tokens/s/GPU → 128·8192/(1524·64) = 10.75 s.
+        let r = out.rows.iter().find(|r| r.id.contains("LLAMA3-70B") && r.id.contains("docs/source")).unwrap();
+        assert!((r.measured_s - 128.0 * 8192.0 / (1524.0 * 64.0)).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.precision, crate::hw::Precision::Fp8);
+        assert_eq!(
+            (r.request.parallelism.tp, r.request.parallelism.pp, r.request.parallelism.context_parallel),
+            (4, 4, 2)
+        );
+        // Blackwell rows are skipped for want of a catalog GPU.
+        assert!(out.skipped.keys().any(|(s, why)| s == "nemo" && why.contains("DGX-H100")));
+    }
+
+    #[test]
+    fn dgxc_titles_give_the_parallel_configuration() {
+        assert_eq!(title_param("Llama 3.1 70b BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)", "VP"), Some(5));
+        assert_eq!(title_param("NeMo Megatron BF16 (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)", "PP"), Some(8));
+        let mut out = E2eData::default();
+        dgxc(&data(), &mut out).unwrap();
+        // Llama 3.1 405B (TP 8, PP 9, CP 2) on 1,152 GPUs: dp 8, GBS = 1·63·8 = 504.
+        let r = out.rows.iter().find(|r| r.id.contains("405b") && r.id.contains("1152x")).unwrap();
+        assert_eq!((r.request.parallelism.dp, r.request.parallelism.global_batch), (8, Some(504)));
+        // 32 GPUs cannot hold TP 8 · PP 9 · CP 2 = 144: a reduced-layer proxy, skipped.
+        assert!(!out.rows.iter().any(|r| r.id.contains("405b") && r.id.contains(" 32x")));
+        assert!(architecture("Nemotron4 15b").is_some() && architecture("Grok 1 314b").is_none());
+    }
+}

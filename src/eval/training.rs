@@ -212,3 +212,30 @@ pub fn write(r: &Report, out: &PathBuf) -> Result<(), String> {
     }
     std::fs::write(out.join("training_rows.csv"), w.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Efficiency;
+
+    fn data() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+    }
+
+    fn by_source(r: &Report, s: &str) -> Accuracy {
+        r.summary.iter().find(|x| x.label == s).unwrap().accuracy.clone()
+    }
+
+    #[test]
+    fn the_roofline_is_a_lower_bound_and_the_shipped_efficiencies_are_not_worse_than_reported() {
+        let roof = run(&data(), &Mode::Fixed(Efficiency::ROOFLINE), &mut |_| {}).unwrap();
+        for s in ["vtrain", "nemo", "dgxc"] {
+            assert!(by_source(&roof, s).signed < -0.2, "{s}: {:?}", by_source(&roof, s));
+        }
+        // In-sample guard (these rows calibrated the constants; the README reports the out-of-fold errors).
+        let shipped = run(&data(), &Mode::Fixed(Efficiency::CALIBRATED), &mut |_| {}).unwrap();
+        assert_eq!(by_source(&shipped, "vtrain").rows, 1440);
+        assert!(by_source(&shipped, "vtrain").mape < 0.12, "{:?}", by_source(&shipped, "vtrain"));
+        assert!(by_source(&shipped, "dgxc").mape < 0.10, "{:?}", by_source(&shipped, "dgxc"));
+    }
+}
