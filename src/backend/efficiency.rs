@@ -150,6 +150,10 @@ impl<B: CostBackend> CostBackend for Derated<B> {
         Some(self.eff)
     }
 
+    fn prefetch(&self, ops: &[(OpShape, Precision)]) {
+        self.inner.prefetch(ops)
+    }
+
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
         let t = self.inner.collective(c, bytes, group, active_per_node);
         if t.source != Source::Analytic || t.time_us == 0.0 {

@@ -70,6 +70,11 @@ pub trait CostBackend: Send + Sync {
     /// as nccl-tests counts them, see [`crate::comm::estimate`]).
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed;
 
+    /// Computes the times of many operators at once, ahead of the [`CostBackend::compute`] calls that will ask
+    /// for them (a search knows its shapes before it costs its candidates): a learned backend runs each model once
+    /// over all its rows instead of once per shape. Answers are unchanged; the default does nothing.
+    fn prefetch(&self, _ops: &[(OpShape, Precision)]) {}
+
     /// The achievable efficiencies analytic answers are derated by, if any ([`Derated`]).
     fn efficiency(&self) -> Option<Efficiency> {
         None

@@ -491,6 +491,50 @@ impl<'a> Evaluator<'a> {
         Ok(fits)
     }
 
+    /// Hands the backend every operator shape the candidates will ask for, so a learned backend can run each
+    /// model once over all of them: the layer, embedding and head operators of every distinct (tp, cp,
+    /// micro_batch, SP, recompute) and the optimizer of every distinct stage size.
+    fn prefetch(&mut self, base: &TrainingConfig, candidates: &[Candidate], global_batch: u64) {
+        let mut cfg = base.clone();
+        let mut keys = std::collections::HashSet::new();
+        let mut params_seen = std::collections::HashSet::new();
+        let mut sizes = std::collections::HashSet::new();
+        let mut shapes = Vec::new();
+        let push = |ops: Vec<super::operators::StageOp>, shapes: &mut Vec<(crate::op::OpShape, Precision)>| {
+            shapes.extend(ops.into_iter().filter_map(|o| match o.work {
+                super::operators::Work::Compute { shape, dtype } => Some((shape, dtype)),
+                _ => None,
+            }))
+        };
+        for c in candidates {
+            Self::configure(&mut cfg, c, global_batch);
+            let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
+            if keys.insert((c.tp, c.cp, c.micro_batch, cfg.sp(), c.recompute)) {
+                let layout = Layout::new(&cfg, self.gpus_per_node);
+                push(super::operators::layer_ops(&cfg, &layout, self.prec), &mut shapes);
+                push(super::operators::embedding_ops(&cfg, &layout, self.prec, v_padded), &mut shapes);
+                push(super::operators::head_ops(&cfg, &layout, self.prec, v_padded), &mut shapes);
+            }
+            // Stage sizes depend on (tp, pp, v) and their ZeRO shards on dp·cp only.
+            if !sizes.insert((c.tp, c.pp, c.virtual_stages, c.dp, c.cp)) {
+                continue;
+            }
+            self.fill_layers(&cfg);
+            for s in [0, 1.min(cfg.pp - 1), cfg.pp - 1] {
+                let params = stage_params(&cfg, s, &self.layers, v_padded);
+                let opt = tail_parts(&cfg, s, params, v_padded).optimizer_params;
+                if params_seen.insert((opt.round() as u64, cfg.precision)) {
+                    if let super::operators::Work::Compute { shape, dtype } =
+                        super::costs::optimizer_work(opt, self.prec.other)
+                    {
+                        shapes.push((shape, dtype));
+                    }
+                }
+            }
+        }
+        self.timer.backend().prefetch(&shapes);
+    }
+
     /// Costs a candidate: S1's pipeline gets eq. 7 (exact); the others a lower bound of the simulation.
     fn bound(&mut self, cfg: &TrainingConfig) -> Result<Costed, ConfigError> {
         let fits = self.cost(cfg)?;
@@ -552,6 +596,7 @@ pub fn search(
         tails: Vec::new(),
     };
     let gb = req.global_batch as u64;
+    ev.prefetch(&base, &candidates, gb);
     // Phase 1: cost, memory-check and bound every candidate.
     let mut ranked: Vec<(f64, bool, u32)> = Vec::new();
     let mut cfg = base.clone();
