@@ -96,7 +96,8 @@ pub struct Started {
 
 /// Starts the application over an open store: loads the active models, spawns the worker, builds the router.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
-    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default());
+    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default())
+        .with_search_inline_max(config.search_inline_max_candidates);
     provision_key(&service, config).await?;
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");

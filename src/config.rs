@@ -52,6 +52,9 @@ pub struct Config {
     /// Wall-clock budget of one retrain job, seconds; keys not reached are skipped and retried next time.
     /// Default 3600.
     pub retrain_time_limit_s: u64,
+    /// Largest configuration search answered inline (`200`); larger ones run as a `search` job (`202`).
+    /// Default 100,000 candidates (about a second).
+    pub search_inline_max_candidates: u64,
 }
 
 impl Default for Config {
@@ -74,6 +77,7 @@ impl Default for Config {
             max_concurrent_requests: 512,
             max_training_rows: 200_000,
             retrain_time_limit_s: 3600,
+            search_inline_max_candidates: 100_000,
         }
     }
 }

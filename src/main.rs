@@ -1,4 +1,5 @@
-//! `perfcast` command line: `serve` the HTTP API, `predict` from a request file, print the `openapi` document.
+//! `perfcast` command line: `serve` the HTTP API, `predict` or `search` from a request file, print the `openapi`
+//! document, `eval` accuracy.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use tracing_subscriber::EnvFilter;
 
 use perfcast::api::json::parse_json;
 use perfcast::config::{Config, Overrides};
+use perfcast::llm::search::SearchRequest;
 use perfcast::llm::TrainingRequest;
 use perfcast::service::Service;
 use perfcast::store::Store;
@@ -38,6 +40,13 @@ enum Command {
     /// Predict one training iteration from a request file (the body of POST /v1/predictions/training; `-` reads
     /// stdin) and print the same JSON the API returns.
     Predict {
+        /// Request file.
+        request: PathBuf,
+    },
+    /// Search for the fastest configuration that fits, from a request file (the body of
+    /// POST /v1/predictions/training/search; `-` reads stdin), and print the result. Runs here however large the
+    /// search is.
+    Search {
         /// Request file.
         request: PathBuf,
     },
@@ -138,6 +147,33 @@ enum EvalWhat {
         /// The shared fixtures directory.
         #[arg(long, default_value = "../shared/fixtures")]
         fixtures: PathBuf,
+    },
+    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight, NeMo and DGX Cloud through the
+    /// training predictor; MAPE and signed error per source.
+    Training {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for training.md, training.json and training_rows.csv.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Cross-validate: fit the efficiencies on all but one fold of (source, model) groups, predict that
+        /// fold, for every fold; then fit on every row. Without it, the shipped efficiencies predict every row.
+        #[arg(long)]
+        cross_validate: bool,
+        /// Folds of the cross-validation.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Nelder–Mead iterations per fit.
+        #[arg(long, default_value_t = 300)]
+        iterations: usize,
+        /// Sources the cross-validation fits on (the others are only predicted). NeuSight is left out by default:
+        /// its pipeline implementation is undocumented and its runs are FP32 without tensor cores.
+        #[arg(long, value_delimiter = ',', default_value = "vtrain,nemo,dgxc")]
+        fit_sources: Vec<String>,
+        /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
+        #[arg(long)]
+        roofline: bool,
     },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
@@ -274,6 +310,43 @@ async fn main() -> ExitCode {
             store.close().await;
             match result {
                 Ok(prediction) => print_json(&prediction),
+                Err(e) => {
+                    let problem = perfcast::api::problem::ApiError::from(e).problem();
+                    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Search { request } => {
+            let bytes = match read_request(&request) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let req: SearchRequest = match parse_json(&bytes) {
+                Ok(r) => r,
+                Err(problem) => {
+                    eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
+                    return ExitCode::from(2);
+                }
+            };
+            let store = match Store::open(&config.db).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let service = Service::new(store.clone());
+            let result = match service.load_models().await {
+                Ok(_) => service.run_search(&req, None).await,
+                Err(e) => Err(e),
+            };
+            store.close().await;
+            match result {
+                Ok(r) => print_json(&r),
                 Err(e) => {
                     let problem = perfcast::api::problem::ApiError::from(e).problem();
                     eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
@@ -419,6 +492,34 @@ async fn main() -> ExitCode {
             match perfcast::eval::comm::run(&data, &out, grid, &mut |m| eprintln!("{m}")).await {
                 Ok(report) => {
                     println!("{}", perfcast::eval::comm::markdown(&report));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Eval {
+            what: EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline },
+        } => {
+            use perfcast::backend::Efficiency;
+            use perfcast::eval::training::Mode;
+            let mode = if cross_validate {
+                Mode::CrossValidate { folds, iterations, fit_sources }
+            } else if roofline {
+                Mode::Fixed(Efficiency::ROOFLINE)
+            } else {
+                Mode::Fixed(Efficiency::CALIBRATED)
+            };
+            match perfcast::eval::training::run(&data, &mode, &mut |m| eprintln!("{m}")) {
+                Ok(report) => {
+                    if let Err(e) = perfcast::eval::training::write(&report, &out) {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                    println!("{}", perfcast::eval::training::markdown(&report));
+                    eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -155,3 +155,78 @@ async fn a_created_system_can_be_predicted_on() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["gpu"], "H100-PCIe");
 }
+
+fn llama70b(par: Value) -> Value {
+    json!({"system": "dgx-h100",
+           "model": {"name": "Llama-3 70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+                     "ffn_hidden": 28672, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm",
+                     "activation": "swiglu", "attention": "flash"},
+           "parallelism": par, "precision": "bf16"})
+}
+
+#[tokio::test]
+async fn megatron_options_memory_and_the_whole_run() {
+    let app = TestApp::new().await;
+    // DGX Cloud's Llama 3.1 70B recipe: TP 4, PP 4, CP 2, VP 5, MBS 1, GA 64 on 64 GPUs.
+    let mut req = llama70b(json!({"tp": 4, "pp": 4, "dp": 2, "context_parallel": 2, "virtual_stages": 5,
+        "micro_batch": 1, "grad_accum": 64, "sequence_parallel": true, "distributed_optimizer": true,
+        "overlap_grad_reduce": true, "recompute": "none"}));
+    req["run"] = json!({"steps": 1000});
+    let p = predict(&app, &req).await;
+    assert_eq!(p["schedule"], "interleaved_1f1b");
+    assert_eq!(p["timeline"]["model"], "simulated");
+    assert_eq!(p["config"]["gpus"], 64);
+    assert_eq!(p["config"]["layer_split"], "uniform");
+    // (pp − 1)/(m·v) = 3/320.
+    assert_eq!(p["bubble_fraction"], 3.0 / 320.0);
+    let t = p["iteration_time_s"].as_f64().unwrap();
+    let tl = &p["timeline"];
+    let sum = tl["pipeline_s"].as_f64().unwrap()
+        + tl["exposed_grad_sync_s"].as_f64().unwrap()
+        + tl["update_s"].as_f64().unwrap();
+    assert!((sum - t).abs() < 1e-9 * t);
+    let mem = &p["memory"];
+    let parts: f64 = ["weights_gib", "gradients_gib", "optimizer_gib", "activations_gib", "allowance_gib"]
+        .iter()
+        .map(|k| mem[k].as_f64().unwrap())
+        .sum();
+    assert!((parts - mem["total_gib"].as_f64().unwrap()).abs() < 1e-9);
+    assert_eq!(mem["capacity_gib"], 80.0);
+    assert!(mem["fits"].as_bool().unwrap(), "{mem}");
+    // 1000 steps: 1000 · t seconds on 64 GPUs; 1000 · 128 · 8192 tokens.
+    assert_eq!(p["run"]["steps"], 1000);
+    assert_eq!(p["run"]["tokens"], 1000.0 * 128.0 * 8192.0);
+    assert!((p["run"]["gpu_hours"].as_f64().unwrap() - 1000.0 * t * 64.0 / 3600.0).abs() < 1e-6);
+    assert!(p["operators"].as_array().unwrap().iter().any(|o| o["name"] == "CP_P2P"));
+    assert!(p["operators"].as_array().unwrap().iter().any(|o| o["name"] == "SwiGLU"));
+}
+
+#[tokio::test]
+async fn megatron_option_errors_name_their_field() {
+    let app = TestApp::new().await;
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"tp": 8, "pp": 4, "virtual_stages": 3, "grad_accum": 8}), "parallelism.virtual_stages"),
+        (json!({"pp": 1, "virtual_stages": 2}), "parallelism.virtual_stages"),
+        (json!({"context_parallel": 3}), "parallelism.context_parallel"),
+        (json!({"tp": 16, "pp": 2}), "parallelism.tp"),
+        (json!({"recompute": "most"}), "parallelism.recompute"),
+        (json!({"zero_stage": 0, "distributed_optimizer": true}), "parallelism.distributed_optimizer"),
+        (json!({"layer_split": "s1", "virtual_stages": 2, "pp": 2, "grad_accum": 2}), "parallelism.layer_split"),
+    ];
+    for (par, field) in cases {
+        let p = app.post_json("/v1/predictions/training", &llama70b(par.clone())).await.problem(422);
+        assert_eq!(p["errors"][0]["field"], field, "{par}: {p}");
+    }
+    let mut req = llama70b(json!({"tp": 8}));
+    req["model"]["kv_heads"] = json!(7);
+    let p = app.post_json("/v1/predictions/training", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "model.kv_heads");
+    let mut req = llama70b(json!({"tp": 8}));
+    req["run"] = json!({"tokens": -5});
+    let p = app.post_json("/v1/predictions/training", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "run.tokens");
+    // Llama-3 70B on one node with tp 8 and no sharding does not fit, and says so.
+    let p = predict(&app, &llama70b(json!({"tp": 8, "zero_stage": 0}))).await;
+    assert_eq!(p["memory"]["fits"], false);
+    assert!(p["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("does not fit")));
+}

@@ -17,7 +17,7 @@ use crate::worker::RetrainParams;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
     pub id: i64,
-    /// `retrain`.
+    /// `retrain` or `search`.
     pub kind: String,
     /// `queued`, `running`, `succeeded` or `failed`.
     pub state: String,
@@ -26,7 +26,7 @@ pub struct JobView {
     pub message: String,
     #[schema(value_type = Object)]
     pub params: serde_json::Value,
-    /// What the job produced (for a retrain: versions trained and activated, per key).
+    /// What the job produced (a retrain: versions trained and activated, per key; a search: its `SearchResult`).
     #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
     /// Times started (more than 1 after a crash interrupted it).

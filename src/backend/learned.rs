@@ -6,6 +6,7 @@
 //! (dX = dY·Wᵀ, dW = Xᵀ·dY), each through the forward model: they are forward GEMMs of other shapes. Otherwise
 //! the answer is analytic and says so.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{AnalyticBackend, CostBackend, Source, Timed};
@@ -168,5 +169,84 @@ impl CostBackend for LearnedBackend {
             }
         }
         Timed { time_us: base.time_us, analytic_us, source }
+    }
+
+    /// Groups the uncached shapes that have a model of their own by model and predicts each group in one LightGBM
+    /// call; the answers go to the process-wide cache exactly as [`CostBackend::compute`] would have put them
+    /// (shapes without a direct model are left to `compute`).
+    fn prefetch(&self, ops: &[(OpShape, Precision)]) {
+        let gpu = &self.analytic.system().gpu;
+        let generation = self.registry.generation();
+        let mut groups: HashMap<*const ActiveRegressor, (&ActiveRegressor, Vec<(OpShape, Precision, f64)>, Vec<f64>)> =
+            HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for &(shape, dtype) in ops {
+            let key = (generation, self.gpu_hash, shape, dtype);
+            if !seen.insert(key) || cache().contains_key(&key) {
+                continue;
+            }
+            let Some(model) = self.registry.op(shape.class, shape.phase, dtype, &gpu.name) else { continue };
+            let Ok(cost) = op::estimate(&shape, dtype, gpu) else { continue };
+            let entry = groups.entry(Arc::as_ptr(model)).or_insert_with(|| (model.as_ref(), Vec::new(), Vec::new()));
+            entry.1.push((shape, dtype, cost.time_us));
+            entry.2.extend_from_slice(&op_features(&shape, dtype, gpu, &cost));
+        }
+        for (model, rows, x) in groups.into_values() {
+            let Ok(r) = model.model.predict(&x) else { continue };
+            for ((shape, dtype, analytic_us), r) in rows.into_iter().zip(r) {
+                let time_us = analytic_us * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
+                let t = Timed { time_us, analytic_us, source: model.source() };
+                cache().insert((generation, self.gpu_hash, shape, dtype), t);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::presets;
+    use crate::learn::features::OP_FEATURES;
+    use crate::learn::fit::{fit, Grid, TrainingSet};
+    use crate::learn::lgbm::Model;
+    use crate::learn::op_key;
+
+    #[test]
+    fn prefetched_answers_are_the_ones_compute_gives() {
+        let system = presets().into_iter().find(|p| p.name == "dgx-h100").unwrap().resolve().unwrap();
+        // A small linear-forward model on synthetic rows (analytic time × a shape-dependent factor).
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        let mut key = 0;
+        for m in [64u64, 256, 1024, 4096, 16384] {
+            for n in [128u64, 512, 2048, 8192] {
+                for k in [256u64, 1024, 4096] {
+                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
+                    let cost = op::estimate(&shape, Precision::Bf16, &system.gpu).unwrap();
+                    let x = op_features(&shape, Precision::Bf16, &system.gpu, &cost);
+                    set.push(&x, cost.time_us, cost.time_us * (1.2 + (m as f64).ln() / 20.0), key);
+                    key += 1;
+                }
+            }
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let model = ActiveRegressor {
+            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Bf16, None),
+            version: 1,
+            model: Model::from_text(&fitted.model_text).unwrap(),
+            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+            validation_mape: fitted.validation.mape,
+            summary: serde_json::Value::Null,
+        };
+        let b = LearnedBackend::new(system, Arc::new(Registry::new([model])));
+        let shapes: Vec<(OpShape, Precision)> = [(8192u64, 1280u64, 8192u64), (4096, 7168, 8192), (777, 333, 999)]
+            .iter()
+            .map(|&(m, n, k)| (OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]), Precision::Bf16))
+            .collect();
+        b.prefetch(&shapes);
+        for (shape, dtype) in &shapes {
+            let cached = b.compute(shape, *dtype).unwrap();
+            assert_eq!(cached, b.compute_uncached(shape, *dtype).unwrap());
+            assert!(cached.source.to_string().starts_with("regressor:"));
+        }
     }
 }

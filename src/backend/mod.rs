@@ -5,6 +5,7 @@
 //! correction t = t_analytic · exp(r̂) (DESIGN.md "The hybrid model"). Every answer names its [`Source`].
 
 pub mod analytic;
+pub mod efficiency;
 pub mod learned;
 
 use std::fmt;
@@ -16,6 +17,7 @@ use crate::hw::{Precision, System};
 use crate::op::{analytic::UnsupportedPrecision, OpShape};
 
 pub use analytic::AnalyticBackend;
+pub use efficiency::{Derated, Efficiency};
 pub use learned::LearnedBackend;
 
 /// Where a time came from: the analytic model, the system's communication calibration, or a learned regressor
@@ -70,4 +72,14 @@ pub trait CostBackend: Send + Sync {
     /// Time of collective `c` over `group` while `active_per_node` GPUs of each node communicate at once (bytes
     /// as nccl-tests counts them, see [`crate::comm::estimate`]).
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed;
+
+    /// Computes the times of many operators at once, ahead of the [`CostBackend::compute`] calls that will ask
+    /// for them (a search knows its shapes before it costs its candidates): a learned backend runs each model once
+    /// over all its rows instead of once per shape. Answers are unchanged; the default does nothing.
+    fn prefetch(&self, _ops: &[(OpShape, Precision)]) {}
+
+    /// The achievable efficiencies analytic answers are derated by, if any ([`Derated`]).
+    fn efficiency(&self) -> Option<Efficiency> {
+        None
+    }
 }

@@ -1,9 +1,12 @@
 //! Accuracy evaluations against the measured datasets of `../shared/data` (DATA.md's train/test rule: fit on
 //! train rows only, report on test rows only). Used by `perfcast eval …`.
 
+pub mod calibrate;
 pub mod comm;
 pub mod datasets;
+pub mod e2e;
 pub mod kernels;
 pub mod logo;
 pub mod operators;
 pub mod plot;
+pub mod training;

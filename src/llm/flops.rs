@@ -1,12 +1,29 @@
 //! Model FLOPs and utilization (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
 //! Clusters Using Megatron-LM", eq. 3; MODELS.md §1.6).
 
+use super::config::{Activation, TrainingConfig};
+
 /// Model FLOPs of one training iteration without activation recompute:
 /// F = 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) with B the global batch (sequences), s the sequence length, L
 /// layers, h hidden, V vocabulary. (With full recompute the hardware does 96 instead of 72; MFU counts 72.)
 pub fn model_flops(global_batch: u64, seq: u64, layers: u64, hidden: u64, vocab: u64) -> f64 {
     let (b, s, l, h, v) = (global_batch as f64, seq as f64, layers as f64, hidden as f64, vocab as f64);
     72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h))
+}
+
+/// Model FLOPs of one iteration for any layer shape (GQA, MLP width, SwiGLU), without recompute:
+/// F = 6·B·s·(L·(P + 2·s·d) + V·d), where P = d·q + d² + u·d·f + f·d are the weights of one layer's four GEMMs
+/// (q = (h + 2·kv)·d/h, u = 2 for SwiGLU) and 2·s·d per token is attention's QKᵀ and ·V (counted in full, as
+/// Narayanan et al. do). With kv = h, f = 4d, u = 1 it is Narayanan et al.'s eq. 3 (tested); for LLaMA-style
+/// models it is NeMo's `llama2` formula B·s·L·d²·(12 + 12·kv/h + 18·f/d + 12·s/d + 6·V/(L·d)).
+pub fn model_flops_of(cfg: &TrainingConfig) -> f64 {
+    let m = &cfg.model;
+    let (b, s, l, d, v) = (cfg.global_batch as f64, m.seq_len as f64, m.layers as f64, m.hidden as f64, m.vocab as f64);
+    let q = (m.heads as f64 + 2.0 * cfg.kv_heads as f64) * d / m.heads as f64;
+    let f = cfg.ffn_hidden as f64;
+    let u = if m.activation == Activation::Swiglu { 2.0 } else { 1.0 };
+    let p = d * q + d * d + u * d * f + f * d;
+    6.0 * b * s * (l * (p + 2.0 * s * d) + v * d)
 }
 
 /// Model FLOPs utilization: F / (t · GPUs · peak FLOP/s).
@@ -27,5 +44,28 @@ mod tests {
         let expected = base * (1.0 + 2048.0 / 73728.0 + 51200.0 / (12.0 * 96.0 * 12288.0));
         assert!((f / expected - 1.0).abs() < 1e-12);
         assert!((f / 3.386e18 - 1.0).abs() < 1e-3, "{f:e}");
+    }
+
+    fn cfg(model: serde_json::Value, gb: u32) -> TrainingConfig {
+        let p = serde_json::from_value(serde_json::json!({"global_batch": gb})).unwrap();
+        crate::llm::validate(&serde_json::from_value(model).unwrap(), &p, crate::hw::Precision::Bf16, 8).unwrap()
+    }
+
+    #[test]
+    fn general_formula_reduces_to_narayanan_and_to_nemo_for_llama() {
+        let g =
+            cfg(serde_json::json!({"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200}), 1536);
+        let n = model_flops(1536, 2048, 96, 12288, 51200);
+        assert!((model_flops_of(&g) / n - 1.0).abs() < 1e-12);
+        // Llama 3 8B (NeMo's llama2 formula): B 128, s 8192, L 32, d 4096, kv/h = 8/32, f 14336, V 128256:
+        // 12 + 3 + 18·3.5 + 12·2 + 6·128256/(32·4096) = 12 + 3 + 63 + 24 + 5.87109375 = 107.87109375
+        // → 128·8192·32·4096²·107.87109375 = 5.9297e16 FLOPs.
+        let l = cfg(
+            serde_json::json!({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
+            "activation": "swiglu", "seq_len": 8192, "vocab": 128256}),
+            128,
+        );
+        let nemo = 128.0 * 8192.0 * 32.0 * 4096.0f64.powi(2) * 107.87109375;
+        assert!((model_flops_of(&l) / nemo - 1.0).abs() < 1e-12, "{} vs {nemo}", model_flops_of(&l));
     }
 }

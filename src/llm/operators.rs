@@ -1,15 +1,43 @@
-//! Operator decomposition of one training iteration (S1 Table I, MODELS.md §1.1): which operators every pipeline
-//! stage runs per micro-batch, with their shapes, S1 feature vectors and call counts.
+//! Operator decomposition of one training iteration (S1 Table I, MODELS.md §1.1), extended to Megatron-LM's
+//! options: which operators one transformer layer, the first stage's embedding and the last stage's head run per
+//! micro-batch, with their shapes, precisions, S1 feature vectors and call counts.
+//!
+//! Modeling choices beyond S1, each from its source:
+//! - **GQA** (Ainslie et al. 2023): the QKV GEMM produces (h + 2·kv)·d/h columns; QKᵀ and ·V still run per query
+//!   head (keys and values are broadcast to their group).
+//! - **SwiGLU** (Shazeer 2020; Megatron-LM `--swiglu`): the up-projection is one GEMM of width 2·ffn (gate and up),
+//!   the activation reads 2·ffn and writes ffn, the down-projection reads ffn.
+//! - **Sequence parallelism** (Korthikanti et al. 2022, §4.2.2): norms run on tokens/tp rows; each tensor-parallel
+//!   all-reduce becomes an all-gather plus a reduce-scatter of the same total volume. In the backward pass the
+//!   extra all-gather of a column-parallel layer's input (for its weight gradient) overlaps the input-gradient
+//!   GEMM and is not charged (Megatron's asynchronous gradient communication).
+//! - **Context parallelism** (Megatron-Core / Transformer Engine ring attention): each rank holds tokens/cp of
+//!   every sequence; attention runs as cp FlashAttention calls of tokens/cp queries against one key/value chunk
+//!   (the load-balanced causal split makes every step equal work), while the next chunk's keys and values (and in
+//!   the backward pass their gradients) travel to the ring neighbour; the send is hidden behind the step's
+//!   attention and only its excess is charged.
+//! - **Recompute** (Korthikanti et al. 2022, §5): `full` re-runs every forward operator of the layer (its
+//!   tensor- and context-parallel communication included) during the backward pass; `selective` re-runs the core
+//!   attention (QKᵀ, softmax, its dropout, ·V, or the FlashAttention forward).
+//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8; everything
+//!   else stays 16-bit. Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear,
+//!   LayerNormMLP, the GEMM epilogues), so they are not separate operators.
+//! - **Dropout** (Megatron-LM `--hidden-dropout`, `--attention-dropout`; Korthikanti et al.'s masks): with
+//!   `model.dropout` > 0, each layer runs a dropout over the attention probabilities (b·h/tp·l² elements, unless
+//!   FlashAttention fuses it) and two fused bias-dropout-add kernels on its two residual branches (reading the
+//!   branch output, the bias and the residual). S1's Table I has neither (GPT-NeoX's configurations train without
+//!   dropout), so the default 0 adds nothing.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::config::{Attention, Norm, TrainingConfig};
-use super::partition::StageRole;
+use super::config::{Activation, Attention, Norm, Recompute, TrainingConfig};
+use super::layout::Layout;
 use crate::comm::{Collective, Group};
+use crate::hw::{GpuSpec, Precision};
 use crate::op::{OpClass, OpShape, Phase};
 
-/// S1 Table I operator names.
+/// S1 Table I operator names, and the Megatron-LM operators beyond them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
 pub enum OpName {
     Embedding,
@@ -30,28 +58,50 @@ pub enum OpName {
     Linear2,
     Linear3,
     GeLU,
+    SwiGLU,
     Linear4,
+    /// Dropout over the attention probabilities.
+    #[serde(rename = "Attention_Dropout")]
+    AttentionDropout,
+    /// Megatron's fused bias + dropout + residual add.
+    #[serde(rename = "Bias_Dropout_Add")]
+    BiasDropoutAdd,
     #[serde(rename = "Final_Linear")]
     FinalLinear,
     #[serde(rename = "Parallel_Cross_Entropy")]
     CrossEntropy,
     #[serde(rename = "MP_Allreduce")]
     MpAllReduce,
+    /// Sequence parallelism's all-gather into the tensor-parallel region.
+    #[serde(rename = "MP_Allgather")]
+    MpAllGather,
+    /// Sequence parallelism's reduce-scatter out of the tensor-parallel region.
+    #[serde(rename = "MP_Reduce_Scatter")]
+    MpReduceScatter,
+    /// Context parallelism's ring exchange of key/value chunks (and their gradients).
+    #[serde(rename = "CP_P2P")]
+    CpP2p,
     #[serde(rename = "DP_Allreduce")]
     DpAllReduce,
     #[serde(rename = "DP_Reduce_Scatter")]
     DpReduceScatter,
     #[serde(rename = "DP_Allgather")]
     DpAllGather,
+    /// All-reduce of the tied word-embedding gradients between the first and the last stage.
+    #[serde(rename = "Embedding_Grad_Allreduce")]
+    EmbeddingGradAllReduce,
     #[serde(rename = "PP_P2P")]
     PpP2p,
     Optimizer,
 }
 
-/// What an operator does: a computation of a shape, or a collective of a size over a group.
+/// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Work {
-    Compute(OpShape),
+    Compute {
+        shape: OpShape,
+        dtype: Precision,
+    },
     Collective {
         collective: Collective,
         /// Bytes as nccl-tests counts them.
@@ -62,55 +112,36 @@ pub enum Work {
     },
 }
 
-/// One operator of a stage: runs `calls` times per micro-batch (per step for the update operators).
+/// One operator: runs `calls` times per micro-batch (per step for the update operators) in the pass `phase` it
+/// is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageOp {
     pub name: OpName,
+    /// The pass the time is charged to (a recomputed forward operator is charged to the backward pass).
     pub phase: Phase,
     pub calls: u32,
     pub work: Work,
     /// The S1 Table I feature vector.
     pub features: Vec<u64>,
+    /// A forward operator re-run during the backward pass (activation recomputation).
+    pub recompute: bool,
+    /// Runs concurrently with one call of this operator of the same phase; only the excess over it is charged.
+    pub overlaps: Option<OpName>,
 }
 
-/// Where the parallel groups sit. Rank order is tp fastest, then dp, then pp (Megatron's and GPT-NeoX's
-/// default topology), so a tensor-parallel group is packed into as few nodes as possible and a data-parallel
-/// group strides by tp.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Layout {
-    pub tp_group: Group,
-    pub dp_group: Group,
-    /// GPUs of a node that communicate at once in tp/dp collectives.
-    pub active_per_node: u32,
-    pub gpus_per_node: u32,
+/// The precisions operators run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpPrecisions {
+    /// The transformer layers' four GEMMs (fp8 under fp8 training).
+    pub gemm: Precision,
+    /// Everything else.
+    pub other: Precision,
 }
 
-impl Layout {
-    /// The layout of `cfg` on nodes of `gpus_per_node` GPUs.
-    pub fn new(cfg: &TrainingConfig, gpus_per_node: u32) -> Layout {
-        let gpn = gpus_per_node.max(1);
-        let tp_group = Group::new(cfg.tp, cfg.tp.min(gpn));
-        let dp_per_node = if cfg.tp >= gpn { 1 } else { (gpn / cfg.tp).max(1).min(cfg.dp) };
-        let dp_group = Group::new(cfg.dp, dp_per_node);
-        let active = (cfg.gpus().min(gpn as u64)) as u32;
-        Layout { tp_group, dp_group, active_per_node: active, gpus_per_node: gpn }
-    }
-
-    /// The pipeline send from stage `s` to `s + 1` (or back): within a node when both ends' first ranks are on
-    /// the same node.
-    pub fn p2p_group(&self, cfg: &TrainingConfig, s: u32) -> Group {
-        let stride = cfg.tp as u64 * cfg.dp as u64;
-        let gpn = self.gpus_per_node as u64;
-        if (s as u64 * stride) / gpn == ((s as u64 + 1) * stride) / gpn {
-            Group { ranks: 2, nodes: 1, ranks_per_node: 2 }
-        } else {
-            Group { ranks: 2, nodes: 2, ranks_per_node: 1 }
-        }
-    }
-
-    /// GPUs of a node that send pipeline activations at the same time (one stage's tp·dp ranks on a node).
-    pub fn p2p_active_per_node(&self, cfg: &TrainingConfig) -> u32 {
-        (cfg.tp as u64 * cfg.dp as u64).min(self.gpus_per_node as u64) as u32
+impl OpPrecisions {
+    /// The precisions of `cfg` on `gpu` (see [`TrainingConfig::non_gemm_precision`]).
+    pub fn of(cfg: &TrainingConfig, gpu: &GpuSpec) -> OpPrecisions {
+        OpPrecisions { gemm: cfg.precision, other: cfg.non_gemm_precision(gpu.peak_tflops.bf16.is_some()) }
     }
 }
 
@@ -120,146 +151,403 @@ pub fn comm_elem_bytes(cfg: &TrainingConfig) -> f64 {
     cfg.precision.bytes().max(2.0)
 }
 
-fn compute(name: OpName, class: OpClass, dims: &[u64], features: Vec<u64>, calls: u32) -> [StageOp; 2] {
-    [Phase::Fwd, Phase::Bwd].map(|phase| StageOp {
-        name,
-        phase,
-        calls,
-        work: Work::Compute(OpShape::new(class, phase, dims)),
-        features: features.clone(),
+fn op(name: OpName, phase: Phase, calls: u32, work: Work, features: Vec<u64>) -> StageOp {
+    StageOp { name, phase, calls, work, features, recompute: false, overlaps: None }
+}
+
+fn compute(
+    name: OpName,
+    class: OpClass,
+    dtype: Precision,
+    dims: &[u64],
+    features: Vec<u64>,
+    calls: u32,
+) -> [StageOp; 2] {
+    [Phase::Fwd, Phase::Bwd].map(|phase| {
+        op(name, phase, calls, Work::Compute { shape: OpShape::new(class, phase, dims), dtype }, features.clone())
     })
 }
 
-/// The compute operators of one encoder forward and backward (S1 Table I), each with `calls` = `encoders`.
-pub fn encoder_ops(cfg: &TrainingConfig, encoders: u32) -> Vec<StageOp> {
-    let m = &cfg.model;
-    let (b, l, d, h) = (cfg.micro_batch as u64, m.seq_len as u64, m.hidden as u64, m.heads as u64);
-    let mp = cfg.tp as u64;
-    let (bl, hp, dh) = (b * l, h / mp, d / h);
-    let ffn = 4 * d / mp;
-    let norm = match m.norm {
+fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
+    match cfg.model.norm {
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
-    };
-    let mut ops = Vec::with_capacity(24);
-    // Two norms per encoder (before attention and before the MLP; also with the parallel residual).
-    ops.extend(compute(norm.0, norm.1, &[bl, d], vec![b, l, d], 2 * encoders));
-    ops.extend(compute(OpName::Linear1, OpClass::Linear, &[1, bl, 3 * d / mp, d], vec![bl, d, 3 * d / mp], encoders));
-    if m.rotary {
-        ops.extend(compute(OpName::RoPE, OpClass::Rope, &[b * l * hp, dh], vec![b, l, hp, dh], encoders));
     }
+}
+
+fn collective(
+    name: OpName,
+    phase: Phase,
+    calls: u32,
+    c: Collective,
+    bytes: f64,
+    group: Group,
+    active: u32,
+    features: Vec<u64>,
+) -> StageOp {
+    op(name, phase, calls, Work::Collective { collective: c, bytes, group, active_per_node: active }, features)
+}
+
+/// Tensor-parallel communication of `sites` synchronization points of `bytes` (the b·l·d/cp activation) in
+/// `phase`: all-reduces, or all-gather + reduce-scatter pairs with sequence parallelism.
+fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, bytes: f64, tokens_d: u64) -> Vec<StageOp> {
+    if cfg.tp <= 1 || sites == 0 {
+        return Vec::new();
+    }
+    let tp = layout.tp_group;
+    let f = vec![tokens_d, tp.nodes as u64, tp.ranks_per_node as u64];
+    let a = layout.active_per_node;
+    if cfg.sp() {
+        vec![
+            collective(OpName::MpAllGather, phase, sites, Collective::AllGather, bytes, tp, a, f.clone()),
+            collective(OpName::MpReduceScatter, phase, sites, Collective::ReduceScatter, bytes, tp, a, f),
+        ]
+    } else {
+        vec![collective(OpName::MpAllReduce, phase, sites, Collective::AllReduce, bytes, tp, a, f)]
+    }
+}
+
+/// The operators of one transformer layer for one micro-batch (calls per layer), forward and backward, with the
+/// layer's tensor- and context-parallel communication and its recomputation.
+///
+/// Tensor-parallel synchronization points (S1): per layer 1 forward with the parallel residual, else 2, and 2
+/// backward, each of the b·(l/cp)·d activation.
+pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> Vec<StageOp> {
+    let m = &cfg.model;
+    let (b, l, d, h) = (cfg.micro_batch as u64, m.seq_len as u64, m.hidden as u64, m.heads as u64);
+    let (tp, cp) = (cfg.tp as u64, cfg.cp as u64);
+    let lr = l / cp; // tokens of one sequence on this rank
+    let t = b * lr;
+    let (hp, kvp, dh) = (h / tp, cfg.kv_heads as u64 / tp, d / h);
+    let f = cfg.ffn_hidden as u64 / tp;
+    let rows = if cfg.sp() { t / tp } else { t };
+    let (g, o) = (prec.gemm, prec.other);
+    let norm = norm_op(cfg);
+    let mut ops = Vec::with_capacity(32);
+    // Two norms per layer (before attention and before the MLP; also with the parallel residual).
+    ops.extend(compute(norm.0, norm.1, o, &[rows, d], vec![b, rows / b.max(1), d], 2));
+    let qkv = (h + 2 * cfg.kv_heads as u64) * dh / tp;
+    ops.extend(compute(OpName::Linear1, OpClass::Linear, g, &[1, t, qkv, d], vec![t, d, qkv], 1));
+    if m.rotary {
+        // q and k rotate: the analytic rope kernel counts two tensors of B rows, so B = tokens·(q + k heads)/2.
+        ops.extend(compute(
+            OpName::RoPE,
+            OpClass::Rope,
+            o,
+            &[(t * (hp + kvp)).div_ceil(2), dh],
+            vec![b, lr, hp, dh],
+            1,
+        ));
+    }
+    let core_start = ops.len();
     match m.attention {
         Attention::FusedSoftmax | Attention::Unfused => {
-            ops.extend(compute(OpName::QkT, OpClass::Bmm, &[b * hp, l, l, dh], vec![b * hp, l, dh, l], encoders));
+            ops.extend(compute(OpName::QkT, OpClass::Bmm, o, &[b * hp, lr, lr, dh], vec![b * hp, lr, dh, lr], 1));
             if m.attention == Attention::FusedSoftmax {
                 ops.extend(compute(
                     OpName::FusedSoftmax,
                     OpClass::FusedSoftmax,
-                    &[b * hp * l, l],
-                    vec![b * hp, l, l],
-                    encoders,
+                    o,
+                    &[b * hp * lr, lr],
+                    vec![b * hp, lr, lr],
+                    1,
                 ));
             } else {
-                ops.extend(compute(OpName::Fillmask, OpClass::FillMask, &[b * hp * l, l], vec![b, hp, l, d], encoders));
-                ops.extend(compute(OpName::Softmax, OpClass::Softmax, &[b * hp * l, l], vec![b, hp, l, l], encoders));
+                ops.extend(compute(OpName::Fillmask, OpClass::FillMask, o, &[b * hp * lr, lr], vec![b, hp, lr, d], 1));
+                ops.extend(compute(OpName::Softmax, OpClass::Softmax, o, &[b * hp * lr, lr], vec![b, hp, lr, lr], 1));
             }
-            ops.extend(compute(OpName::AttnV, OpClass::Bmm, &[b * hp, l, dh, l], vec![b * hp, l, l, dh], encoders));
+            ops.extend(compute(OpName::AttnV, OpClass::Bmm, o, &[b * hp, lr, dh, lr], vec![b * hp, lr, lr, dh], 1));
         }
         Attention::Flash => {
+            // With cp > 1: cp ring steps, each tokens/cp queries against one key/value chunk.
             ops.extend(compute(
                 OpName::FlashAttention,
                 OpClass::FlashAttention,
-                &[b, l, hp, dh],
-                vec![b, l, hp, dh],
-                encoders,
+                o,
+                &[b, lr, hp, dh],
+                vec![b, lr, hp, dh],
+                cfg.cp,
             ));
         }
     }
-    ops.extend(compute(OpName::Linear2, OpClass::Linear, &[1, bl, d, d / mp], vec![bl, d / mp, d], encoders));
-    ops.extend(compute(OpName::Linear3, OpClass::Linear, &[1, bl, ffn, d], vec![bl, d, ffn], encoders));
-    ops.extend(compute(OpName::GeLU, OpClass::Gelu, &[bl, ffn], vec![b, l, ffn], encoders));
-    ops.extend(compute(OpName::Linear4, OpClass::Linear, &[1, bl, d, ffn], vec![bl, ffn, d], encoders));
+    let core_end = ops.len();
+    ops.extend(compute(OpName::Linear2, OpClass::Linear, g, &[1, t, d, d / tp], vec![t, d / tp, d], 1));
+    let up = if m.activation == Activation::Swiglu { 2 * f } else { f };
+    ops.extend(compute(OpName::Linear3, OpClass::Linear, g, &[1, t, up, d], vec![t, d, up], 1));
+    match m.activation {
+        Activation::Gelu => ops.extend(compute(OpName::GeLU, OpClass::Gelu, o, &[t, f], vec![b, lr, f], 1)),
+        Activation::Swiglu => ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1)),
+    }
+    ops.extend(compute(OpName::Linear4, OpClass::Linear, g, &[1, t, d, f], vec![t, f, d], 1));
+    if m.dropout > 0.0 {
+        if m.attention != Attention::Flash {
+            let scores = [b * hp * lr, lr, 1];
+            ops.extend(compute(OpName::AttentionDropout, OpClass::Elementwise, o, &scores, vec![b, hp, lr, lr], 1));
+        }
+        let rows = [t, d, 3];
+        ops.extend(compute(OpName::BiasDropoutAdd, OpClass::Elementwise, o, &rows, vec![b, lr, d], 2));
+    }
+    let e = comm_elem_bytes(cfg);
+    let act_bytes = (t * d) as f64 * e;
+    let fwd_sites = if m.parallel_residual { 1 } else { 2 };
+    ops.extend(tp_sync(cfg, layout, Phase::Fwd, fwd_sites, act_bytes, t * d));
+    ops.extend(tp_sync(cfg, layout, Phase::Bwd, 2, act_bytes, t * d));
+    if cfg.cp > 1 {
+        // Keys and values of one chunk: 2 · b · (l/cp) · kv/tp · d/h elements; backward also their gradients.
+        let kv_bytes = 2.0 * (b * lr * kvp * dh) as f64 * e;
+        let ring = layout.cp_ring_group();
+        let feats = vec![b * lr * kvp * dh, layout.cp_group.nodes as u64, layout.cp_group.ranks_per_node as u64];
+        for (phase, bytes) in [(Phase::Fwd, kv_bytes), (Phase::Bwd, 2.0 * kv_bytes)] {
+            let mut p2p = collective(
+                OpName::CpP2p,
+                phase,
+                cfg.cp - 1,
+                Collective::SendRecv,
+                bytes,
+                ring,
+                layout.active_per_node,
+                feats.clone(),
+            );
+            p2p.overlaps = Some(OpName::FlashAttention);
+            ops.push(p2p);
+        }
+    }
+    // Recomputation: forward operators re-run in the backward pass.
+    let recomputed: Vec<StageOp> = match cfg.recompute {
+        Recompute::None => Vec::new(),
+        Recompute::Full => ops.iter().filter(|o| o.phase == Phase::Fwd).cloned().collect(),
+        Recompute::Selective => {
+            let mut v: Vec<StageOp> =
+                ops[core_start..core_end].iter().filter(|o| o.phase == Phase::Fwd).cloned().collect();
+            v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::AttentionDropout).cloned());
+            v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::CpP2p).cloned());
+            v
+        }
+    };
+    ops.extend(recomputed.into_iter().map(|mut o| {
+        o.phase = Phase::Bwd;
+        o.recompute = true;
+        o
+    }));
     ops
 }
 
-/// Every operator stage `s` runs per micro-batch (compute, tensor-parallel all-reduces, the pipeline send it is
-/// charged for), given its role, its encoders and the padded vocabulary.
-///
-/// Tensor-parallel all-reduces of the b·l·d activations (S1): per encoder 1 forward with the parallel residual,
-/// else 2, and 2 backward; one more forward on the first stage for the vocabulary-parallel embedding (Megatron's
-/// `VocabParallelEmbedding` all-reduces its output; S1 omits it). The all-reduces inside the parallel
-/// cross-entropy are ignored (S1: negligible volume). The PP_P2P send of b·l·d/mp activations is charged to the
-/// sender: forward on every stage but the last, backward on every stage but the first.
-pub fn stage_ops(
-    cfg: &TrainingConfig,
-    layout: &Layout,
-    s: u32,
-    role: StageRole,
-    encoders: u32,
-    v_padded: u64,
-) -> Vec<StageOp> {
-    let m = &cfg.model;
-    let (b, l, d) = (cfg.micro_batch as u64, m.seq_len as u64, m.hidden as u64);
-    let mp = cfg.tp as u64;
-    let bl = b * l;
-    let vp = v_padded / mp;
-    let e = comm_elem_bytes(cfg);
-    let mut ops = encoder_ops(cfg, encoders);
-    let first = matches!(role, StageRole::First | StageRole::Only);
-    let last = matches!(role, StageRole::Last | StageRole::Only);
-    if first {
-        ops.extend(compute(OpName::Embedding, OpClass::Embedding, &[bl, vp, d], vec![bl, vp, d], 1));
-    }
-    if last {
-        let norm = match m.norm {
-            Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
-            Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
-        };
-        ops.extend(compute(norm.0, norm.1, &[bl, d], vec![b, l, d], 1));
-        ops.extend(compute(OpName::FinalLinear, OpClass::Linear, &[1, bl, vp, d], vec![bl, d, vp], 1));
-        ops.extend(compute(OpName::CrossEntropy, OpClass::CrossEntropy, &[bl, vp], vec![b, l, vp], 1));
-    }
+/// The first stage's operators beyond its layers: the vocabulary-parallel embedding and its tensor-parallel
+/// reduction (Megatron's `VocabParallelEmbedding` all-reduces its output — S1 omits it; with sequence
+/// parallelism it reduce-scatters instead, and the backward all-gathers the gradient).
+pub fn embedding_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, v_padded: u64) -> Vec<StageOp> {
+    let d = cfg.model.hidden as u64;
+    let t = cfg.tokens_per_rank();
+    let vp = v_padded / cfg.tp as u64;
+    let mut ops = Vec::with_capacity(4);
+    ops.extend(compute(OpName::Embedding, OpClass::Embedding, prec.other, &[t, vp, d], vec![t, vp, d], 1));
     if cfg.tp > 1 {
+        let bytes = (t * d) as f64 * comm_elem_bytes(cfg);
         let tp = layout.tp_group;
-        let fwd_calls = encoders * if m.parallel_residual { 1 } else { 2 } + u32::from(first);
-        let features = vec![bl * d, tp.nodes as u64, tp.ranks_per_node as u64];
-        for (phase, calls) in [(Phase::Fwd, fwd_calls), (Phase::Bwd, 2 * encoders)] {
-            if calls > 0 {
-                ops.push(StageOp {
-                    name: OpName::MpAllReduce,
-                    phase,
-                    calls,
-                    work: Work::Collective {
-                        collective: Collective::AllReduce,
-                        bytes: (bl * d) as f64 * e,
-                        group: tp,
-                        active_per_node: layout.active_per_node,
-                    },
-                    features: features.clone(),
-                });
-            }
+        let f = vec![t * d, tp.nodes as u64, tp.ranks_per_node as u64];
+        let a = layout.active_per_node;
+        if cfg.sp() {
+            ops.push(collective(
+                OpName::MpReduceScatter,
+                Phase::Fwd,
+                1,
+                Collective::ReduceScatter,
+                bytes,
+                tp,
+                a,
+                f.clone(),
+            ));
+            ops.push(collective(OpName::MpAllGather, Phase::Bwd, 1, Collective::AllGather, bytes, tp, a, f));
+        } else {
+            ops.push(collective(OpName::MpAllReduce, Phase::Fwd, 1, Collective::AllReduce, bytes, tp, a, f));
         }
     }
-    let p2p_bytes = (bl * d / mp) as f64 * e;
-    let mut p2p = |phase: Phase, group: Group| {
-        ops.push(StageOp {
-            name: OpName::PpP2p,
-            phase,
-            calls: 1,
-            work: Work::Collective {
-                collective: Collective::SendRecv,
-                bytes: p2p_bytes,
-                group,
-                active_per_node: layout.p2p_active_per_node(cfg),
-            },
-            features: vec![bl * d / mp, group.nodes as u64, group.ranks_per_node as u64],
-        })
-    };
-    if s + 1 < cfg.pp {
-        p2p(Phase::Fwd, layout.p2p_group(cfg, s));
-    }
-    if s > 0 {
-        p2p(Phase::Bwd, layout.p2p_group(cfg, s - 1));
-    }
     ops
+}
+
+/// The last stage's operators beyond its layers: final norm, LM head (16-bit even under fp8 training, as
+/// Transformer Engine recipes keep the output layer), vocabulary-parallel cross-entropy (its internal
+/// all-reduces are ignored, S1), and with sequence parallelism the all-gather before the LM head (reduce-scatter
+/// backward).
+pub fn head_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, v_padded: u64) -> Vec<StageOp> {
+    let (b, d) = (cfg.micro_batch as u64, cfg.model.hidden as u64);
+    let t = cfg.tokens_per_rank();
+    let vp = v_padded / cfg.tp as u64;
+    let rows = if cfg.sp() { t / cfg.tp as u64 } else { t };
+    let norm = norm_op(cfg);
+    let mut ops = Vec::with_capacity(8);
+    ops.extend(compute(norm.0, norm.1, prec.other, &[rows, d], vec![b, rows / b.max(1), d], 1));
+    if cfg.sp() {
+        let bytes = (t * d) as f64 * comm_elem_bytes(cfg);
+        let tp = layout.tp_group;
+        let f = vec![t * d, tp.nodes as u64, tp.ranks_per_node as u64];
+        let a = layout.active_per_node;
+        ops.push(collective(OpName::MpAllGather, Phase::Fwd, 1, Collective::AllGather, bytes, tp, a, f.clone()));
+        ops.push(collective(OpName::MpReduceScatter, Phase::Bwd, 1, Collective::ReduceScatter, bytes, tp, a, f));
+    }
+    ops.extend(compute(OpName::FinalLinear, OpClass::Linear, prec.other, &[1, t, vp, d], vec![t, d, vp], 1));
+    ops.extend(compute(
+        OpName::CrossEntropy,
+        OpClass::CrossEntropy,
+        prec.other,
+        &[t, vp],
+        vec![b, t / b.max(1), vp],
+        1,
+    ));
+    ops
+}
+
+/// The pipeline send of one micro-batch's activations (forward) or their gradients (backward), b·(l/cp)·d/tp
+/// elements (Megatron's scatter-gather optimization, or the sequence-parallel shard), charged to the sender
+/// (S1).
+pub fn p2p_op(cfg: &TrainingConfig, layout: &Layout, phase: Phase, group: Group) -> StageOp {
+    let t = cfg.tokens_per_rank();
+    let d = cfg.model.hidden as u64;
+    let elems = t * d / cfg.tp as u64;
+    collective(
+        OpName::PpP2p,
+        phase,
+        1,
+        Collective::SendRecv,
+        elems as f64 * comm_elem_bytes(cfg),
+        group,
+        layout.p2p_active_per_node(cfg),
+        vec![elems, group.nodes as u64, group.ranks_per_node as u64],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::validate;
+
+    fn cfg(model: serde_json::Value, par: serde_json::Value, p: Precision) -> TrainingConfig {
+        validate(&serde_json::from_value(model).unwrap(), &serde_json::from_value(par).unwrap(), p, 1024).unwrap()
+    }
+
+    fn calls(ops: &[StageOp], name: OpName, phase: Phase) -> u32 {
+        ops.iter().filter(|o| o.name == name && o.phase == phase).map(|o| o.calls).sum()
+    }
+
+    fn dims(ops: &[StageOp], name: OpName) -> [u64; 4] {
+        match ops.iter().find(|o| o.name == name).unwrap().work {
+            Work::Compute { shape, .. } => shape.dims,
+            _ => panic!("not a computation"),
+        }
+    }
+
+    const PREC: OpPrecisions = OpPrecisions { gemm: Precision::Bf16, other: Precision::Bf16 };
+
+    #[test]
+    fn gqa_and_swiglu_shapes_of_llama_70b() {
+        // d 8192, 64 heads of 128, kv 8, ffn 28672, tp 8, b 1, l 4096: QKV N = (64 + 16)·128/8 = 1280; the fused
+        // gate+up GEMM N = 2·28672/8 = 7168; the down GEMM K = 3584.
+        let c = cfg(
+            serde_json::json!({"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
+                "seq_len": 4096, "vocab": 128256, "activation": "swiglu", "norm": "rmsnorm", "attention": "flash"}),
+            serde_json::json!({"tp": 8}),
+            Precision::Bf16,
+        );
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        assert_eq!(dims(&ops, OpName::Linear1), [1, 4096, 1280, 8192]);
+        assert_eq!(dims(&ops, OpName::Linear3), [1, 4096, 7168, 8192]);
+        assert_eq!(dims(&ops, OpName::SwiGLU), [4096, 3584, 0, 0]);
+        assert_eq!(dims(&ops, OpName::Linear4), [1, 4096, 8192, 3584]);
+        // 8 query heads per rank, 1 kv head: rope rows 4096·(8 + 1)/2.
+        assert_eq!(dims(&ops, OpName::RoPE), [18432, 128, 0, 0]);
+        assert_eq!(calls(&ops, OpName::MpAllReduce, Phase::Fwd), 2);
+    }
+
+    #[test]
+    fn sequence_parallelism_turns_all_reduces_into_gather_scatter_pairs_and_shards_norms() {
+        let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
+        let tp = cfg(m.clone(), serde_json::json!({"tp": 4}), Precision::Fp16);
+        let sp = cfg(m, serde_json::json!({"tp": 4, "sequence_parallel": true}), Precision::Fp16);
+        let (a, b) = (layer_ops(&tp, &Layout::new(&tp, 8), PREC), layer_ops(&sp, &Layout::new(&sp, 8), PREC));
+        assert_eq!((calls(&a, OpName::MpAllReduce, Phase::Fwd), calls(&a, OpName::MpAllReduce, Phase::Bwd)), (2, 2));
+        assert_eq!(calls(&b, OpName::MpAllReduce, Phase::Fwd) + calls(&b, OpName::MpAllReduce, Phase::Bwd), 0);
+        for phase in [Phase::Fwd, Phase::Bwd] {
+            assert_eq!(calls(&b, OpName::MpAllGather, phase), 2);
+            assert_eq!(calls(&b, OpName::MpReduceScatter, phase), 2);
+        }
+        // Norms on 2048/4 = 512 rows instead of 2048.
+        assert_eq!(dims(&a, OpName::LayerNorm), [2048, 1024, 0, 0]);
+        assert_eq!(dims(&b, OpName::LayerNorm), [512, 1024, 0, 0]);
+    }
+
+    #[test]
+    fn recompute_adds_forward_work_to_the_backward_pass() {
+        let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
+        let count = |r: &str| {
+            let c = cfg(m.clone(), serde_json::json!({"tp": 2, "recompute": r}), Precision::Fp16);
+            let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+            let fwd = ops.iter().filter(|o| o.phase == Phase::Fwd).count();
+            let rec: Vec<OpName> = ops.iter().filter(|o| o.recompute).map(|o| o.name).collect();
+            (fwd, rec)
+        };
+        let (fwd, none) = count("none");
+        assert!(none.is_empty());
+        // Full: every forward operator again (10 compute + 1 all-reduce entry).
+        let (_, full) = count("full");
+        assert_eq!(full.len(), fwd);
+        assert!(full.contains(&OpName::MpAllReduce) && full.contains(&OpName::Linear1));
+        // Selective: QKᵀ, fused softmax and ·V only.
+        let (_, sel) = count("selective");
+        assert_eq!(sel, vec![OpName::QkT, OpName::FusedSoftmax, OpName::AttnV]);
+    }
+
+    #[test]
+    fn dropout_adds_the_attention_dropout_and_two_bias_dropout_adds() {
+        let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 1000,
+            "dropout": 0.1});
+        let c = cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 4}), Precision::Fp16);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        // 4 · 8 heads · 1024 query rows of 1024 probabilities; two residual branches of 4096 tokens × 1024.
+        assert_eq!(dims(&ops, OpName::AttentionDropout), [32768, 1024, 1, 0]);
+        assert_eq!(dims(&ops, OpName::BiasDropoutAdd), [4096, 1024, 3, 0]);
+        assert_eq!(
+            (calls(&ops, OpName::BiasDropoutAdd, Phase::Fwd), calls(&ops, OpName::BiasDropoutAdd, Phase::Bwd)),
+            (2, 2)
+        );
+        // FlashAttention fuses the attention dropout; no dropout, no kernels.
+        let mut flash = m.clone();
+        flash["attention"] = serde_json::json!("flash");
+        let f = cfg(flash, serde_json::json!({"tp": 2}), Precision::Fp16);
+        assert_eq!(calls(&layer_ops(&f, &Layout::new(&f, 8), PREC), OpName::AttentionDropout, Phase::Fwd), 0);
+        let mut none = m;
+        none["dropout"] = serde_json::json!(0.0);
+        let n = cfg(none, serde_json::json!({"tp": 2}), Precision::Fp16);
+        assert_eq!(calls(&layer_ops(&n, &Layout::new(&n, 8), PREC), OpName::BiasDropoutAdd, Phase::Fwd), 0);
+    }
+
+    #[test]
+    fn context_parallel_ring_attention_and_fp8_gemms() {
+        let c = cfg(
+            serde_json::json!({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
+                "seq_len": 8192, "vocab": 128256, "activation": "swiglu", "attention": "flash"}),
+            serde_json::json!({"context_parallel": 2}),
+            Precision::Fp8,
+        );
+        let prec = OpPrecisions { gemm: Precision::Fp8, other: Precision::Bf16 };
+        let ops = layer_ops(&c, &Layout::new(&c, 8), prec);
+        // Two ring steps of 4096 queries each; one key/value exchange forward, one (with gradients) backward.
+        assert_eq!(calls(&ops, OpName::FlashAttention, Phase::Fwd), 2);
+        assert_eq!(dims(&ops, OpName::FlashAttention), [1, 4096, 32, 128]);
+        let p2p: Vec<&StageOp> = ops.iter().filter(|o| o.name == OpName::CpP2p).collect();
+        assert_eq!(p2p.len(), 2);
+        // K and V of 4096 tokens · 8 heads · 128 · 2 bytes = 16 MiB forward, twice that backward.
+        let bytes = |o: &StageOp| match o.work {
+            Work::Collective { bytes, .. } => bytes,
+            _ => 0.0,
+        };
+        assert_eq!((bytes(p2p[0]), bytes(p2p[1])), (16_777_216.0, 33_554_432.0));
+        assert_eq!(p2p[0].overlaps, Some(OpName::FlashAttention));
+        // GEMMs in fp8, the rest in bf16.
+        let dtype = |n: OpName| match ops.iter().find(|o| o.name == n).unwrap().work {
+            Work::Compute { dtype, .. } => dtype,
+            _ => panic!(),
+        };
+        assert_eq!((dtype(OpName::Linear1), dtype(OpName::FlashAttention)), (Precision::Fp8, Precision::Bf16));
+        assert_eq!(dtype(OpName::Linear4), Precision::Fp8);
+    }
 }

@@ -1,7 +1,10 @@
-//! Pipeline partition of the encoders over pp stages (S1 eq. 3–5, corrected so the stages sum to E).
+//! Pipeline partition of the encoders over pp stages (S1 eq. 3–5, corrected so the stages sum to E), and
+//! Megatron-LM's uniform split into pp · virtual_stages model chunks.
 
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use super::config::{LayerSplit, TrainingConfig};
 
 /// A stage's place in the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
@@ -59,6 +62,19 @@ pub fn partition(e: u32, pp: u32) -> Vec<u32> {
     bounds.windows(2).map(|w| w[1].min(enc_hi).saturating_sub(w[0].max(enc_lo))).collect()
 }
 
+/// Layers of every model chunk, indexed `stage · v + chunk` (v = virtual stages, chunk c of stage s is virtual
+/// stage c·pp + s in Narayanan et al.'s interleaved order): S1's [`partition`] for `LayerSplit::S1` (v = 1), or
+/// layers/(pp·v) per chunk for `LayerSplit::Uniform` (Megatron-LM; divisibility is validated upstream).
+pub fn chunk_layers(cfg: &TrainingConfig) -> Vec<u32> {
+    match cfg.layer_split {
+        LayerSplit::S1 => partition(cfg.model.layers, cfg.pp),
+        LayerSplit::Uniform => {
+            let chunks = cfg.pp * cfg.virtual_stages;
+            vec![cfg.model.layers / chunks; chunks as usize]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +106,16 @@ mod tests {
         // Capacity rule would empty the last stage (E = 4, pp = 4: u = 3 → 3·3 = 9 blocks fill three stages):
         // balanced bounds 0,2,4,6,9 → encoders 0, 2, 2, 0.
         assert_eq!(partition(4, 4), vec![0, 2, 2, 0]);
+    }
+
+    #[test]
+    fn uniform_chunks_for_megatron() {
+        let m = serde_json::from_value(serde_json::json!({"layers": 126, "hidden": 16384, "heads": 128,
+            "seq_len": 8192, "vocab": 128256}))
+        .unwrap();
+        let p = serde_json::from_value(serde_json::json!({"pp": 9, "virtual_stages": 7, "grad_accum": 63})).unwrap();
+        let c = crate::llm::validate(&m, &p, crate::hw::Precision::Bf16, 1024).unwrap();
+        // Llama 3.1 405B on DGX Cloud: 126 layers over 9 stages × 7 chunks = 2 layers per chunk.
+        assert_eq!(chunk_layers(&c), vec![2; 63]);
     }
 }

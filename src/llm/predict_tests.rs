@@ -1,8 +1,9 @@
 //! Tests of the composition with operator times fixed by hand, and of the direction of effects with the
 //! analytic backend.
 
-use super::config::{validate, ModelSpec, ParallelSpec};
+use super::config::{ModelSpec, ParallelSpec};
 use super::predict::predict;
+use super::validate::validate;
 use crate::backend::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::comm::{Collective, Group};
 use crate::hw::{presets, GpuRef, Link, Precision, System, SystemSpec};
@@ -195,4 +196,241 @@ fn prediction_reports_sources_throughput_and_all_operators() {
     let qkv = p.operators.iter().find(|r| r.name == super::operators::OpName::Linear1 && r.phase == Phase::Fwd);
     assert_eq!(qkv.unwrap().calls_per_micro_batch, 44);
     assert_eq!(qkv.unwrap().features, vec![4 * 2048, 6144, 3 * 6144 / 4]);
+}
+
+/// S1's pipeline inputs of a prediction: every stage paced at the slowest stage's forward and backward (S1's
+/// assumption), only the first stage's gradient reduction exposed, each stage's own update.
+fn s1_inputs(p: &super::TrainingPrediction) -> (Vec<f64>, Vec<f64>, Vec<super::pipeline::StageTail>) {
+    let pp = p.stages.len();
+    let tails = p
+        .stages
+        .iter()
+        .map(|s| super::pipeline::StageTail {
+            grad_sync_s: if s.stage == 0 { p.components.first_stage_grad_sync_s } else { 0.0 },
+            overlap_window_s: 0.0,
+            buckets: 1,
+            after_sync_s: 0.0,
+            update_s: s.optimizer_s + s.param_allgather_s,
+        })
+        .collect();
+    (vec![p.components.max_fwd_s; pp], vec![p.components.max_bwd_s; pp], tails)
+}
+
+#[test]
+fn the_simulation_reduces_to_eq7_in_s1_setting() {
+    // Every example configuration of S1 (GPT-20B 4-4-8, 4-8-4, 8-4-4, LLaMA-13B 4-8-2, Llemma-7B 4-2-2 on
+    // Perlmutter and Vista): the general simulation fed S1's inputs gives eq. 7's number.
+    let mut checked = 0;
+    for sys in ["perlmutter-a100-40g", "vista-gh200"] {
+        let system = preset(sys);
+        for entry in std::fs::read_dir(format!("{}/examples/{sys}", env!("CARGO_MANIFEST_DIR"))).unwrap() {
+            let req: super::TrainingRequest =
+                serde_json::from_slice(&std::fs::read(entry.unwrap().path()).unwrap()).unwrap();
+            let cfg = validate(&req.model, &req.parallelism, req.precision, system.total_gpus()).unwrap();
+            let p = predict(&cfg, &AnalyticBackend::new(system.clone())).unwrap();
+            assert_eq!(p.timeline.model, "eq7");
+            let (f, b, tails) = s1_inputs(&p);
+            let spec = super::pipeline::PipelineSpec { pp: cfg.pp, v: 1, m: cfg.grad_accum, fwd_s: &f, bwd_s: &b };
+            let sim = super::pipeline::simulate(&spec).unwrap();
+            let t = super::pipeline::step_time(&sim, &tails, false).iteration_s();
+            assert!((t / p.iteration_time_s - 1.0).abs() < 1e-12, "{sys}: {t} vs eq. 7 {}", p.iteration_time_s);
+            assert!((sim.makespan_s / p.components.pipeline_s - 1.0).abs() < 1e-12);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 10);
+}
+
+#[test]
+fn simulating_s1_configurations_with_their_own_stage_times_never_exceeds_eq7() {
+    // Eq. 7 paces every stage at the slowest; the simulation lets faster stages finish earlier, so it can only be
+    // shorter — and equal when the stages are balanced (the fixed-time small model with pp = 1).
+    let s = preset("perlmutter-a100-40g");
+    let cfg = validate(
+        &gpt20b(),
+        &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+        "grad_accum": 16})),
+        Precision::Fp16,
+        6144,
+    )
+    .unwrap();
+    let p = predict(&cfg, &AnalyticBackend::new(s.clone())).unwrap();
+    let f: Vec<f64> = p.stages.iter().map(|s| s.forward_s).collect();
+    let b: Vec<f64> = p.stages.iter().map(|s| s.backward_s).collect();
+    let sim =
+        super::pipeline::simulate(&super::pipeline::PipelineSpec { pp: 4, v: 1, m: 16, fwd_s: &f, bwd_s: &b }).unwrap();
+    assert!(sim.makespan_s < p.components.pipeline_s);
+    // The middle stages (13 layers) pace the steady state: at least 16 of their slots.
+    assert!(sim.makespan_s > 16.0 * (p.components.max_fwd_s + p.components.max_bwd_s));
+}
+
+fn llama(extra: serde_json::Value) -> ModelSpec {
+    let mut m = serde_json::json!({"name": "Llama-3-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+        "ffn_hidden": 28672, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm", "activation": "swiglu",
+        "attention": "flash"});
+    for (k, v) in extra.as_object().unwrap() {
+        m[k] = v.clone();
+    }
+    model(m)
+}
+
+fn on_h100(m: &ModelSpec, p: serde_json::Value, precision: Precision) -> super::TrainingPrediction {
+    let s = preset("dgx-h100");
+    let cfg = validate(m, &par(p), precision, s.total_gpus()).unwrap();
+    predict(&cfg, &AnalyticBackend::new(s)).unwrap()
+}
+
+fn megatron(extra: serde_json::Value) -> serde_json::Value {
+    let mut p = serde_json::json!({"tp": 8, "pp": 4, "dp": 4, "micro_batch": 1, "global_batch": 128,
+        "layer_split": "uniform", "distributed_optimizer": true});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+#[test]
+fn full_recompute_is_slower_than_selective_which_is_slower_than_none() {
+    let m = llama(serde_json::json!({"attention": "fused_softmax"}));
+    let t = |r: &str| on_h100(&m, megatron(serde_json::json!({"recompute": r})), Precision::Bf16);
+    let (none, sel, full) = (t("none"), t("selective"), t("full"));
+    assert!(none.iteration_time_s < sel.iteration_time_s, "{} !< {}", none.iteration_time_s, sel.iteration_time_s);
+    assert!(sel.iteration_time_s < full.iteration_time_s);
+    // Full recompute re-runs the forward: the backward grows by about one forward (≈ 4/3 of the compute).
+    let (bn, bf, fw) = (none.stages[1].backward_s, full.stages[1].backward_s, none.stages[1].forward_s);
+    assert!((bf - bn) > 0.9 * fw && (bf - bn) < 1.05 * fw, "{bn} {bf} {fw}");
+    // ... and needs far less activation memory.
+    assert!(full.memory.activations_gib < sel.memory.activations_gib);
+    assert!(sel.memory.activations_gib < none.memory.activations_gib);
+}
+
+#[test]
+fn sequence_parallelism_lowers_activation_memory_and_norm_time() {
+    let m = llama(serde_json::json!({}));
+    let off = on_h100(&m, megatron(serde_json::json!({})), Precision::Bf16);
+    let on = on_h100(&m, megatron(serde_json::json!({"sequence_parallel": true})), Precision::Bf16);
+    assert!(on.memory.activations_gib < off.memory.activations_gib);
+    // With flash attention Korthikanti's per-layer count falls from sbh·(10 + D/t) to sbh·(10 + D)/t.
+    let norm = |p: &super::TrainingPrediction| {
+        p.operators.iter().filter(|o| o.name == super::operators::OpName::RMSNorm).map(|o| o.total_us).sum::<f64>()
+    };
+    assert!(norm(&on) < norm(&off) / 4.0);
+    assert!(on.operators.iter().any(|o| o.name == super::operators::OpName::MpReduceScatter));
+}
+
+#[test]
+fn more_virtual_stages_shrink_the_bubble() {
+    let m = llama(serde_json::json!({}));
+    let t =
+        |v: u32| on_h100(&m, megatron(serde_json::json!({"virtual_stages": v, "global_batch": 64})), Precision::Bf16);
+    let (v1, v2, v5) = (t(1), t(2), t(5));
+    assert_eq!(v5.schedule, "interleaved_1f1b");
+    assert_eq!(v5.timeline.model, "simulated");
+    // m = 64/4 = 16: (pp − 1)/(m·v) = 3/16, 3/32, 3/80.
+    assert_eq!((v1.bubble_fraction, v2.bubble_fraction, v5.bubble_fraction), (3.0 / 16.0, 3.0 / 32.0, 3.0 / 80.0));
+    assert!(v2.timeline.pipeline_s < v1.timeline.pipeline_s);
+    assert!(v5.timeline.pipeline_s < v2.timeline.pipeline_s);
+    // More sends per micro-batch: 2·(pp·v − 1) instead of 2·(pp − 1).
+    let sends = |p: &super::TrainingPrediction| {
+        p.operators
+            .iter()
+            .filter(|o| o.name == super::operators::OpName::PpP2p)
+            .map(|o| o.calls_per_micro_batch)
+            .sum::<u32>()
+    };
+    assert_eq!((sends(&v1), sends(&v5)), (6, 38));
+    // Interleaving keeps more activations in flight on the first stage: 1 + (pp − 1)/(pp·v) of pp micro-batches.
+    assert!(v5.memory.activations_gib > v1.memory.activations_gib);
+}
+
+#[test]
+fn overlapping_gradient_reduction_and_sharding_the_optimizer() {
+    let m = llama(serde_json::json!({}));
+    let base = on_h100(&m, megatron(serde_json::json!({"dp": 8, "pp": 2, "global_batch": 64})), Precision::Bf16);
+    let ovl = on_h100(
+        &m,
+        megatron(serde_json::json!({"dp": 8, "pp": 2, "global_batch": 64, "overlap_grad_reduce": true})),
+        Precision::Bf16,
+    );
+    assert!(ovl.timeline.exposed_grad_sync_s < base.timeline.exposed_grad_sync_s);
+    assert!(ovl.iteration_time_s < base.iteration_time_s);
+    // ZeRO-0 keeps the whole optimizer on every GPU; the distributed optimizer shards it over dp = 8.
+    let z0 = on_h100(
+        &m,
+        megatron(serde_json::json!({"dp": 8, "pp": 2, "global_batch": 64, "zero_stage": 0,
+        "distributed_optimizer": false})),
+        Precision::Bf16,
+    );
+    assert!((z0.memory.optimizer_gib / base.memory.optimizer_gib - 8.0).abs() < 1e-9);
+    // ZeRO-3 partitions the weights too, at the price of per-micro-batch all-gathers.
+    let z3 = on_h100(
+        &m,
+        megatron(serde_json::json!({"dp": 8, "pp": 2, "global_batch": 64, "zero_stage": 3,
+        "distributed_optimizer": false})),
+        Precision::Bf16,
+    );
+    assert!(z3.memory.gradients_gib < base.memory.gradients_gib / 7.9);
+    assert!(z3.iteration_time_s > base.iteration_time_s);
+}
+
+#[test]
+fn fp8_gemms_are_faster_on_h100_and_refused_on_a100() {
+    let m = llama(serde_json::json!({}));
+    let bf16 = on_h100(&m, megatron(serde_json::json!({})), Precision::Bf16);
+    let fp8 = on_h100(&m, megatron(serde_json::json!({})), Precision::Fp8);
+    assert!(fp8.iteration_time_s < bf16.iteration_time_s);
+    let lin = fp8.operators.iter().find(|o| o.name == super::operators::OpName::Linear1).unwrap();
+    assert_eq!(lin.precision, Some(Precision::Fp8));
+    let head = fp8.operators.iter().find(|o| o.name == super::operators::OpName::FinalLinear).unwrap();
+    assert_eq!(head.precision, Some(Precision::Bf16));
+    let a100 = preset("dgx-a100-80g");
+    let cfg = validate(&m, &par(megatron(serde_json::json!({}))), Precision::Fp8, a100.total_gpus()).unwrap();
+    assert_eq!(predict(&cfg, &AnalyticBackend::new(a100)).unwrap_err().field, "precision");
+}
+
+#[test]
+fn gqa_and_tied_embeddings_shrink_the_model() {
+    let mha = on_h100(&llama(serde_json::json!({"kv_heads": 64})), megatron(serde_json::json!({})), Precision::Bf16);
+    let gqa = on_h100(&llama(serde_json::json!({})), megatron(serde_json::json!({})), Precision::Bf16);
+    // K and V projections: 2·8192·(64 − 8)·128 weights per layer fewer, ×80 layers = 9.395e9.
+    let saved = mha.config.model_parameters - gqa.config.model_parameters;
+    assert!((saved - 80.0 * (2.0 * 8192.0 * 56.0 * 128.0 + 2.0 * 56.0 * 128.0)).abs() < 1.0, "{saved}");
+    assert!(gqa.iteration_time_s < mha.iteration_time_s);
+    // Tied embeddings on one stage: one 128256·8192 matrix fewer (padded vocab 128,256 at tp 1 = 128·1002).
+    let one = |tied: bool| {
+        on_h100(
+            &llama(serde_json::json!({"tied_embeddings": tied, "layers": 8})),
+            serde_json::json!({"tp": 8}),
+            Precision::Bf16,
+        )
+    };
+    assert!((one(false).config.model_parameters - one(true).config.model_parameters - 128_256.0 * 8192.0).abs() < 1.0);
+}
+
+#[test]
+fn a_configuration_that_cannot_fit_says_so() {
+    // Llama-3 70B on 8 H100s with tp 8 only: 8.8 B parameters per GPU · 16 bytes = 141 GB of model states alone.
+    let p = on_h100(&llama(serde_json::json!({})), serde_json::json!({"tp": 8, "zero_stage": 0}), Precision::Bf16);
+    assert!(!p.memory.fits);
+    assert!(p.memory.total_gib > 80.0);
+    assert!(p.warnings.iter().any(|w| w.starts_with("does not fit")), "{:?}", p.warnings);
+    // Sharded over 16 pipeline-and-data-parallel GPUs with full recompute it fits.
+    let ok = on_h100(
+        &llama(serde_json::json!({})),
+        megatron(serde_json::json!({"recompute": "full", "sequence_parallel": true})),
+        Precision::Bf16,
+    );
+    assert!(ok.memory.fits, "{:?}", ok.memory);
+}
+
+#[test]
+fn whole_run_estimate_by_hand() {
+    let p = on_h100(&llama(serde_json::json!({})), megatron(serde_json::json!({})), Precision::Bf16);
+    // 1e12 tokens at 128 · 8192 = 1,048,576 tokens per step → ⌈953,674.3⌉ = 953,675 steps.
+    let r = super::run::run_estimate(&p, &super::RunSpec { tokens: Some(1e12), steps: None }, 8192);
+    assert_eq!(r.steps, 953_675);
+    assert_eq!(r.tokens, 953_675.0 * 1_048_576.0);
+    assert!((r.wall_clock_s - 953_675.0 * p.iteration_time_s).abs() < 1e-6);
+    assert!((r.gpu_hours - r.wall_clock_s * 128.0 / 3600.0).abs() < 1e-6);
+    assert!((r.wall_clock_days - r.wall_clock_s / 86_400.0).abs() < 1e-9);
 }

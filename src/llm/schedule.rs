@@ -46,3 +46,25 @@ pub fn eq7(fwd_s: &[f64], bwd_s: &[f64], update_s: &[f64], first_stage_grad_sync
 pub fn bubble_fraction(pp: u32, m: u32) -> f64 {
     (pp as f64 - 1.0) / m.max(1) as f64
 }
+
+/// Interleaved 1F1B bubble fraction (pp − 1)/(m·v) with v model chunks per stage (Narayanan et al. 2021,
+/// §2.2.2); v = 1 is [`bubble_fraction`].
+pub fn interleaved_bubble_fraction(pp: u32, m: u32, v: u32) -> f64 {
+    (pp as f64 - 1.0) / (m.max(1) as f64 * v.max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eq7_and_bubbles_by_hand() {
+        // Stages (F, B) = (3, 6) and (2, 7) ms, m = 4: (4 − 1 + 2)·(3 + 7) = 50 ms, + 5 + max(1, 2) = 57 ms.
+        let e = eq7(&[3.0, 2.0], &[6.0, 7.0], &[1.0, 2.0], 5.0, 4);
+        assert_eq!((e.max_fwd_s, e.max_bwd_s, e.pipeline_s, e.iteration_s()), (3.0, 7.0, 50.0, 57.0));
+        assert_eq!(bubble_fraction(4, 16), 0.1875);
+        // Narayanan et al.: interleaving with v chunks divides the bubble by v.
+        assert_eq!(interleaved_bubble_fraction(4, 16, 3), 0.0625);
+        assert_eq!(interleaved_bubble_fraction(4, 16, 1), bubble_fraction(4, 16));
+    }
+}

@@ -1,5 +1,7 @@
-//! Model sizes: vocabulary padding (S1 eq. 1–2) and parameters per pipeline stage (S1 eq. 6, Table III).
+//! Model sizes: vocabulary padding (S1 eq. 1–2) and parameters per pipeline stage (S1 eq. 6, Table III),
+//! generalized to grouped-query attention, any MLP width, SwiGLU and tied embeddings.
 
+use super::config::{Activation, TrainingConfig};
 use super::partition::StageRole;
 
 /// Padded vocabulary (S1 eq. 1–2, Megatron's `_vocab_size_with_padding`): the vocabulary is padded to a multiple
@@ -33,9 +35,101 @@ pub fn stage_params(role: StageRole, encoders: u64, d: u64, v_padded: u64, mp: u
     }
 }
 
+/// Parameters of one layer on one tensor-parallel rank, S1 eq. 6 generalized: the two norms' γ and β (4d,
+/// unsplit, as S1 counts them for either norm) plus the split weights and biases
+/// `[d·q + q (QKV) + d² + d (output) + d·u·f + u·f (up) + f·d + d (down)] / mp`, with q = (h + 2·kv)·d/h the QKV
+/// width (GQA, Ainslie et al. 2023), f the MLP width and u = 2 for SwiGLU's gate and up projections (Shazeer
+/// 2020), 1 for GeLU. With kv = h, f = 4d, u = 1 this is S1's `4d + 8d(d+1)/mp + d(4d+1)/mp` (tested).
+pub fn layer_params(cfg: &TrainingConfig) -> f64 {
+    let m = &cfg.model;
+    let (d, h, kv) = (m.hidden as f64, m.heads as f64, cfg.kv_heads as f64);
+    let f = cfg.ffn_hidden as f64;
+    let u = if m.activation == Activation::Swiglu { 2.0 } else { 1.0 };
+    let q = (h + 2.0 * kv) * d / h;
+    let split = d * q + q + d * d + d + d * u * f + u * f + f * d + d;
+    4.0 * d + split / cfg.tp as f64
+}
+
+/// Word-embedding parameters on one tensor-parallel rank: v_padded·d/mp.
+pub fn embedding_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
+    v_padded as f64 * cfg.model.hidden as f64 / cfg.tp as f64
+}
+
+/// Parameters held by one GPU of a pipeline stage with `layers` layers: [`layer_params`] per layer, the
+/// embedding on the first stage, the final norm (2d) and the LM head on the last; a tied LM head is not stored
+/// twice when one stage holds both (with pp > 1 Megatron-LM keeps a copy on the last stage). Equal to
+/// [`stage_params`] for S1's models.
+pub fn stage_params_of(cfg: &TrainingConfig, role: StageRole, layers: u64, v_padded: u64) -> f64 {
+    let embedding = embedding_params(cfg, v_padded);
+    let body = layers as f64 * layer_params(cfg);
+    let head = 2.0 * cfg.model.hidden as f64
+        + if cfg.model.tied_embeddings && role == StageRole::Only { 0.0 } else { embedding };
+    match role {
+        StageRole::First => embedding + body,
+        StageRole::Middle => body,
+        StageRole::Last => body + head,
+        StageRole::Only => embedding + body + head,
+    }
+}
+
+/// Unique parameters of the whole model (tp = 1, every layer, one embedding, the LM head unless tied): what
+/// "a 175B model" counts.
+pub fn model_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
+    let one = TrainingConfig { tp: 1, ..cfg.clone() };
+    let embedding = v_padded as f64 * cfg.model.hidden as f64;
+    let head = if cfg.model.tied_embeddings { 0.0 } else { embedding };
+    cfg.model.layers as f64 * layer_params(&one) + embedding + 2.0 * cfg.model.hidden as f64 + head
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::Precision;
+    use crate::llm::validate;
+
+    fn cfg(model: serde_json::Value, tp: u32) -> TrainingConfig {
+        validate(
+            &serde_json::from_value(model).unwrap(),
+            &serde_json::from_value(serde_json::json!({"tp": tp})).unwrap(),
+            Precision::Fp16,
+            64,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn general_layer_parameters_reduce_to_s1_eq6() {
+        let c = cfg(serde_json::json!({"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048, "vocab": 50257}), 4);
+        assert_eq!(layer_params(&c), encoder_params(6144, 4));
+        for role in [StageRole::First, StageRole::Middle, StageRole::Last, StageRole::Only] {
+            assert_eq!(stage_params_of(&c, role, 11, 50688), stage_params(role, 11, 6144, 50688, 4));
+        }
+    }
+
+    #[test]
+    fn llama2_7b_and_gpt3_175b_parameter_counts_by_hand() {
+        // LLaMA-2 7B: d 4096, 32 layers, 32 heads, ffn 11008, SwiGLU, vocab 32000 (padded to 32000 at tp 1: 128·250).
+        // Per layer: 4·4096 (norms) + QKV 4096·12288 + 12288 + out 4096² + 4096 + up 4096·2·11008 + 2·11008 +
+        // down 11008·4096 + 4096 = 16,384 + 50,343,936 + 16,781,312 + 90,199,552 + 45,092,864 = 202,434,048.
+        let c = cfg(
+            serde_json::json!({"layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008,
+            "activation": "swiglu", "seq_len": 4096, "vocab": 32000}),
+            1,
+        );
+        assert_eq!(layer_params(&c), 202_434_048.0);
+        // Model: 32 · 202,434,048 + 2 · 32000 · 4096 (untied) + 2 · 4096 = 6,740,041,728 (LLaMA-2 reports 6.74 B;
+        // S1's accounting keeps biases LLaMA does not have).
+        assert_eq!(model_params(&c, padded_vocab(32000, 1)), 6_740_041_728.0);
+        // GPT-3 175B: 96 layers, d 12288, vocab 51200, tied: 96 · (4d norms + 12d² + 9d) + 51200·d + 2d
+        // = 96 · 1,812,099,072 + 629,145,600 + 24,576 = 174,590,681,088 (≈ 175 B).
+        let g = cfg(
+            serde_json::json!({"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200,
+            "tied_embeddings": true}),
+            1,
+        );
+        assert_eq!(layer_params(&g), 1_812_099_072.0);
+        assert_eq!(model_params(&g, 51200), 174_590_681_088.0);
+    }
 
     #[test]
     fn vocab_padding_by_hand() {

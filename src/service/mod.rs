@@ -80,6 +80,8 @@ pub struct Service {
     pub gpus: Arc<arc_swap::ArcSwap<GpuDirectory>>,
     /// Set once the imported GPUs and the active models are loaded.
     pub loaded: Arc<std::sync::atomic::AtomicBool>,
+    /// Largest search answered inline (candidates); larger ones become jobs.
+    pub search_inline_max: u64,
 }
 
 impl Service {
@@ -97,7 +99,14 @@ impl Service {
             worker,
             gpus: Arc::new(arc_swap::ArcSwap::from_pointee(GpuDirectory::default())),
             loaded: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            search_inline_max: crate::config::Config::default().search_inline_max_candidates,
         }
+    }
+
+    /// The same service with another inline-search limit.
+    pub fn with_search_inline_max(mut self, candidates: u64) -> Service {
+        self.search_inline_max = candidates;
+        self
     }
 
     /// Loads the imported GPUs and the stored active models (startup, and the CLI before predicting); returns

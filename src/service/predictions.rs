@@ -1,18 +1,97 @@
-//! Training-iteration predictions through the learned backend.
+//! Training-iteration predictions and configuration searches through the learned backend.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde_json::json;
 
 use super::{Service, ServiceError};
-use crate::backend::LearnedBackend;
+use crate::backend::{Derated, Efficiency, LearnedBackend};
+use crate::llm::run::run_estimate;
+use crate::llm::search::{count_candidates, search, SearchRequest, SearchResult};
 use crate::llm::{self, TrainingPrediction, TrainingRequest};
+use crate::store::jobs::JobRecord;
+
+/// Job kind of a configuration search.
+pub const SEARCH: &str = "search";
+
+/// Candidates a running search has evaluated, of how many.
+#[derive(Debug, Default)]
+pub struct SearchProgress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+}
+
+/// A search answered now, or queued as a job.
+#[derive(Debug)]
+pub enum SearchOutcome {
+    Done(Box<SearchResult>),
+    Queued(JobRecord),
+}
 
 impl Service {
-    /// Predicts one training iteration (S1) with every operator corrected by its active regressor where one
-    /// covers it. Errors: `NotFound` for an unknown system (field `system`), `Invalid` for an impossible
-    /// configuration, naming the field.
+    /// The backend training predictions and searches cost with: every operator through its active regressor where
+    /// one covers it, collectives through the system's communication calibration when it has one, and what stays
+    /// analytic derated by the calibrated achievable efficiencies ([`Efficiency::CALIBRATED`]).
+    async fn training_backend(&self, system: crate::hw::System) -> Result<Derated<LearnedBackend>, ServiceError> {
+        let calibration = self.calibration(&system.name).await?;
+        let learned = LearnedBackend::new(system, self.registry.load_full()).with_calibration(calibration);
+        Ok(Derated::new(learned, Efficiency::CALIBRATED))
+    }
+
+    /// Predicts one training iteration (S1 and its Megatron-LM extensions) with every operator corrected by its
+    /// active regressor where one covers it and the remaining analytic times derated by the calibrated achievable
+    /// efficiencies ([`Efficiency::CALIBRATED`]), and the whole-run estimate when `run` is given. Errors: `NotFound`
+    /// for an unknown system (field `system`), `Invalid` for an impossible configuration, naming the field.
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
         let system = self.system_for(&req.system, "system").await?;
         let cfg = llm::validate(&req.model, &req.parallelism, req.precision, system.total_gpus())?;
-        let calibration = self.calibration(&system.name).await?;
-        let backend = LearnedBackend::new(system, self.registry.load_full()).with_calibration(calibration);
-        Ok(llm::predict(&cfg, &backend)?)
+        if let Some(run) = &req.run {
+            llm::validate_run(run)?;
+        }
+        let backend = self.training_backend(system).await?;
+        let mut p = llm::predict(&cfg, &backend)?;
+        if let Some(run) = &req.run {
+            p.run = Some(run_estimate(&p, run, req.model.seq_len));
+        }
+        Ok(p)
+    }
+
+    /// Searches for the fastest configurations: inline when the space has at most `search_inline_max` candidates,
+    /// else as a `search` job (the worker runs it; progress in `GET /v1/jobs/{id}`). Errors as
+    /// [`Service::predict_training`], fields of [`SearchRequest`].
+    pub async fn search_training(&self, req: &SearchRequest) -> Result<SearchOutcome, ServiceError> {
+        let system = self.system_for(&req.system, "system").await?;
+        let n = count_candidates(req, system.gpus_per_node, system.total_gpus())?;
+        if n > self.search_inline_max {
+            let params = serde_json::to_value(req).unwrap_or_else(|_| json!({}));
+            let job = self.store.create_job(SEARCH, &params, false).await?;
+            self.worker.wake();
+            return Ok(SearchOutcome::Queued(job));
+        }
+        Ok(SearchOutcome::Done(Box::new(self.run_search(req, None).await?)))
+    }
+
+    /// Runs a search now on a blocking thread (the search is CPU-bound; the CLI, the worker and small searches
+    /// use it), publishing its progress to `progress` when given.
+    pub async fn run_search(
+        &self,
+        req: &SearchRequest,
+        progress: Option<Arc<SearchProgress>>,
+    ) -> Result<SearchResult, ServiceError> {
+        let system = self.system_for(&req.system, "system").await?;
+        let backend = self.training_backend(system).await?;
+        let req = req.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            search(&req, &backend, &mut |done, total| {
+                if let Some(p) = &progress {
+                    p.total.store(total, Ordering::Relaxed);
+                    p.done.store(done, Ordering::Relaxed);
+                }
+            })
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(crate::store::StoreError::Corrupt(format!("search task failed: {e}"))))?;
+        Ok(result?)
     }
 }

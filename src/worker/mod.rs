@@ -1,6 +1,7 @@
-//! The background retraining worker: wakes when samples arrive (debounced) or a retrain job is queued, trains
-//! in `spawn_blocking`, writes new versions in one transaction and hot-swaps the registry. Jobs are rows in
-//! SQLite: one left `running` by a crash is queued again at the next start; until a job commits, the previous
+//! The background worker: wakes when samples arrive (debounced) or a job is queued. Retrain jobs train in
+//! `spawn_blocking`, write new versions in one transaction and hot-swap the registry; search jobs run a large
+//! configuration search ([`crate::llm::search`]) with progress. Jobs are rows in SQLite: one left `running` by a
+//! crash (retrain or search) is queued again at the next start and re-run; until a retrain commits, the previous
 //! active models keep serving.
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,7 +21,10 @@ use crate::learn::lgbm::Model;
 use crate::learn::op_data::{op_training_set, OpObservation};
 use crate::learn::registry::family;
 use crate::learn::{fit, op_key, ActiveRegressor, Grid, Registry, SharedRegistry, TrainingSet};
+use crate::llm::search::SearchRequest;
 use crate::op::{OpClass, Phase};
+use crate::service::predictions::{SearchProgress, SEARCH};
+use crate::service::Service;
 use crate::store::regressors::NewRegressor;
 use crate::store::{Store, StoreError};
 
@@ -134,12 +138,12 @@ pub fn spawn(store: Store, registry: SharedRegistry, config: WorkerConfig, handl
         }
         loop {
             loop {
-                match store.claim_job(&[RETRAIN, CALIBRATE]).await {
+                match store.claim_job(&[RETRAIN, CALIBRATE, SEARCH]).await {
                     Ok(Some(job)) => {
                         let id = job.id;
                         tracing::info!(job = id, kind = %job.kind, attempt = job.attempts, "job started");
                         let started = std::time::Instant::now();
-                        let outcome = run_job(&store, &registry, &config, &job).await;
+                        let outcome = run_job(&store, &registry, &config, &handle, &job).await;
                         crate::metrics::job(&job.kind, outcome.is_ok(), started.elapsed().as_secs_f64());
                         let finished = match outcome {
                             Ok((msg, result)) => {
@@ -185,9 +189,19 @@ async fn run_job(
     store: &Store,
     registry: &SharedRegistry,
     config: &WorkerConfig,
+    handle: &WorkerHandle,
     job: &crate::store::jobs::JobRecord,
 ) -> Result<(String, serde_json::Value), RetrainError> {
     match job.kind.as_str() {
+        SEARCH => {
+            let result = run_search_job(store, registry, handle, job).await.map_err(RetrainError::Job)?;
+            let msg = format!(
+                "evaluated {} configurations, {} fit",
+                result["evaluated"].as_u64().unwrap_or(0),
+                result["fitting"].as_u64().unwrap_or(0)
+            );
+            Ok((msg, result))
+        }
         CALIBRATE => {
             let system = job.params["system"].as_str().unwrap_or_default().to_string();
             let (stored, cal) = calibrate::calibrate_system(store, &system).await?;
@@ -221,6 +235,43 @@ pub fn thin_evenly<T>(items: Vec<T>, max: usize) -> Vec<T> {
     items.into_iter().step_by(k).collect()
 }
 
+/// Runs a `search` job: the stored request against the current registry, publishing progress every half
+/// second. Returns the search result as JSON, or why it failed (a request that no longer validates, e.g. its
+/// system was removed).
+async fn run_search_job(
+    store: &Store,
+    registry: &SharedRegistry,
+    handle: &WorkerHandle,
+    job: &crate::store::jobs::JobRecord,
+) -> Result<serde_json::Value, String> {
+    let req: SearchRequest =
+        serde_json::from_value(job.params.clone()).map_err(|e| format!("the job's request does not parse: {e}"))?;
+    let service = Service::with(store.clone(), registry.clone(), handle.clone());
+    // Systems may name imported GPUs: resolve them against the same directory the API uses.
+    let gpus = store.gpu_directory().await.map_err(|e| e.to_string())?;
+    service.gpus.store(Arc::new(gpus));
+    let progress = Arc::new(SearchProgress::default());
+    let run = service.run_search(&req, Some(progress.clone()));
+    tokio::pin!(run);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let result = loop {
+        tokio::select! {
+            r = &mut run => break r,
+            _ = tick.tick() => {
+                let (done, total) = (progress.done.load(Ordering::Relaxed), progress.total.load(Ordering::Relaxed));
+                if total > 0 {
+                    let msg = format!("evaluated {done} of {total} configurations");
+                    if let Err(e) = store.job_progress(job.id, done as f64 / total as f64, &msg).await {
+                        tracing::warn!(job = job.id, error = %e, "cannot record progress");
+                    }
+                }
+            }
+        }
+    };
+    let result = result.map_err(|e| e.to_string())?;
+    serde_json::to_value(&result).map_err(|e| e.to_string())
+}
+
 /// Why a retrain failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RetrainError {
@@ -230,6 +281,9 @@ pub enum RetrainError {
     Fit { key: String, source: FitError },
     #[error("training task panicked: {0}")]
     Join(String),
+    /// A search job failed (its stored request no longer validates, e.g. its system was removed).
+    #[error("{0}")]
+    Job(String),
 }
 
 struct KeyGroup {

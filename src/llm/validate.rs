@@ -1,0 +1,331 @@
+//! Validation of a training request: every impossible combination is refused with the request field that causes
+//! it (`parallelism.virtual_stages`, `model.kv_heads`, …), never a panic.
+
+use super::config::{
+    bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, ModelSpec, ParallelSpec, RunSpec, TrainingConfig,
+};
+use crate::hw::Precision;
+
+/// Validates a model and a parallel configuration against a system of `system_gpus` GPUs and fills in defaults.
+///
+/// Errors (field named as in the request): zero sizes; `model.hidden` not divisible by `model.heads`;
+/// `model.kv_heads` not dividing the heads; heads, kv_heads, hidden or ffn_hidden not divisible by
+/// `parallelism.tp`; `parallelism.pp` > layers; tp·cp·pp·dp above the system's GPUs (`parallelism`);
+/// `parallelism.global_batch` not a multiple of micro_batch·dp or inconsistent with `grad_accum`;
+/// `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer` with ZeRO stage 0;
+/// `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp (Megatron's
+/// load-balanced causal split); `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
+/// `parallelism.virtual_stages` with pp = 1, layers not divisible by pp·virtual_stages, or micro-batches not
+/// divisible by pp (Narayanan et al. 2021's interleaved schedule); `parallelism.layer_split` `s1` with
+/// interleaving, or `uniform` with layers not divisible by pp.
+pub fn validate(
+    model: &ModelSpec,
+    par: &ParallelSpec,
+    precision: Precision,
+    system_gpus: u64,
+) -> Result<TrainingConfig, ConfigError> {
+    for (field, v) in [
+        ("model.layers", model.layers),
+        ("model.hidden", model.hidden),
+        ("model.heads", model.heads),
+        ("model.seq_len", model.seq_len),
+        ("model.vocab", model.vocab),
+        ("model.kv_heads", model.kv_heads.unwrap_or(1)),
+        ("model.ffn_hidden", model.ffn_hidden.unwrap_or(1)),
+        ("parallelism.tp", par.tp),
+        ("parallelism.pp", par.pp),
+        ("parallelism.dp", par.dp),
+        ("parallelism.micro_batch", par.micro_batch),
+        ("parallelism.virtual_stages", par.virtual_stages),
+        ("parallelism.context_parallel", par.context_parallel),
+    ] {
+        if v == 0 {
+            return Err(bad(field, "must be at least 1"));
+        }
+    }
+    if !(0.0..1.0).contains(&model.dropout) {
+        return Err(bad("model.dropout", format!("a probability in [0, 1), got {}", model.dropout)));
+    }
+    if model.hidden % model.heads != 0 {
+        return Err(bad("model.hidden", format!("hidden {} is not divisible by heads {}", model.hidden, model.heads)));
+    }
+    let kv_heads = model.kv_heads.unwrap_or(model.heads);
+    if kv_heads > model.heads || model.heads % kv_heads != 0 {
+        return Err(bad(
+            "model.kv_heads",
+            format!(
+                "kv_heads {kv_heads} must divide heads {} (each key/value head serves a group of query heads)",
+                model.heads
+            ),
+        ));
+    }
+    let ffn_hidden = model.ffn_hidden.unwrap_or_else(|| default_ffn_hidden(model.hidden, model.activation));
+    let tp = par.tp;
+    for (what, n) in
+        [("heads", model.heads), ("kv_heads", kv_heads), ("hidden", model.hidden), ("ffn_hidden", ffn_hidden)]
+    {
+        if n % tp != 0 {
+            return Err(bad(
+                "parallelism.tp",
+                format!("{what} {n} is not divisible by tp {tp}: each tensor-parallel rank needs an equal share"),
+            ));
+        }
+    }
+    if par.pp > model.layers {
+        return Err(bad(
+            "parallelism.pp",
+            format!("pp {} exceeds the model's {} layers: every stage needs at least one layer", par.pp, model.layers),
+        ));
+    }
+    if par.zero_stage > 3 {
+        return Err(bad("parallelism.zero_stage", format!("ZeRO stages are 0–3, got {}", par.zero_stage)));
+    }
+    if par.distributed_optimizer && par.zero_stage == 0 {
+        return Err(bad(
+            "parallelism.distributed_optimizer",
+            "the distributed optimizer shards the optimizer states (ZeRO-1): it cannot run with zero_stage 0",
+        ));
+    }
+    let cp = par.context_parallel;
+    if cp > 1 {
+        if model.attention != Attention::Flash {
+            return Err(bad(
+                "parallelism.context_parallel",
+                "context parallelism is ring attention over FlashAttention kernels: set model.attention to flash",
+            ));
+        }
+        if model.seq_len % (2 * cp) != 0 {
+            return Err(bad(
+                "parallelism.context_parallel",
+                format!(
+                    "seq_len {} is not divisible by 2·cp = {}: the causal load-balanced split needs 2·cp equal chunks",
+                    model.seq_len,
+                    2 * cp
+                ),
+            ));
+        }
+    }
+    if par.sequence_parallel && tp > 1 && (model.seq_len / cp) % tp != 0 {
+        return Err(bad(
+            "parallelism.sequence_parallel",
+            format!("seq_len/cp = {} tokens are not divisible by tp {tp}", model.seq_len / cp),
+        ));
+    }
+    let v = par.virtual_stages;
+    let layer_split = match (par.layer_split, v) {
+        (Some(LayerSplit::S1), v) if v > 1 => {
+            return Err(bad(
+                "parallelism.layer_split",
+                "the interleaved schedule needs equal model chunks: use layer_split uniform (or leave it out)",
+            ))
+        }
+        (Some(s), _) => s,
+        (None, 1) => LayerSplit::S1,
+        (None, _) => LayerSplit::Uniform,
+    };
+    if v > 1 {
+        if par.pp < 2 {
+            return Err(bad("parallelism.virtual_stages", "interleaving needs at least two pipeline stages (pp ≥ 2)"));
+        }
+        if model.layers % (par.pp * v) != 0 {
+            return Err(bad(
+                "parallelism.virtual_stages",
+                format!("layers {} are not divisible by pp·virtual_stages = {}", model.layers, par.pp * v),
+            ));
+        }
+    } else if layer_split == LayerSplit::Uniform && model.layers % par.pp != 0 {
+        return Err(bad(
+            "parallelism.layer_split",
+            format!("uniform split: layers {} are not divisible by pp {}", model.layers, par.pp),
+        ));
+    }
+    let gpus = tp as u64 * cp as u64 * par.pp as u64 * par.dp as u64;
+    if gpus > system_gpus {
+        return Err(bad(
+            "parallelism",
+            format!("tp·cp·pp·dp = {tp}·{cp}·{}·{} = {gpus} GPUs, but the system has {system_gpus}", par.pp, par.dp),
+        ));
+    }
+    let per_step = par.micro_batch as u64 * par.dp as u64;
+    let grad_accum = match (par.grad_accum, par.global_batch) {
+        (Some(0), _) => return Err(bad("parallelism.grad_accum", "must be at least 1")),
+        (_, Some(0)) => return Err(bad("parallelism.global_batch", "must be at least 1")),
+        (Some(m), Some(gb)) => {
+            if m as u64 * per_step != gb as u64 {
+                return Err(bad(
+                    "parallelism.global_batch",
+                    format!(
+                        "global_batch {gb} ≠ micro_batch·grad_accum·dp = {}·{m}·{} = {}",
+                        par.micro_batch,
+                        par.dp,
+                        m as u64 * per_step
+                    ),
+                ));
+            }
+            m
+        }
+        (Some(m), None) => m,
+        (None, Some(gb)) => {
+            if gb as u64 % per_step != 0 {
+                return Err(bad(
+                    "parallelism.global_batch",
+                    format!(
+                        "global_batch {gb} is not a multiple of micro_batch·dp = {}·{} = {per_step}",
+                        par.micro_batch, par.dp
+                    ),
+                ));
+            }
+            (gb as u64 / per_step) as u32
+        }
+        (None, None) => 1,
+    };
+    if v > 1 && grad_accum % par.pp != 0 {
+        return Err(bad(
+            "parallelism.virtual_stages",
+            format!("the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by pp {}", par.pp),
+        ));
+    }
+    Ok(TrainingConfig {
+        model: model.clone(),
+        tp,
+        pp: par.pp,
+        dp: par.dp,
+        cp,
+        micro_batch: par.micro_batch,
+        grad_accum,
+        global_batch: grad_accum as u64 * per_step,
+        zero_stage: par.zero_stage,
+        precision,
+        kv_heads,
+        ffn_hidden,
+        sequence_parallel: par.sequence_parallel,
+        virtual_stages: v,
+        recompute: par.recompute,
+        distributed_optimizer: par.distributed_optimizer,
+        overlap_grad_reduce: par.overlap_grad_reduce,
+        layer_split,
+    })
+}
+
+/// Validates a whole-run length: exactly one of `tokens` (> 0, finite) and `steps` (≥ 1). Errors name
+/// `run`, `run.tokens` or `run.steps`.
+pub fn validate_run(run: &RunSpec) -> Result<(), ConfigError> {
+    match (run.tokens, run.steps) {
+        (Some(_), Some(_)) | (None, None) => Err(bad("run", "give exactly one of tokens and steps")),
+        (Some(t), None) if !(t.is_finite() && t > 0.0) => Err(bad("run.tokens", "must be a positive number")),
+        (None, Some(0)) => Err(bad("run.steps", "must be at least 1")),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::config::Recompute;
+
+    fn gpt20b() -> ModelSpec {
+        serde_json::from_value(serde_json::json!({"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048,
+            "vocab": 50257, "parallel_residual": true}))
+        .unwrap()
+    }
+
+    fn llama70b() -> ModelSpec {
+        serde_json::from_value(serde_json::json!({"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+            "ffn_hidden": 28672, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm", "activation": "swiglu",
+            "attention": "flash"}))
+        .unwrap()
+    }
+
+    fn par(v: serde_json::Value) -> ParallelSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn global_batch_derives_grad_accum() {
+        let c = validate(
+            &gpt20b(),
+            &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
+            "global_batch": 512})),
+            Precision::Fp16,
+            128,
+        )
+        .unwrap();
+        assert_eq!((c.grad_accum, c.global_batch), (16, 512));
+        // S1's defaults.
+        assert_eq!((c.kv_heads, c.ffn_hidden, c.cp, c.virtual_stages), (64, 4 * 6144, 1, 1));
+        assert_eq!((c.recompute, c.layer_split), (Recompute::None, LayerSplit::S1));
+        assert!(c.s1_pipeline());
+    }
+
+    #[test]
+    fn impossible_configurations_name_their_field() {
+        let m = gpt20b();
+        let cases = [
+            (serde_json::json!({"tp": 3}), "parallelism.tp"),
+            (serde_json::json!({"pp": 45}), "parallelism.pp"),
+            (serde_json::json!({"tp": 8, "pp": 4, "dp": 8}), "parallelism"),
+            (serde_json::json!({"dp": 8, "micro_batch": 4, "global_batch": 100}), "parallelism.global_batch"),
+            (serde_json::json!({"dp": 2, "grad_accum": 4, "global_batch": 10}), "parallelism.global_batch"),
+            (serde_json::json!({"zero_stage": 4}), "parallelism.zero_stage"),
+            (serde_json::json!({"micro_batch": 0}), "parallelism.micro_batch"),
+            (serde_json::json!({"virtual_stages": 0}), "parallelism.virtual_stages"),
+            (serde_json::json!({"virtual_stages": 2}), "parallelism.virtual_stages"),
+            // 44 layers over pp·v = 4·3 = 12 chunks.
+            (serde_json::json!({"pp": 4, "virtual_stages": 3, "grad_accum": 8}), "parallelism.virtual_stages"),
+            // m = 6 micro-batches not divisible by pp 4.
+            (serde_json::json!({"pp": 4, "virtual_stages": 11, "grad_accum": 6}), "parallelism.virtual_stages"),
+            (
+                serde_json::json!({"pp": 4, "virtual_stages": 11, "grad_accum": 8, "layer_split": "s1"}),
+                "parallelism.layer_split",
+            ),
+            (serde_json::json!({"pp": 8, "layer_split": "uniform"}), "parallelism.layer_split"),
+            (serde_json::json!({"zero_stage": 0, "distributed_optimizer": true}), "parallelism.distributed_optimizer"),
+            // Ring attention needs flash attention.
+            (serde_json::json!({"context_parallel": 2}), "parallelism.context_parallel"),
+        ];
+        for (p, field) in cases {
+            assert_eq!(validate(&m, &par(p.clone()), Precision::Fp16, 128).unwrap_err().field, field, "{p}");
+        }
+        let odd = ModelSpec { hidden: 6000, ..m.clone() };
+        assert_eq!(validate(&odd, &par(serde_json::json!({})), Precision::Fp16, 8).unwrap_err().field, "model.hidden");
+        let gqa = ModelSpec { kv_heads: Some(6), ..m };
+        assert_eq!(
+            validate(&gqa, &par(serde_json::json!({})), Precision::Fp16, 8).unwrap_err().field,
+            "model.kv_heads"
+        );
+    }
+
+    #[test]
+    fn megatron_options_on_llama_70b() {
+        let m = llama70b();
+        // kv_heads 8 cannot be split over tp 16.
+        let e = validate(&m, &par(serde_json::json!({"tp": 16})), Precision::Bf16, 1024).unwrap_err();
+        assert_eq!(e.field, "parallelism.tp");
+        // cp 3: 8192 is not divisible by 6.
+        let e = validate(&m, &par(serde_json::json!({"context_parallel": 3})), Precision::Bf16, 1024).unwrap_err();
+        assert_eq!(e.field, "parallelism.context_parallel");
+        // DGX Cloud's Llama 3.1 70B: TP 4, PP 4, CP 2, VP 5, MBS 1, GA 64 on 64 GPUs (dp 2).
+        let c = validate(
+            &m,
+            &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 2, "context_parallel": 2, "virtual_stages": 5,
+                "grad_accum": 64, "sequence_parallel": true, "distributed_optimizer": true,
+                "overlap_grad_reduce": true})),
+            Precision::Bf16,
+            64,
+        )
+        .unwrap();
+        assert_eq!((c.gpus(), c.grad_ranks(), c.layer_split, c.global_batch), (64, 4, LayerSplit::Uniform, 128));
+        assert!(!c.s1_pipeline() && c.sp());
+        // 8192 / cp 2 = 4096 tokens per rank per sequence.
+        assert_eq!(c.tokens_per_rank(), 4096);
+    }
+
+    #[test]
+    fn run_length_needs_exactly_one_of_tokens_and_steps() {
+        assert!(validate_run(&RunSpec { tokens: Some(1e9), steps: None }).is_ok());
+        assert!(validate_run(&RunSpec { tokens: None, steps: Some(10) }).is_ok());
+        assert_eq!(validate_run(&RunSpec { tokens: Some(1e9), steps: Some(1) }).unwrap_err().field, "run");
+        assert_eq!(validate_run(&RunSpec { tokens: Some(-1.0), steps: None }).unwrap_err().field, "run.tokens");
+        assert_eq!(validate_run(&RunSpec { tokens: None, steps: Some(0) }).unwrap_err().field, "run.steps");
+    }
+}
