@@ -88,7 +88,8 @@ impl Service {
     /// Estimates one collective. Errors: unknown system (`system`), placement larger than the system (`nodes`,
     /// `gpus_per_node`), fewer than two ranks for a collective that moves data.
     pub async fn estimate_comm(&self, req: &CommEstimateRequest) -> Result<CommEstimateResponse, ServiceError> {
-        let system = self.system_for(&req.system, "system").await?;
+        let context = self.system_context(&req.system, "system").await?;
+        let system = &context.system;
         let gpn = req.gpus_per_node.unwrap_or(system.gpus_per_node);
         if req.nodes == 0 || req.nodes > system.nodes {
             return Err(ServiceError::invalid("nodes", format!("must be 1–{} (the system's nodes)", system.nodes)));
@@ -105,9 +106,9 @@ impl Service {
         }
         let group = Group { ranks, nodes: req.nodes, ranks_per_node: gpn };
         let bytes = req.bytes as f64;
-        let links = GroupLinks::on(&system, gpn);
+        let links = GroupLinks::on(system, gpn);
         let analytic = comm::estimate(req.collective, bytes, group, &links);
-        let cal = self.calibration(&system.name).await?;
+        let cal = context.calibration.clone();
         let calibrated = cal
             .as_ref()
             .and_then(|c| c.estimate(req.collective, bytes, group, &links))
@@ -117,7 +118,7 @@ impl Service {
         let corrected_us = timed.source.to_string().starts_with("regressor:").then_some(timed.time_us);
         let algbw = bytes / (timed.time_us * 1e3);
         Ok(CommEstimateResponse {
-            system: system.name,
+            system: system.name.clone(),
             collective: req.collective,
             bytes: req.bytes,
             ranks,

@@ -82,6 +82,8 @@ pub struct Service {
     pub loaded: Arc<std::sync::atomic::AtomicBool>,
     /// Largest search answered inline (candidates); larger ones become jobs.
     pub search_inline_max: u64,
+    /// Resolved systems with their calibrations (invalidated by writes; see [`systems::SystemCache`]).
+    pub systems: Arc<systems::SystemCache>,
 }
 
 impl Service {
@@ -100,6 +102,7 @@ impl Service {
             gpus: Arc::new(arc_swap::ArcSwap::from_pointee(GpuDirectory::default())),
             loaded: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             search_inline_max: crate::config::Config::default().search_inline_max_candidates,
+            systems: Arc::default(),
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::systems::SystemContext;
 use super::{Service, ServiceError};
 use crate::backend::{Derated, Efficiency, LearnedBackend};
 use crate::llm::run::run_estimate;
@@ -33,10 +34,10 @@ impl Service {
     /// The backend training predictions and searches cost with: every operator through its active regressor where
     /// one covers it, collectives through the system's communication calibration when it has one, and what stays
     /// analytic derated by the calibrated achievable efficiencies ([`Efficiency::CALIBRATED`]).
-    async fn training_backend(&self, system: crate::hw::System) -> Result<Derated<LearnedBackend>, ServiceError> {
-        let calibration = self.calibration(&system.name).await?;
-        let learned = LearnedBackend::new(system, self.registry.load_full()).with_calibration(calibration);
-        Ok(Derated::new(learned, Efficiency::CALIBRATED))
+    fn training_backend(&self, context: &SystemContext) -> Derated<LearnedBackend> {
+        let learned = LearnedBackend::new(context.system.clone(), self.registry.load_full())
+            .with_calibration(context.calibration.clone());
+        Derated::new(learned, Efficiency::CALIBRATED)
     }
 
     /// Predicts one training iteration (S1 and its Megatron-LM extensions) with every operator corrected by its
@@ -44,12 +45,12 @@ impl Service {
     /// efficiencies ([`Efficiency::CALIBRATED`]), and the whole-run estimate when `run` is given. Errors: `NotFound`
     /// for an unknown system (field `system`), `Invalid` for an impossible configuration, naming the field.
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
-        let system = self.system_for(&req.system, "system").await?;
-        let cfg = llm::validate(&req.model, &req.parallelism, req.precision, system.total_gpus())?;
+        let context = self.system_context(&req.system, "system").await?;
+        let cfg = llm::validate(&req.model, &req.parallelism, req.precision, context.system.total_gpus())?;
         if let Some(run) = &req.run {
             llm::validate_run(run)?;
         }
-        let backend = self.training_backend(system).await?;
+        let backend = self.training_backend(&context);
         let mut p = llm::predict(&cfg, &backend)?;
         if let Some(run) = &req.run {
             p.run = Some(run_estimate(&p, run, req.model.seq_len));
@@ -61,7 +62,8 @@ impl Service {
     /// else as a `search` job (the worker runs it; progress in `GET /v1/jobs/{id}`). Errors as
     /// [`Service::predict_training`], fields of [`SearchRequest`].
     pub async fn search_training(&self, req: &SearchRequest) -> Result<SearchOutcome, ServiceError> {
-        let system = self.system_for(&req.system, "system").await?;
+        let context = self.system_context(&req.system, "system").await?;
+        let system = &context.system;
         let n = count_candidates(req, system.gpus_per_node, system.total_gpus())?;
         if n > self.search_inline_max {
             let params = serde_json::to_value(req).unwrap_or_else(|_| json!({}));
@@ -79,8 +81,8 @@ impl Service {
         req: &SearchRequest,
         progress: Option<Arc<SearchProgress>>,
     ) -> Result<SearchResult, ServiceError> {
-        let system = self.system_for(&req.system, "system").await?;
-        let backend = self.training_backend(system).await?;
+        let context = self.system_context(&req.system, "system").await?;
+        let backend = self.training_backend(&context);
         let req = req.clone();
         let result = tokio::task::spawn_blocking(move || {
             search(&req, &backend, &mut |done, total| {

@@ -80,6 +80,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.note_system_change();
         decode(&r)
     }
 

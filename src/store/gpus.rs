@@ -25,6 +25,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.note_system_change();
         Ok(existed.is_none())
     }
 

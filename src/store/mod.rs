@@ -11,6 +11,8 @@ pub mod systems;
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
@@ -39,6 +41,9 @@ pub enum StoreError {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// Committed writes to what a prediction resolves a system with (systems, calibrations, imported GPUs),
+    /// counted so that caches of resolved systems can tell they are stale (see [`Store::system_changes`]).
+    system_changes: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -65,7 +70,7 @@ impl Store {
     /// Wraps an existing pool (tests use `#[sqlx::test]`'s), applying migrations and seeding presets.
     pub async fn from_pool(pool: SqlitePool) -> Result<Store, StoreError> {
         sqlx::migrate!("./migrations").run(&pool).await?;
-        let store = Store { pool };
+        let store = Store { pool, system_changes: Arc::new(AtomicU64::new(0)) };
         store.seed_presets().await?;
         Ok(store)
     }
@@ -73,6 +78,18 @@ impl Store {
     /// The pool, for modules of this layer.
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// How many writes to systems, calibrations and imported GPUs this store (and its clones) committed: a value
+    /// read before reading those tables tags what was read; a later different value means it may be stale.
+    /// Writes by other processes on the same file are not counted.
+    pub fn system_changes(&self) -> u64 {
+        self.system_changes.load(Ordering::SeqCst)
+    }
+
+    /// Counts a committed write to systems, calibrations or imported GPUs (after the commit).
+    pub(crate) fn note_system_change(&self) {
+        self.system_changes.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Checks that the database answers.

@@ -36,6 +36,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
+        self.note_system_change();
         Ok(())
     }
 
@@ -57,6 +58,7 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.note_system_change();
         decode(&row)
     }
 
