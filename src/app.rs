@@ -101,6 +101,7 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     provision_key(&service, config).await?;
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");
+    crate::metrics::spawn_upkeep();
     let worker = crate::worker::spawn(store, service.registry.clone(), config.worker(), service.worker.clone());
     Ok(Started { router: build(service.clone(), config), service, worker })
 }

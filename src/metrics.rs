@@ -29,6 +29,24 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
+/// How often recorded histogram observations are folded into their buckets ([`spawn_upkeep`]).
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Starts the recorder's upkeep on the current tokio runtime: every [`UPKEEP_EVERY`] the observations recorded
+/// since the last time are folded into the histograms' buckets. The exporter otherwise keeps every raw
+/// observation until `/metrics` is scraped, so an unscraped server's memory would grow with its request count
+/// (about 8 bytes per request: 110 KiB/s at 14,000 requests/s). The task ends with the runtime.
+pub fn spawn_upkeep() -> tokio::task::JoinHandle<()> {
+    let handle = handle();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(UPKEEP_EVERY);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}
+
 /// Middleware: counts requests by method, route template and status, and times them.
 pub async fn track(req: Request<Body>, next: Next) -> Response {
     let method = req.method().to_string();
@@ -64,5 +82,32 @@ pub fn active_models(versions: &[(String, i64)]) {
     metrics::gauge!("perfcast_active_models").set(versions.len() as f64);
     for (key, v) in versions {
         metrics::gauge!("perfcast_active_model_version", "key" => key.clone()).set(*v as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upkeep_folds_observations_into_buckets_without_losing_any() {
+        let h = handle();
+        for i in 0..1000 {
+            metrics::histogram!("perfcast_test_upkeep_seconds", "case" => "fold").record(f64::from(i % 4) * 0.001);
+        }
+        h.run_upkeep();
+        h.run_upkeep();
+        let text = h.render();
+        // 250 observations each of 0, 1, 2, 3 ms: 500 are ≤ 1 ms, all 1000 ≤ 5 ms, sum 1.5 s.
+        assert!(text.contains(r#"perfcast_test_upkeep_seconds_count{case="fold"} 1000"#), "{text}");
+        assert!(text.contains(r#"perfcast_test_upkeep_seconds_bucket{case="fold",le="0.001"} 500"#), "{text}");
+        assert!(text.contains(r#"perfcast_test_upkeep_seconds_bucket{case="fold",le="0.005"} 1000"#), "{text}");
+        let sum: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(r#"perfcast_test_upkeep_seconds_sum{case="fold"} "#))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((sum - 1.5).abs() < 1e-9, "{sum}");
     }
 }
