@@ -10,6 +10,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::problem::{ApiError, ProblemLocation};
 
@@ -17,8 +19,10 @@ use super::problem::{ApiError, ProblemLocation};
 #[derive(Debug, Clone)]
 pub struct ValidJson<T>(pub T);
 
-/// Parses `bytes` as `T`, mapping errors as the module describes.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+/// Parses `bytes` as `T`, mapping errors as the module describes. Where `T` has an object (the body itself, or a
+/// nested struct) the body must have an object too: serde would otherwise read a struct from an array,
+/// positionally (`"constraints": [null, null]`); that is a 422 naming the field.
+pub fn parse_json<T: DeserializeOwned + Serialize>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let result: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     let value = match result {
@@ -30,7 +34,41 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
     };
     de.end().map_err(|e| json_error(&e, None))?;
+    // What was read, written back: every object in it came from an object of the body, or from an array.
+    if let (Ok(input), Ok(read)) = (serde_json::from_slice::<Value>(bytes), serde_json::to_value(&value)) {
+        if let Some(path) = array_for_object(&input, &read, String::new()) {
+            let field = (!path.is_empty()).then_some(path);
+            let detail = match &field {
+                Some(f) => format!("{f}: invalid type: array, expected an object"),
+                None => "the body must be a JSON object".to_string(),
+            };
+            let mut err = ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-body",
+                "The JSON body does not match the expected schema",
+                detail,
+            );
+            err.errors.push(ProblemLocation { field, line: None, column: None, message: "expected an object".into() });
+            return Err(err);
+        }
+    }
     Ok(value)
+}
+
+/// The first path (`a.b[2].c`, empty for the body) where the body has an array and what was read from it is an
+/// object.
+fn array_for_object(input: &Value, read: &Value, path: String) -> Option<String> {
+    let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    match (input, read) {
+        (Value::Array(_), Value::Object(_)) => Some(path),
+        (Value::Object(i), Value::Object(r)) => {
+            i.iter().find_map(|(k, iv)| r.get(k).and_then(|rv| array_for_object(iv, rv, join(k))))
+        }
+        (Value::Array(i), Value::Array(r)) => {
+            i.iter().zip(r).enumerate().find_map(|(n, (iv, rv))| array_for_object(iv, rv, format!("{path}[{n}]")))
+        }
+        _ => None,
+    }
 }
 
 fn json_error(e: &serde_json::Error, path: Option<String>) -> ApiError {
@@ -69,7 +107,7 @@ fn json_error(e: &serde_json::Error, path: Option<String>) -> ApiError {
     }
 }
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
+impl<S: Send + Sync, T: DeserializeOwned + Serialize> FromRequest<S> for ValidJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
@@ -129,5 +167,24 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_body_must_be_an_object_even_where_serde_would_read_an_array() {
+        // serde reads a struct of optional fields from `[null, null]`, positionally.
+        let e = parse_json::<crate::worker::RetrainParams>(b"[null, null]").unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.detail, "the body must be a JSON object");
+        assert!(parse_json::<crate::worker::RetrainParams>(b" \n {}").is_ok());
+        // Nested: a struct field given as an array names the field; real arrays stay arrays.
+        let body = br#"{"system": "dgx-h100", "gpus": 8, "global_batch": 8,
+            "model": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 128},
+            "constraints": [null, null]}"#;
+        let e = parse_json::<crate::llm::search::SearchRequest>(body).unwrap_err();
+        assert_eq!(e.errors[0].field.as_deref(), Some("constraints"));
+        let ok = br#"{"system": "dgx-h100", "gpus": 8, "global_batch": 8,
+            "model": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 128},
+            "constraints": {"micro_batches": [1, 2]}}"#;
+        assert!(parse_json::<crate::llm::search::SearchRequest>(ok).is_ok());
     }
 }

@@ -8,6 +8,7 @@ pub mod estimates;
 pub mod gpus;
 pub mod health;
 pub mod json;
+pub mod openapi_refine;
 pub mod predictions;
 pub mod problem;
 pub mod profiles;
@@ -85,7 +86,7 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(profiles::upload_profile, profiles::list_profiles))
         .layer(axum::extract::DefaultBodyLimit::max(upload_limit_bytes))
         .layer(tower_http::decompression::RequestDecompressionLayer::new());
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(uploads)
         .routes(routes!(profiles::get_profile))
         .routes(routes!(profiles::profile_samples))
@@ -107,7 +108,8 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))
-        .split_for_parts()
+        .split_for_parts();
+    (router, openapi_refine::refine(openapi))
 }
 
 /// The OpenAPI document alone (what `/openapi.json` serves and `openapi/openapi.json` holds).

@@ -247,6 +247,7 @@ pub async fn upload_profile(State(state): State<AppState>, req: Request) -> Resu
 pub struct Page {
     /// Items per page, 1–1000. Default 100.
     #[serde(default = "default_limit")]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: u32,
     /// Items to skip. Default 0.
     #[serde(default)]

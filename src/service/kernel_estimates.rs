@@ -72,7 +72,7 @@ impl utoipa::ToSchema for KernelGpu {
 }
 
 /// `POST /v1/estimates/kernel`.
-#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"gpu": {"sm_count": 16, "clock_ghz": 1.0, "memory_bandwidth_gbs": 80,
     "dram_latency_cycles": 420, "departure_delay_coal_cycles": 4, "departure_delay_uncoal_cycles": 10,
