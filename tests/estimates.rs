@@ -151,3 +151,23 @@ async fn mt4g_reports_refine_catalog_gpus_and_systems_see_them() {
     assert_eq!(app.get("/v1/gpus/Lab%20Prototype%20X1").await.json()["peak_tflops"]["bf16"], 989.5);
     app.post_bytes("/v1/gpus/import", fixture("mt4g/NVIDIA_H100_80GB_HBM3_-_L1_Size.raw.txt"), &[]).await.problem(422);
 }
+
+#[tokio::test]
+async fn implausible_inline_gpus_are_refused_not_answered_with_nulls() {
+    // Found by schemathesis: a clock of 5e-324 GHz passed "positive" and made every time infinite (JSON null).
+    let app = TestApp::new().await;
+    let gpu = json!({"name": "my-gpu", "vendor": "nvidia", "sm_count": 108, "clock_ghz": 5e-324, "memory_gib": 40,
+                     "memory_bandwidth_gbs": 1555, "l2_mib": 40,
+                     "peak_tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "fp8": null}});
+    let req = json!({"gpu": gpu, "op": "linear", "phase": "fwd", "dtype": "fp16",
+                     "dims": {"B": 1, "M": 1024, "N": 2560, "K": 2560}});
+    let p = app.post_json("/v1/estimates/operator", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "gpu.clock_ghz");
+    // The same GPU at 1.41 GHz answers, with finite times: 2·1024·2560·2560 FLOP at 312 TFLOP/s ≥ 43 µs.
+    let mut ok = req.clone();
+    ok["gpu"]["clock_ghz"] = json!(1.41);
+    let r = app.post_json("/v1/estimates/operator", &ok).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let t = r.json()["analytic_us"].as_f64().unwrap();
+    assert!(t >= 2.0 * 1024.0 * 2560.0 * 2560.0 / 312e6, "{t}");
+}

@@ -238,42 +238,47 @@ impl GpuSpec {
         self.memory_gib * (1u64 << 30) as f64
     }
 
-    /// Checks that every number is finite and positive; returns the first offending field as
-    /// `(field path relative to the spec, message)`.
+    /// Checks that every number is finite and within a plausible range for a GPU; returns the first offending
+    /// field as `(field path relative to the spec, message)`.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        let positive = [
-            ("clock_ghz", self.clock_ghz),
-            ("memory_gib", self.memory_gib),
-            ("memory_bandwidth_gbs", self.memory_bandwidth_gbs),
-            ("peak_tflops.fp64", self.peak_tflops.fp64),
-            ("peak_tflops.fp32", self.peak_tflops.fp32),
-            ("peak_tflops.fp16", self.peak_tflops.fp16),
+        // Plausible ranges for any real GPU, wide enough for a decade to come: values outside them are typos or
+        // unit mistakes (MHz for GHz, bytes for GB/s), and would make every estimate meaningless or infinite.
+        let ranged = [
+            ("clock_ghz", self.clock_ghz, 0.01, 20.0),
+            ("memory_gib", self.memory_gib, 1e-3, 1e5),
+            ("memory_bandwidth_gbs", self.memory_bandwidth_gbs, 0.1, 1e6),
+            ("peak_tflops.fp64", self.peak_tflops.fp64, 1e-4, 1e6),
+            ("peak_tflops.fp32", self.peak_tflops.fp32, 1e-4, 1e6),
+            ("peak_tflops.fp16", self.peak_tflops.fp16, 1e-4, 1e6),
         ];
         if self.name.trim().is_empty() {
             return Err(("name".into(), "must not be empty".into()));
         }
-        if self.sm_count == 0 {
-            return Err(("sm_count".into(), "must be at least 1".into()));
+        if !(1..=100_000).contains(&self.sm_count) {
+            return Err(("sm_count".into(), format!("must be 1–100000, got {}", self.sm_count)));
         }
-        for (field, v) in positive {
-            if !(v.is_finite() && v > 0.0) {
-                return Err((field.into(), format!("must be a positive number, got {v}")));
+        for (field, v, lo, hi) in ranged {
+            if !(v.is_finite() && (lo..=hi).contains(&v)) {
+                return Err((field.into(), format!("must be a number in {lo}–{hi}, got {v}")));
             }
         }
-        if !(self.l2_mib.is_finite() && self.l2_mib >= 0.0) {
-            return Err(("l2_mib".into(), "must be a non-negative number".into()));
+        if !(self.l2_mib.is_finite() && (0.0..=1e5).contains(&self.l2_mib)) {
+            return Err(("l2_mib".into(), format!("must be a number in 0–100000, got {}", self.l2_mib)));
         }
         let optional = [
-            ("peak_tflops.tf32", self.peak_tflops.tf32),
-            ("peak_tflops.bf16", self.peak_tflops.bf16),
-            ("peak_tflops.fp8", self.peak_tflops.fp8),
-            ("peak_tflops.fp32_matrix", self.peak_tflops.fp32_matrix),
-            ("tdp_watts", self.tdp_watts),
+            ("peak_tflops.tf32", self.peak_tflops.tf32, 1e-4, 1e6),
+            ("peak_tflops.bf16", self.peak_tflops.bf16, 1e-4, 1e6),
+            ("peak_tflops.fp8", self.peak_tflops.fp8, 1e-4, 1e6),
+            ("peak_tflops.fp32_matrix", self.peak_tflops.fp32_matrix, 1e-4, 1e6),
+            ("tdp_watts", self.tdp_watts, 1.0, 1e5),
         ];
-        for (field, v) in optional {
+        if self.max_threads_per_sm == Some(0) {
+            return Err(("max_threads_per_sm".into(), "must be at least 1 or null".into()));
+        }
+        for (field, v, lo, hi) in optional {
             if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err((field.into(), format!("must be a positive number or null, got {v}")));
+                if !(v.is_finite() && (lo..=hi).contains(&v)) {
+                    return Err((field.into(), format!("must be a number in {lo}–{hi} or null, got {v}")));
                 }
             }
         }

@@ -53,8 +53,8 @@ pub struct OperatorEstimate {
 }
 
 impl Service {
-    /// Estimates one operator. Errors: unknown GPU (`gpu`), operator (`op`), bad dims (`dims`), or a precision
-    /// the GPU lacks (`dtype`).
+    /// Estimates one operator. Errors: unknown GPU or implausible GPU numbers (`gpu`, `gpu.<field>`), operator
+    /// (`op`), bad dims or a size with no finite time (`dims`), or a precision the GPU lacks (`dtype`).
     pub async fn estimate_operator(&self, req: &OperatorEstimateRequest) -> Result<OperatorEstimate, ServiceError> {
         let gpu = match &req.gpu {
             GpuRef::Name(n) => self.gpu(n, "gpu")?,
@@ -84,6 +84,9 @@ impl Service {
         let timed = LearnedBackend::new(system, self.registry.load_full())
             .compute(&shape, req.dtype)
             .map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
+        if !(analytic.time_us.is_finite() && timed.time_us.is_finite()) {
+            return Err(ServiceError::invalid("dims", "these dimensions on this GPU give no finite time"));
+        }
         Ok(OperatorEstimate {
             gpu: gpu.name,
             op: class,
