@@ -277,6 +277,9 @@ impl Server {
             .env("PERFCAST_RETRAIN_GRID", "fast")
             .env("PERFCAST_RETRAIN_DEBOUNCE_S", "0")
             .env("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000")
+            // Retrains on at most 20,000 rows take about a second: jobs also finish between kills, so the
+            // calibrations queued behind them run (and get killed) too.
+            .env("PERFCAST_MAX_TRAINING_ROWS", "20000")
             .env("PERFCAST_RATE_LIMIT_PER_S", "1000000")
             .env("PERFCAST_RATE_LIMIT_BURST", "1000000")
             .env("PERFCAST_LOG", "info")
@@ -793,5 +796,12 @@ fn sigkill_at_random_points_loses_no_acknowledged_upload_and_restarts_consistent
     assert_eq!(run.acked.len(), run.sent.len(), "every upload acknowledged in the end (seed {seed})");
     assert!(run.kills >= 20, "{} kills", run.kills);
     assert!(!run.interrupted.is_empty(), "no kill interrupted a job (seed {seed})");
+    for kind in ["retrain", CALIBRATE] {
+        assert!(
+            run.kills_mid_job.contains_key(kind),
+            "no kill landed mid-{kind}: {:?} (seed {seed})",
+            run.kills_mid_job
+        );
+    }
     assert!(run.kills_mid_upload > 0, "no kill landed while an upload was in flight (seed {seed})");
 }
