@@ -238,6 +238,53 @@ fn read_request(path: &Path) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Reads a JSON request (`-` = stdin) as `T`, runs `run` on a service over the configured database with its
+/// imported GPUs and active models loaded, and prints the answer as JSON. A request that does not parse or is
+/// refused prints its RFC 9457 problem on stderr (exit 2); a database that cannot be opened exits 1.
+async fn run_request<T, R, F, Fut>(request: &Path, config: &Config, run: F) -> ExitCode
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+    R: serde::Serialize,
+    F: FnOnce(Service, T) -> Fut,
+    Fut: std::future::Future<Output = Result<R, perfcast::service::ServiceError>>,
+{
+    let bytes = match read_request(request) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let req: T = match parse_json(&bytes) {
+        Ok(r) => r,
+        Err(problem) => {
+            eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
+            return ExitCode::from(2);
+        }
+    };
+    let store = match Store::open(&config.db).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let service = Service::new(store.clone());
+    let result = match service.load_models().await {
+        Ok(_) => run(service, req).await,
+        Err(e) => Err(e),
+    };
+    store.close().await;
+    match result {
+        Ok(answer) => print_json(&answer),
+        Err(e) => {
+            let problem = perfcast::api::problem::ApiError::from(e).problem();
+            eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(s) => {
@@ -281,78 +328,18 @@ async fn main() -> ExitCode {
             }
         }
         Command::Predict { request } => {
-            let bytes = match read_request(&request) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let req: TrainingRequest = match parse_json(&bytes) {
-                Ok(r) => r,
-                Err(problem) => {
-                    eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
-                    return ExitCode::from(2);
-                }
-            };
-            let store = match Store::open(&config.db).await {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let service = Service::new(store.clone());
-            let result = match service.load_models().await {
-                Ok(_) => service.predict_training(&req).await,
-                Err(e) => Err(e),
-            };
-            store.close().await;
-            match result {
-                Ok(prediction) => print_json(&prediction),
-                Err(e) => {
-                    let problem = perfcast::api::problem::ApiError::from(e).problem();
-                    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
-                    ExitCode::from(2)
-                }
-            }
+            run_request(&request, &config, |service, req: TrainingRequest| async move {
+                service.predict_training(&req).await
+            })
+            .await
         }
         Command::Search { request } => {
-            let bytes = match read_request(&request) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let req: SearchRequest = match parse_json(&bytes) {
-                Ok(r) => r,
-                Err(problem) => {
-                    eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
-                    return ExitCode::from(2);
-                }
-            };
-            let store = match Store::open(&config.db).await {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let service = Service::new(store.clone());
-            let result = match service.load_models().await {
-                Ok(_) => service.run_search(&req, None).await,
-                Err(e) => Err(e),
-            };
-            store.close().await;
-            match result {
-                Ok(r) => print_json(&r),
-                Err(e) => {
-                    let problem = perfcast::api::problem::ApiError::from(e).problem();
-                    eprintln!("{}", serde_json::to_string_pretty(&problem).unwrap_or_default());
-                    ExitCode::from(2)
-                }
-            }
+            run_request(
+                &request,
+                &config,
+                |service, req: SearchRequest| async move { service.run_search(&req, None).await },
+            )
+            .await
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
         Command::Keys { what } => {

@@ -14,7 +14,9 @@ use crate::worker::calibrate::load_calibration;
 /// communication calibration.
 #[derive(Debug)]
 pub struct SystemContext {
+    /// The system with its GPU resolved (catalog or imported).
     pub system: System,
+    /// Its communication calibration (`POST /v1/systems/{name}/calibrate`), if it has one.
     pub calibration: Option<Arc<SystemCalibration>>,
 }
 
