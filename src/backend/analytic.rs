@@ -25,12 +25,12 @@ impl CostBackend for AnalyticBackend {
 
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         let cost = op::estimate(shape, dtype, &self.system.gpu)?;
-        Ok(Timed { time_us: cost.time_us, analytic_us: cost.time_us, source: Source::Analytic })
+        Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic))
     }
 
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
         let links = GroupLinks::on(&self.system, active_per_node);
         let e = comm::estimate(c, bytes, group, &links);
-        Timed { time_us: e.time_us, analytic_us: e.time_us, source: Source::Analytic }
+        Timed::new(e.time_us, e.time_us, Source::Analytic)
     }
 }

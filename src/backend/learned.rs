@@ -73,10 +73,10 @@ impl LearnedBackend {
             Ok(r) => cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
             Err(e) => {
                 tracing::warn!(key = %model.key, error = %e, "regressor failed; answering analytically");
-                return Ok(Timed { time_us: cost.time_us, analytic_us: cost.time_us, source: Source::Analytic });
+                return Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic));
             }
         };
-        Ok(Timed { time_us, analytic_us: cost.time_us, source: model.source() })
+        Ok(Timed::new(time_us, cost.time_us, model.source()))
     }
 
     /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
@@ -97,7 +97,7 @@ impl LearnedBackend {
         Some((|| {
             let (a, c) = (self.corrected(&dgrad, dtype, fwd)?, self.corrected(&wgrad, dtype, fwd)?);
             let analytic = op::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
-            Ok(Timed { time_us: a.time_us + c.time_us, analytic_us: analytic, source: a.source })
+            Ok(Timed::new(a.time_us + c.time_us, analytic, a.source))
         })())
     }
 }
@@ -164,11 +164,11 @@ impl CostBackend for LearnedBackend {
                 let x = comm_features(c, bytes, group, &links, base.time_us);
                 if let Ok(r) = m.model.predict(&x) {
                     let t = base.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
-                    return Timed { time_us: t, analytic_us, source: m.source() };
+                    return Timed::new(t, analytic_us, m.source());
                 }
             }
         }
-        Timed { time_us: base.time_us, analytic_us, source }
+        Timed::new(base.time_us, analytic_us, source)
     }
 
     /// Groups the uncached shapes that have a model of their own by model and predicts each group in one LightGBM
@@ -195,7 +195,7 @@ impl CostBackend for LearnedBackend {
             let Ok(r) = model.model.predict(&x) else { continue };
             for ((shape, dtype, analytic_us), r) in rows.into_iter().zip(r) {
                 let time_us = analytic_us * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
-                let t = Timed { time_us, analytic_us, source: model.source() };
+                let t = Timed::new(time_us, analytic_us, model.source());
                 cache().insert((generation, self.gpu_hash, shape, dtype), t);
             }
         }

@@ -55,6 +55,17 @@ pub struct Timed {
     /// The analytic baseline it was derived from, µs.
     pub analytic_us: f64,
     pub source: Source,
+    /// Host (CPU) time to dispatch the work's kernels, µs ([`Efficiency::host_us`] per kernel; 0 where the backend
+    /// does not model the host). It overlaps the GPU's execution: a pass takes the longer of its GPU time and its
+    /// host time ([`crate::llm`]'s per-pass sums).
+    pub host_us: f64,
+}
+
+impl Timed {
+    /// A time from `source` with its analytic baseline, no host time.
+    pub fn new(time_us: f64, analytic_us: f64, source: Source) -> Timed {
+        Timed { time_us, analytic_us, source, host_us: 0.0 }
+    }
 }
 
 /// Answers "how long" for operators and collectives on one system.

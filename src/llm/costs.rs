@@ -114,16 +114,21 @@ pub fn charged_us(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<(f64, Timed)
         .collect())
 }
 
-/// Forward and backward seconds of a set of ops per micro-batch (calls × charged time).
+/// Forward and backward seconds of a set of ops per micro-batch: per pass the longer of its GPU time (Σ calls ×
+/// charged time) and its host time (Σ calls × [`Timed::host_us`]) — the CPU dispatches kernels ahead of the GPU,
+/// so a pass of short kernels runs at the host's pace and a pass of long ones at the GPU's (the launch-bound regime
+/// of small models and large tensor parallelism).
 fn sum_s(ops: &[StageOp], timer: &mut Timer) -> Result<(f64, f64), ConfigError> {
     let (mut f, mut b) = (0.0, 0.0);
-    for (o, (charged, _)) in ops.iter().zip(charged_us(ops, timer)?) {
+    let (mut host_f, mut host_b) = (0.0, 0.0);
+    for (o, (charged, t)) in ops.iter().zip(charged_us(ops, timer)?) {
+        let calls = o.calls as f64;
         match o.phase {
-            Phase::Fwd => f += o.calls as f64 * charged,
-            Phase::Bwd => b += o.calls as f64 * charged,
+            Phase::Fwd => (f, host_f) = (f + calls * charged, host_f + calls * t.host_us),
+            Phase::Bwd => (b, host_b) = (b + calls * charged, host_b + calls * t.host_us),
         }
     }
-    Ok((f * 1e-6, b * 1e-6))
+    Ok((f.max(host_f) * 1e-6, b.max(host_b) * 1e-6))
 }
 
 /// Per-micro-batch forward and backward seconds of one layer, of the first stage's embedding and of the last

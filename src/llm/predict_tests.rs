@@ -23,7 +23,7 @@ impl CostBackend for FixedBackend {
             (_, Phase::Fwd) => 10.0,
             (_, Phase::Bwd) => 20.0,
         };
-        Ok(Timed { time_us: t, analytic_us: t, source: Source::Analytic })
+        Ok(Timed::new(t, t, Source::Analytic))
     }
     fn collective(&self, c: Collective, _: f64, _: Group, _: u32) -> Timed {
         let t = match c {
@@ -32,7 +32,7 @@ impl CostBackend for FixedBackend {
             Collective::AllGather => 7.0,
             _ => 1000.0,
         };
-        Timed { time_us: t, analytic_us: t, source: Source::Analytic }
+        Timed::new(t, t, Source::Analytic)
     }
 }
 
@@ -83,6 +83,42 @@ fn eq7_on_a_small_configuration_with_fixed_operator_times() {
     assert_eq!(us(pred.components.first_stage_grad_sync_s), 5.0);
     assert_eq!(us(pred.components.max_update_s), 57.0);
     assert_eq!(us(pred.iteration_time_s), 4054.0);
+}
+
+/// [`FixedBackend`] whose compute operators take 100 µs of host time each to dispatch (collectives none).
+struct HostBoundBackend(System);
+
+impl CostBackend for HostBoundBackend {
+    fn system(&self) -> &System {
+        &self.0
+    }
+    fn compute(&self, op: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
+        Ok(Timed { host_us: 100.0, ..FixedBackend(self.0.clone()).compute(op, dtype)? })
+    }
+    fn collective(&self, c: Collective, bytes: f64, group: Group, active: u32) -> Timed {
+        FixedBackend(self.0.clone()).collective(c, bytes, group, active)
+    }
+}
+
+#[test]
+fn a_host_bound_pass_runs_at_the_hosts_pace() {
+    // The configuration of the eq. 7 test above, every compute call now 100 µs on the host. Per encoder and pass
+    // 10 calls → 1000 µs host against 10·10 + 2·5 = 110 µs (forward) or 10·20 + 2·5 = 210 µs (backward) of GPU
+    // time; the embedding 100 µs against 10 + 5 (forward) or 20; the head's 3 calls 300 µs against 30 or 60.
+    // Stage 0: F = 3·1000 + 100 + send 3 = 3103 µs, B = 3·1000 + 100 = 3100 µs.
+    // Stage 1: F = 1000 + 300 = 1300 µs, B = 1000 + 300 + send 3 = 1303 µs.
+    // m = 3: (3 − 1 + 2)·(3103 + 3100) = 24812 µs; + DP all-reduce 5 + update 57 = 24874 µs.
+    let m = model(serde_json::json!({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 1000,
+        "rotary": false}));
+    let p = par(serde_json::json!({"tp": 2, "pp": 2, "dp": 2, "micro_batch": 1, "grad_accum": 3, "zero_stage": 1}));
+    let cfg = validate(&m, &p, Precision::Fp16, 8).unwrap();
+    let pred = predict(&cfg, &HostBoundBackend(small_system())).unwrap();
+    let us = |s: f64| (s * 1e6 * 1e6).round() / 1e6;
+    assert_eq!(us(pred.stages[0].forward_s), 3103.0);
+    assert_eq!(us(pred.stages[0].backward_s), 3100.0);
+    assert_eq!(us(pred.stages[1].forward_s), 1300.0);
+    assert_eq!(us(pred.stages[1].backward_s), 1303.0);
+    assert_eq!(us(pred.iteration_time_s), 24874.0);
 }
 
 #[test]
