@@ -25,7 +25,7 @@ impl CostBackend for AnalyticBackend {
 
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         let cost = op::estimate(shape, dtype, &self.system.gpu)?;
-        Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic))
+        Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic).with_kernels(cost.kernels))
     }
 
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {

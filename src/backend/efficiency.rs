@@ -144,17 +144,16 @@ impl<B: CostBackend> CostBackend for Derated<B> {
 
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         let t = self.inner.compute(shape, dtype)?;
-        let cost = op::estimate(shape, dtype, &self.system().gpu)?;
-        let eta =
-            if shape.class.is_matmul() { self.eff.gemm_on(&self.system().gpu.name, dtype) } else { self.eff.memory };
-        let body = (t.time_us - cost.launch_us).max(0.0);
-        let kernels = cost.kernels as f64;
+        let kernels = t.kernels as f64;
         let host_us = kernels * self.eff.host_us;
         if t.source != Source::Analytic {
             return Ok(Timed { host_us, ..t });
         }
+        let eta =
+            if shape.class.is_matmul() { self.eff.gemm_on(&self.system().gpu.name, dtype) } else { self.eff.memory };
+        let body = (t.time_us - kernels * op::analytic::LAUNCH_OVERHEAD_US).max(0.0);
         let time_us = body / eta.max(1e-6) + kernels * self.eff.kernel_us;
-        Ok(Timed { time_us, analytic_us: t.analytic_us, source: t.source, host_us })
+        Ok(Timed { time_us, host_us, ..t })
     }
 
     fn efficiency(&self) -> Option<Efficiency> {

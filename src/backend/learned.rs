@@ -73,10 +73,10 @@ impl LearnedBackend {
             Ok(r) => cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
             Err(e) => {
                 tracing::warn!(key = %model.key, error = %e, "regressor failed; answering analytically");
-                return Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic));
+                return Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic).with_kernels(cost.kernels));
             }
         };
-        Ok(Timed::new(time_us, cost.time_us, model.source()))
+        Ok(Timed::new(time_us, cost.time_us, model.source()).with_kernels(cost.kernels))
     }
 
     /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
@@ -97,7 +97,7 @@ impl LearnedBackend {
         Some((|| {
             let (a, c) = (self.corrected(&dgrad, dtype, fwd)?, self.corrected(&wgrad, dtype, fwd)?);
             let analytic = op::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
-            Ok(Timed::new(a.time_us + c.time_us, analytic, a.source))
+            Ok(Timed::new(a.time_us + c.time_us, analytic, a.source).with_kernels(a.kernels + c.kernels))
         })())
     }
 }
@@ -177,8 +177,10 @@ impl CostBackend for LearnedBackend {
     fn prefetch(&self, ops: &[(OpShape, Precision)]) {
         let gpu = &self.analytic.system().gpu;
         let generation = self.registry.generation();
-        let mut groups: HashMap<*const ActiveRegressor, (&ActiveRegressor, Vec<(OpShape, Precision, f64)>, Vec<f64>)> =
-            HashMap::new();
+        let mut groups: HashMap<
+            *const ActiveRegressor,
+            (&ActiveRegressor, Vec<(OpShape, Precision, f64, u32)>, Vec<f64>),
+        > = HashMap::new();
         let mut seen = std::collections::HashSet::new();
         for &(shape, dtype) in ops {
             let key = (generation, self.gpu_hash, shape, dtype);
@@ -188,14 +190,14 @@ impl CostBackend for LearnedBackend {
             let Some(model) = self.registry.op(shape.class, shape.phase, dtype, &gpu.name) else { continue };
             let Ok(cost) = op::estimate(&shape, dtype, gpu) else { continue };
             let entry = groups.entry(Arc::as_ptr(model)).or_insert_with(|| (model.as_ref(), Vec::new(), Vec::new()));
-            entry.1.push((shape, dtype, cost.time_us));
+            entry.1.push((shape, dtype, cost.time_us, cost.kernels));
             entry.2.extend_from_slice(&op_features(&shape, dtype, gpu, &cost));
         }
         for (model, rows, x) in groups.into_values() {
             let Ok(r) = model.model.predict(&x) else { continue };
-            for ((shape, dtype, analytic_us), r) in rows.into_iter().zip(r) {
+            for ((shape, dtype, analytic_us, kernels), r) in rows.into_iter().zip(r) {
                 let time_us = analytic_us * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
-                let t = Timed::new(time_us, analytic_us, model.source());
+                let t = Timed::new(time_us, analytic_us, model.source()).with_kernels(kernels);
                 cache().insert((generation, self.gpu_hash, shape, dtype), t);
             }
         }

@@ -59,12 +59,19 @@ pub struct Timed {
     /// does not model the host). It overlaps the GPU's execution: a pass takes the longer of its GPU time and its
     /// host time ([`crate::llm`]'s per-pass sums).
     pub host_us: f64,
+    /// Kernels the work launches (0 where the backend does not know).
+    pub kernels: u32,
 }
 
 impl Timed {
-    /// A time from `source` with its analytic baseline, no host time.
+    /// A time from `source` with its analytic baseline, no host time, kernels unknown.
     pub fn new(time_us: f64, analytic_us: f64, source: Source) -> Timed {
-        Timed { time_us, analytic_us, source, host_us: 0.0 }
+        Timed { time_us, analytic_us, source, host_us: 0.0, kernels: 0 }
+    }
+
+    /// The same time, launching `kernels` kernels.
+    pub fn with_kernels(self, kernels: u32) -> Timed {
+        Timed { kernels, ..self }
     }
 }
 
