@@ -78,7 +78,18 @@ fn systems() -> Vec<SystemSpec> {
             17,
             ("nvswitch", 450.0),
             ("infiniband", 400.0),
-            "xxrjun/nccl-tests-cluster: 8× H100 80GB HBM3 per node; fabric not stated, 8× 400 Gb/s assumed",
+            "xxrjun/nccl-tests-cluster example-cluster01 (NCCL 2.29.2, the 10-node test rows): 8× H100 80GB HBM3 \
+             per node; fabric not stated, 8× 400 Gb/s assumed",
+        ),
+        system(
+            "h100-cluster00",
+            "H100-SXM5-80GB",
+            8,
+            2,
+            ("nvswitch", 450.0),
+            ("infiniband", 400.0),
+            "xxrjun/nccl-tests-cluster example-cluster00 (NCCL 2.28.7, node pairs only): another H100 cluster whose \
+             pairs deliver a third of cluster01's send/recv bandwidth",
         ),
         system(
             "vtrain-a100",
@@ -146,12 +157,16 @@ fn comm(c: Collective, bytes: u64, ranks: u32, nodes: u32, time_us: f64) -> Comm
     }
 }
 
-/// The H100 cluster's nccl-tests rows: (train, test) = (n_hosts ≤ 2, n_hosts = 10), out-of-place times.
-pub fn h100_rows(data: &Path) -> Result<(Vec<CommSample>, Vec<CommSample>), String> {
+/// The H100 clusters' nccl-tests rows, out-of-place times: (example-cluster00's node pairs, example-cluster01's
+/// train rows with n_hosts ≤ 2, example-cluster01's test rows with n_hosts = 10). The two clusters are different
+/// machines (their node pairs differ 3× in send/recv bandwidth), so each is its own system: only cluster01's rows
+/// calibrate the system the 10-node rows are predicted on; cluster00's still train the cross-system regressors.
+pub fn h100_rows(data: &Path) -> Result<(Vec<CommSample>, Vec<CommSample>, Vec<CommSample>), String> {
     let (h, rows) = csv_records(&read_text(&data.join("nccl_tests_h100_cluster/nccl_tests_parsed.csv.gz"))?)?;
     let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("nccl_tests_parsed: no column {n}"));
     let (t, nr, nh, size, time) = (col("test")?, col("nranks")?, col("n_hosts")?, col("size_B")?, col("oop_time_us")?);
-    let (mut train, mut test) = (Vec::new(), Vec::new());
+    let file = col("source_file")?;
+    let (mut other, mut train, mut test) = (Vec::new(), Vec::new(), Vec::new());
     for r in rows {
         let c = match r.get(t).unwrap_or("") {
             "all_reduce_perf" => Collective::AllReduce,
@@ -169,13 +184,15 @@ pub fn h100_rows(data: &Path) -> Result<(Vec<CommSample>, Vec<CommSample>), Stri
             continue;
         }
         let s = comm(c, bytes as u64, ranks as u32, hosts as u32, us);
+        let cluster00 = r.get(file).unwrap_or("").contains("example-cluster00");
         match hosts as u32 {
+            1 | 2 if cluster00 => other.push(s),
             1 | 2 => train.push(s),
             10 => test.push(s),
             _ => {}
         }
     }
-    Ok((train, test))
+    Ok((other, train, test))
 }
 
 /// vTrain's intra-node all-reduce tables (time in ns, out-of-place), by GPU.
@@ -252,10 +269,11 @@ pub async fn run(data: &Path, out_dir: &Path, grid: Grid, progress: &mut dyn FnM
     for s in systems() {
         service.create_system(&s).await.map_err(|e| e.to_string())?;
     }
-    let (h100_train, test) = h100_rows(data)?;
+    let (cluster00, h100_train, test) = h100_rows(data)?;
     let mut train: BTreeMap<String, Vec<CommSample>> = vtrain_rows(data)?;
     train.extend(superbench_rows(data)?);
     train.insert("h100-cluster".into(), h100_train);
+    train.insert("h100-cluster00".into(), cluster00);
     let mut training = BTreeMap::new();
     for (system, samples) in &train {
         let params =
