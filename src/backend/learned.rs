@@ -54,7 +54,7 @@ impl LearnedBackend {
         if let Some(cal) = &self.calibration {
             if let Some((e, how)) = cal.estimate(c, bytes, group, &links) {
                 let source = Source::Calibrated { system: system.name.clone() };
-                return (e, cal.links(c, &links), source, how == CalibrationUse::MeasuredGroup);
+                return (e, cal.links(c, group.ranks_per_node, &links), source, how == CalibrationUse::MeasuredGroup);
             }
         }
         (comm::estimate(c, bytes, group, &links), links, Source::Analytic, false)

@@ -10,9 +10,10 @@
 //! 2. **calibrated links** — otherwise the α–β algorithms of [`super::estimate`] run over calibrated links: the
 //!    intra-node α and bandwidth from the largest single-node group of the same collective (its busbw is the
 //!    per-GPU bandwidth the ring sees; MODELS.md §3.3), else from the intra-node send/recv fit; the inter-node
-//!    per-GPU bandwidth from the best-fitting multi-node group with one rank per node (what one GPU's NIC path
-//!    delivers — assumed to hold with every GPU of a node communicating, as on nodes with a NIC per GPU [rec]),
-//!    else from the inter-node send/recv fit. Latencies come from fits only when their samples include small
+//!    per-GPU bandwidth from the well-fitting multi-node group of the same collective measured with the nearest
+//!    number of GPUs per node (one peer pair moves less than several GPUs per node do), else from the
+//!    best-fitting multi-node group of any collective with one rank per node, else from the inter-node send/recv
+//!    fit. Latencies come from fits only when their samples include small
 //!    messages ([`LATENCY_IDENTIFIABLE_BYTES`]); large-message sweeps cannot determine α.
 //! Each part the samples do not cover falls back to the system's declared links.
 
@@ -92,6 +93,43 @@ impl SystemCalibration {
     }
 
     /// Fitted groups matching `keep`, as (α per step or None, busbw, relative residual, ranks).
+    /// The inter-node path of collective `c` for a group with `ranks_per_node` ranks per node, from the well-fitting
+    /// multi-node group of `c` measured with the nearest number of GPUs per node on a log scale (1, 2, 4, 8; ties:
+    /// the better fit): (α per
+    /// step when trusted, per-GPU NIC bandwidth GB/s, residual, ranks). The per-GPU bandwidth inverts the model
+    /// [`super::estimate`] applies: a send/recv pair or a group with one GPU per node gives its bus bandwidth;
+    /// all-to-all with g GPUs per node sends (p − g)/(p − 1) of its bus traffic through the NICs, busbw·(p − g)/(p − 1);
+    /// the ring collectives share g NICs, busbw/g. Pairs and placements differ: one all-to-all peer pair of the
+    /// H100 cluster (DATA.md) moves 36 GB/s, its 2-node runs with 2–8 GPUs per node 47–49 GB/s per GPU.
+    fn nearest_placement(&self, c: Collective, ranks_per_node: u32) -> Option<(Option<f64>, f64, f64, u32)> {
+        let want = (ranks_per_node.max(1) as f64).log2();
+        self.collectives
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.collective == c && g.nodes.is_some_and(|n| n > 1))
+            .filter_map(|(i, g)| {
+                let f = g.fit.as_ref()?;
+                if f.stats.rms_relative_residual > GOOD_FIT_RESIDUAL {
+                    return None;
+                }
+                let gpn = g.gpus_per_node.unwrap_or(1).max(1);
+                let (p, gf) = (g.ranks.max(2) as f64, gpn as f64);
+                let per_gpu = match c {
+                    _ if gpn == 1 => f.busbw_gbs,
+                    Collective::SendRecv => f.busbw_gbs,
+                    Collective::AllToAll => f.busbw_gbs * (p - gf) / (p - 1.0),
+                    _ => f.busbw_gbs / gf,
+                };
+                let trusted = self.group_min_bytes.get(i).is_some_and(|&m| m <= LATENCY_IDENTIFIABLE_BYTES);
+                Some((gpn, (trusted.then_some(f.alpha_per_step_us), per_gpu, f.stats.rms_relative_residual, g.ranks)))
+            })
+            .min_by(|(ga, a), (gb, b)| {
+                let d = |g: u32| ((g as f64).log2() - want).abs();
+                d(*ga).total_cmp(&d(*gb)).then(a.2.total_cmp(&b.2))
+            })
+            .map(|(_, x)| x)
+    }
+
     fn groups(&self, keep: &dyn Fn(&CollectiveGroupFit) -> bool) -> Vec<(Option<f64>, f64, f64, u32)> {
         self.collectives
             .iter()
@@ -112,7 +150,7 @@ impl SystemCalibration {
     /// Intra-node: the largest single-node group of `c`, else intra-node send/recv. Inter-node: groups with one
     /// rank per node across nodes — of `c` when one fits well ([`GOOD_FIT_RESIDUAL`]), else the best-fitting
     /// (lowest relative residual) of any collective — else inter-node send/recv.
-    pub fn links(&self, c: Collective, base: &GroupLinks) -> GroupLinks {
+    pub fn links(&self, c: Collective, ranks_per_node: u32, base: &GroupLinks) -> GroupLinks {
         let mut links = *base;
         let intra = self.groups(&|g| g.collective == c && g.nodes == Some(1)).into_iter().max_by_key(|x| x.3);
         if let Some((a, b, _, _)) = intra {
@@ -124,7 +162,7 @@ impl SystemCalibration {
         }
         let across = |g: &CollectiveGroupFit| g.nodes.is_some_and(|n| n > 1) && g.gpus_per_node == Some(1);
         let best = |v: Vec<(Option<f64>, f64, f64, u32)>| v.into_iter().min_by(|x, y| x.2.total_cmp(&y.2));
-        let same = best(self.groups(&|g| g.collective == c && across(g))).filter(|x| x.2 <= GOOD_FIT_RESIDUAL);
+        let same = self.nearest_placement(c, ranks_per_node);
         let inter = same.or_else(|| best(self.groups(&across)));
         if let Some((a, b, _, _)) = inter {
             links.inter_alpha_us = a.unwrap_or(base.inter_alpha_us);
@@ -160,7 +198,7 @@ impl SystemCalibration {
             };
             return Some((e, CalibrationUse::MeasuredGroup));
         }
-        let links = self.links(c, base);
+        let links = self.links(c, group.ranks_per_node, base);
         if links == *base {
             return None;
         }
@@ -217,12 +255,12 @@ mod tests {
             .iter()
             .map(|&s| sample(Collective::SendRecv, s, 2, 2, 1, 8.0 + s as f64 / 45e3))
             .collect();
-        let links = calibrate(&samples).links(Collective::AllReduce, &base());
+        let links = calibrate(&samples).links(Collective::AllReduce, 1, &base());
         assert!((links.inter_alpha_us - 8.0).abs() < 1e-6);
         assert!((links.inter_gbs_per_gpu - 45.0).abs() < 1e-6);
         // Large messages only: the bandwidth is calibrated, the latency stays the declared one.
         let big: Vec<CommSample> = samples.iter().filter(|s| s.bytes >= 1 << 20).cloned().collect();
-        let links = calibrate(&big).links(Collective::AllReduce, &base());
+        let links = calibrate(&big).links(Collective::AllReduce, 1, &base());
         assert_eq!(links.inter_alpha_us, 5.0);
         assert!((links.inter_gbs_per_gpu - 45.0).abs() < 1e-6);
         // A two-node all-reduce with one rank per node fits the NIC path better than noisy send/recv.
@@ -232,7 +270,7 @@ mod tests {
             mixed.push(sample(Collective::SendRecv, s, 2, 2, 1, noisy * (8.0 + s as f64 / 20e3)));
             mixed.push(sample(Collective::AllReduce, s, 2, 2, 1, 50.0 + s as f64 / 48e3));
         }
-        let links = calibrate(&mixed).links(Collective::AllGather, &base());
+        let links = calibrate(&mixed).links(Collective::AllGather, 1, &base());
         assert!((links.inter_gbs_per_gpu - 48.0).abs() < 1e-3, "{}", links.inter_gbs_per_gpu);
         // Intra-node untouched.
         assert_eq!((links.intra_alpha_us, links.intra_gbs), (2.0, 100.0));

@@ -61,7 +61,7 @@ pub async fn comm_training_sets(store: &Store) -> Result<BTreeMap<Collective, (T
             let group = sample_group(s);
             // The calibrated links (exact group fits skipped), or the declared ones.
             let base_links = crate::comm::GroupLinks::on(&system, group.ranks_per_node);
-            let links = cal.links(s.collective, &base_links);
+            let links = cal.links(s.collective, group.ranks_per_node, &base_links);
             let base = crate::comm::estimate(s.collective, s.bytes as f64, group, &links).time_us;
             let x = comm_features(s.collective, s.bytes as f64, group, &links, base);
             let (set, domain) =
