@@ -92,15 +92,14 @@ impl SystemCalibration {
         })
     }
 
-    /// Fitted groups matching `keep`, as (α per step or None, busbw, relative residual, ranks).
     /// The inter-node path of collective `c` for a group with `ranks_per_node` ranks per node, from the well-fitting
     /// multi-node group of `c` measured with the nearest number of GPUs per node on a log scale (1, 2, 4, 8; ties:
-    /// the better fit): (α per
-    /// step when trusted, per-GPU NIC bandwidth GB/s, residual, ranks). The per-GPU bandwidth inverts the model
-    /// [`super::estimate`] applies: a send/recv pair or a group with one GPU per node gives its bus bandwidth;
-    /// all-to-all with g GPUs per node sends (p − g)/(p − 1) of its bus traffic through the NICs, busbw·(p − g)/(p − 1);
-    /// the ring collectives share g NICs, busbw/g. Pairs and placements differ: one all-to-all peer pair of the
-    /// H100 cluster (DATA.md) moves 36 GB/s, its 2-node runs with 2–8 GPUs per node 47–49 GB/s per GPU.
+    /// the better fit): (α per step when trusted, per-GPU NIC bandwidth GB/s, residual, ranks). The per-GPU
+    /// bandwidth inverts the model [`super::estimate`] applies: a send/recv pair or a group with one GPU per node
+    /// gives its bus bandwidth; all-to-all with g GPUs per node sends (p − g)/(p − 1) of its bus traffic through
+    /// the NICs, busbw·(p − g)/(p − 1); the ring collectives share g NICs, busbw/g. Pairs and placements differ:
+    /// one all-to-all peer pair of the H100 cluster (DATA.md) moves 36 GB/s, its 2-node runs with 2–8 GPUs per
+    /// node 47–49 GB/s per GPU.
     fn nearest_placement(&self, c: Collective, ranks_per_node: u32) -> Option<(Option<f64>, f64, f64, u32)> {
         let want = (ranks_per_node.max(1) as f64).log2();
         self.collectives
@@ -130,6 +129,7 @@ impl SystemCalibration {
             .map(|(_, x)| x)
     }
 
+    /// Fitted groups matching `keep`, as (α per step or None, busbw, relative residual, ranks).
     fn groups(&self, keep: &dyn Fn(&CollectiveGroupFit) -> bool) -> Vec<(Option<f64>, f64, f64, u32)> {
         self.collectives
             .iter()
@@ -147,9 +147,10 @@ impl SystemCalibration {
     /// The links `base` with every parameter the calibration covers replaced, for collective `c`. Latencies are
     /// replaced only where the samples include small messages ([`LATENCY_IDENTIFIABLE_BYTES`]).
     ///
-    /// Intra-node: the largest single-node group of `c`, else intra-node send/recv. Inter-node: groups with one
-    /// rank per node across nodes — of `c` when one fits well ([`GOOD_FIT_RESIDUAL`]), else the best-fitting
-    /// (lowest relative residual) of any collective — else inter-node send/recv.
+    /// Intra-node: the largest single-node group of `c`, else intra-node send/recv. Inter-node: the well-fitting
+    /// ([`GOOD_FIT_RESIDUAL`]) multi-node group of `c` nearest in GPUs per node to `ranks_per_node`, else the
+    /// best-fitting (lowest relative residual) group with one rank per node of any collective, else inter-node
+    /// send/recv.
     pub fn links(&self, c: Collective, ranks_per_node: u32, base: &GroupLinks) -> GroupLinks {
         let mut links = *base;
         let intra = self.groups(&|g| g.collective == c && g.nodes == Some(1)).into_iter().max_by_key(|x| x.3);
