@@ -262,12 +262,9 @@ where
             return ExitCode::from(2);
         }
     };
-    let store = match Store::open(&config.db).await {
+    let store = match open_store(config).await {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let service = Service::new(store.clone());
     let result = match service.load_models().await {
@@ -283,6 +280,14 @@ where
             ExitCode::from(2)
         }
     }
+}
+
+/// Opens the configured SQLite database, or prints why not and gives the exit code (1).
+async fn open_store(config: &Config) -> Result<Store, ExitCode> {
+    Store::open(&config.db).await.map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
@@ -343,12 +348,9 @@ async fn main() -> ExitCode {
         }
         Command::Openapi => print_json(&perfcast::api::openapi()),
         Command::Keys { what } => {
-            let store = match Store::open(&config.db).await {
+            let store = match open_store(&config).await {
                 Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
+                Err(code) => return code,
             };
             let service = Service::new(store.clone());
             let code = match what {
@@ -422,12 +424,9 @@ async fn main() -> ExitCode {
                 };
                 label_map.insert(k.to_string(), v.to_string());
             }
-            let store = match Store::open(&config.db).await {
+            let store = match open_store(&config).await {
                 Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
+                Err(code) => return code,
             };
             let service = Service::new(store.clone());
             if let Err(e) = service.load_models().await {

@@ -58,6 +58,15 @@ fn par(v: serde_json::Value) -> ParallelSpec {
     serde_json::from_value(v).unwrap()
 }
 
+/// The small configuration of the eq. 7 tests: 4 layers, hidden 64, 4 heads, seq 32, vocab 1000, no RoPE;
+/// tp 2 · pp 2 · dp 2, micro-batch 1, 3 micro-batches, ZeRO-1, fp16, 8 GPUs.
+fn eq7_config() -> super::TrainingConfig {
+    let m = model(serde_json::json!({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 1000,
+        "rotary": false}));
+    let p = par(serde_json::json!({"tp": 2, "pp": 2, "dp": 2, "micro_batch": 1, "grad_accum": 3, "zero_stage": 1}));
+    validate(&m, &p, Precision::Fp16, 8).unwrap()
+}
+
 #[test]
 fn eq7_on_a_small_configuration_with_fixed_operator_times() {
     // E = 4, pp = 2 → partition [3, 1] (u = ⌈9/2⌉ = 5). Per encoder forward: 2 LayerNorm, Linear1, QK^T,
@@ -67,10 +76,7 @@ fn eq7_on_a_small_configuration_with_fixed_operator_times() {
     // Stage 1: F = 10·10 + final LayerNorm, Final_Linear, Cross-entropy 3·10 + MP 2·5 = 140 µs;
     //          B = 10·20 + 3·20 + MP 2·5 + send 3 = 273 µs.
     // m = 3: (3 − 1 + 2)·(348 + 650) = 3992 µs; + DP all-reduce 5 + (optimizer 50 + all-gather 7) = 4054 µs.
-    let m = model(serde_json::json!({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 1000,
-        "rotary": false}));
-    let p = par(serde_json::json!({"tp": 2, "pp": 2, "dp": 2, "micro_batch": 1, "grad_accum": 3, "zero_stage": 1}));
-    let cfg = validate(&m, &p, Precision::Fp16, 8).unwrap();
+    let cfg = eq7_config();
     let pred = predict(&cfg, &FixedBackend(small_system())).unwrap();
     let enc: Vec<u32> = pred.stages.iter().map(|s| s.encoders).collect();
     assert_eq!(enc, vec![3, 1]);
@@ -108,10 +114,7 @@ fn a_host_bound_pass_runs_at_the_hosts_pace() {
     // Stage 0: F = 3·1000 + 100 + send 3 = 3103 µs, B = 3·1000 + 100 = 3100 µs.
     // Stage 1: F = 1000 + 300 = 1300 µs, B = 1000 + 300 + send 3 = 1303 µs.
     // m = 3: (3 − 1 + 2)·(3103 + 3100) = 24812 µs; + DP all-reduce 5 + update 57 = 24874 µs.
-    let m = model(serde_json::json!({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 1000,
-        "rotary": false}));
-    let p = par(serde_json::json!({"tp": 2, "pp": 2, "dp": 2, "micro_batch": 1, "grad_accum": 3, "zero_stage": 1}));
-    let cfg = validate(&m, &p, Precision::Fp16, 8).unwrap();
+    let cfg = eq7_config();
     let pred = predict(&cfg, &HostBoundBackend(small_system())).unwrap();
     let us = |s: f64| (s * 1e6 * 1e6).round() / 1e6;
     assert_eq!(us(pred.stages[0].forward_s), 3103.0);
