@@ -101,6 +101,13 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     provision_key(&service, config).await?;
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");
+    let stale = crate::worker::stale_models(&store).await?;
+    if !stale.is_empty() {
+        let params = crate::worker::RetrainParams { force: true, ..Default::default() };
+        let job = service.request_retrain(&params).await.map_err(|e| AppError::Start(e.to_string()))?;
+        tracing::warn!(models = ?stale, job = job.id,
+            "active models trained on another feature list are not served; queued a retrain to replace them");
+    }
     crate::metrics::spawn_upkeep();
     let worker = crate::worker::spawn(store, service.registry.clone(), config.worker(), service.worker.clone());
     Ok(Started { router: build(service.clone(), config), service, worker })

@@ -7,6 +7,7 @@ pub mod datasets;
 pub mod e2e;
 pub mod kernels;
 pub mod logo;
+pub mod neighbours;
 pub mod operators;
 pub mod plot;
 pub mod training;

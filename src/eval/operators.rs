@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::datasets;
+use super::neighbours::Neighbours;
 use crate::backend::{CostBackend, LearnedBackend};
 use crate::hw::{lookup, Link, System};
 use crate::ingest::{self, Context, Format, OpSample, Sample};
@@ -42,6 +43,20 @@ pub struct Row {
     pub seen: bool,
     pub analytic: Accuracy,
     pub learned: Accuracy,
+    /// On the test rows that have train neighbours of the same GPU ([`super::neighbours`]): the neighbours'
+    /// answer and the learned model's, on the same rows. `rows` = 0 where none has.
+    pub neighbour_reference: Accuracy,
+    pub learned_on_neighbour_rows: Accuracy,
+}
+
+/// Predictions and measurements of one (operator, GPU) group, µs.
+#[derive(Default)]
+struct Group {
+    analytic: Vec<f64>,
+    learned: Vec<f64>,
+    measured: Vec<f64>,
+    /// (neighbour reference, learned, measured) of the rows with train neighbours.
+    neighbour: (Vec<f64>, Vec<f64>, Vec<f64>),
 }
 
 /// The report.
@@ -50,6 +65,8 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Summaries (label → analytic, learned).
     pub summary: Vec<(String, Accuracy, Accuracy)>,
+    /// Summaries of the rows with train neighbours (label → neighbour reference, learned on the same rows).
+    pub neighbour_summary: Vec<(String, Accuracy, Accuracy)>,
     pub training_samples: u64,
     /// Test rows that could not be evaluated (GPU not in the catalog, …).
     pub skipped_test_rows: u64,
@@ -131,9 +148,20 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
             seen.entry(op).or_default().insert(gpu);
         }
     }
+    progress("indexing the train split's own measurements (the train-neighbour reference)");
+    let mut neighbours = Neighbours::default();
+    for (path, kind) in training_files(&opts.data) {
+        if kind == "neusight" {
+            for s in parse_neusight(&path)? {
+                if let Some(g) = lookup(&s.gpu) {
+                    neighbours.add(&s, &g.spec.name);
+                }
+            }
+        }
+    }
     let snapshot = service.registry.load_full();
     let link = Link::new("none", 1.0, 0.0);
-    let mut groups: BTreeMap<(String, String), (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut skipped = 0u64;
     let mut points: Vec<(f64, f64, f64)> = Vec::new();
     let mut rows_csv = csv::Writer::from_writer(Vec::new());
@@ -177,9 +205,14 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
                 continue;
             };
             let g = groups.entry((s.op.as_str().to_string(), gpu.name.clone())).or_default();
-            g.0.push(analytic.time_us);
-            g.1.push(learned.time_us);
-            g.2.push(s.time_us);
+            g.analytic.push(analytic.time_us);
+            g.learned.push(learned.time_us);
+            g.measured.push(s.time_us);
+            if let Some(reference) = neighbours.predict(&s, &gpu.name) {
+                g.neighbour.0.push(reference);
+                g.neighbour.1.push(learned.time_us);
+                g.neighbour.2.push(s.time_us);
+            }
             points.push((s.time_us, analytic.time_us, learned.time_us));
             let d = s.dims.map(|v| v.to_string());
             let _ = rows_csv.write_record([
@@ -199,29 +232,38 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         }
     }
     let mut rows = Vec::new();
-    for ((op, gpu), (a, l, m)) in &groups {
+    for ((op, gpu), g) in &groups {
+        let (nr, nl, nm) = &g.neighbour;
         rows.push(Row {
             op: op.clone(),
             gpu: gpu.clone(),
             seen: seen.get(op).is_some_and(|s| s.contains(gpu)),
-            analytic: accuracy(a, m),
-            learned: accuracy(l, m),
+            analytic: accuracy(&g.analytic, &g.measured),
+            learned: accuracy(&g.learned, &g.measured),
+            neighbour_reference: accuracy(nr, nm),
+            learned_on_neighbour_rows: accuracy(nl, nm),
         });
     }
+    // (analytic, learned) and (neighbour reference, learned on those rows) over the groups `f` selects.
     let pick = |f: &dyn Fn(&str, &str, bool) -> bool| {
         let (mut a, mut l, mut m) = (vec![], vec![], vec![]);
-        for ((op, gpu), (ga, gl, gm)) in &groups {
+        let (mut nr, mut nl, mut nm) = (vec![], vec![], vec![]);
+        for ((op, gpu), g) in &groups {
             let s = seen.get(op).is_some_and(|s| s.contains(gpu));
             if f(op, gpu, s) {
-                a.extend(ga);
-                l.extend(gl);
-                m.extend(gm);
+                a.extend(&g.analytic);
+                l.extend(&g.learned);
+                m.extend(&g.measured);
+                nr.extend(&g.neighbour.0);
+                nl.extend(&g.neighbour.1);
+                nm.extend(&g.neighbour.2);
             }
         }
-        (accuracy(&a, &m), accuracy(&l, &m))
+        ((accuracy(&a, &m), accuracy(&l, &m)), (accuracy(&nr, &nm), accuracy(&nl, &nm)))
     };
     let gemm = |op: &str| op == "linear" || op == "bmm";
     let mut summary = Vec::new();
+    let mut neighbour_summary = Vec::new();
     for (label, f) in [
         (
             "GEMM (linear + bmm), unseen H100",
@@ -234,10 +276,13 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         ("vector ops, training GPUs' test shapes", Box::new(|op: &str, _g: &str, s: bool| !gemm(op) && s)),
         ("all test rows", Box::new(|_: &str, _: &str, _: bool| true)),
     ] {
-        let (a, l) = pick(&*f);
+        let ((a, l), (nr, nl)) = pick(&*f);
         summary.push((label.to_string(), a, l));
+        if nr.rows > 0 {
+            neighbour_summary.push((label.to_string(), nr, nl));
+        }
     }
-    let report = Report { rows, summary, training_samples, skipped_test_rows: skipped };
+    let report = Report { rows, summary, neighbour_summary, training_samples, skipped_test_rows: skipped };
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     std::fs::write(opts.out.join("operators.md"), markdown(&report)).map_err(|e| e.to_string())?;
     std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default())
@@ -283,10 +328,33 @@ pub fn markdown(r: &Report) -> String {
             signed_pct(l.signed)
         ));
     }
-    s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---|---|---:|---:|---:|---:|---:|\n");
-    for row in &r.rows {
+    s.push_str(&format!(
+        "\nTrain-neighbour reference: test rows with train samples of the same GPU and operator whose every dim is \
+         within {}×, answered by those samples' median work-scaled time (a lookup table of the train split; its \
+         error is how much the train and test collections disagree at nearly equal shapes).\n\n",
+        super::neighbours::TOLERANCE
+    ));
+    s.push_str("| subset | rows with neighbours | neighbour MAPE | neighbour signed | learned MAPE on them | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
+    for (label, n, l) in &r.neighbour_summary {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {label} | {} | {} | {} | {} | {} |\n",
+            n.rows,
+            pct(n.mape),
+            signed_pct(n.signed),
+            pct(l.mape),
+            signed_pct(l.signed)
+        ));
+    }
+    s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | rows with neighbours | neighbour MAPE (signed) | learned on them |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for row in &r.rows {
+        let n = &row.neighbour_reference;
+        let (nm, lm) = if n.rows > 0 {
+            (format!("{} ({})", pct(n.mape), signed_pct(n.signed)), pct(row.learned_on_neighbour_rows.mape))
+        } else {
+            ("–".to_string(), "–".to_string())
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {nm} | {lm} |\n",
             row.op,
             row.gpu,
             if row.seen { "yes" } else { "**no**" },
@@ -294,7 +362,8 @@ pub fn markdown(r: &Report) -> String {
             pct(row.analytic.mape),
             signed_pct(row.analytic.signed),
             pct(row.learned.mape),
-            signed_pct(row.learned.signed)
+            signed_pct(row.learned.signed),
+            n.rows,
         ));
     }
     s

@@ -1,8 +1,13 @@
 //! Feature vectors of the learned operator correction (MODELS.md §4): the operator's workload dims, the
 //! analytic model's quantities, and the GPU's descriptors — so one model can serve GPUs it has no samples for.
 //!
-//! The board power (TDP) per peak TFLOP/s tells how far below its boost clock a power-capped GPU runs under
-//! load (T4, L4, P4 sustain a fraction of the datasheet peak).
+//! The board power (TDP) per SM tells how far below its boost clock a power-capped GPU runs under load (T4, L4,
+//! P4 sustain a fraction of the datasheet peak). Neither the boost clock nor TDP per peak TFLOP/s is a feature:
+//! the first is a datasheet number power-capped boards never sustain, the second halves on GPUs with 128 FP32
+//! lanes per SM (Hopper, Ada) without their power budget changing, which put an H100 beside the T4.
+//!
+//! Following NeuSight (Lee et al., ASPLOS 2025, §4), a work unit's (GEMM tile's) compute and DRAM time on one
+//! SM at its share of the peak rates are features too: normalized per SM they read the same on every GPU.
 //!
 //! Magnitudes enter as logarithms (trees split on order of magnitude, and ratios become differences); quantities
 //! relative to the machine (intensity over machine balance, wave utilization, bytes over L2) are what transfers
@@ -13,7 +18,7 @@ use crate::op::{AnalyticCost, OpShape};
 
 /// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
 /// it was trained on.
-pub const OP_FEATURES: [&str; 27] = [
+pub const OP_FEATURES: [&str; 28] = [
     "dim0_log2",
     "dim1_log2",
     "dim2_log2",
@@ -36,11 +41,12 @@ pub const OP_FEATURES: [&str; 27] = [
     "memory_bandwidth_gbs",
     "sm_count",
     "l2_mib",
-    "clock_ghz",
     "elem_bytes",
     "bytes_over_l2_log2",
     "tdp_watts",
-    "watts_per_peak_tflops",
+    "watts_per_sm",
+    "tile_peak_us_log2",
+    "tile_dram_us_log2",
 ];
 
 fn log2p(v: f64) -> f64 {
@@ -51,9 +57,16 @@ fn log10p(v: f64) -> f64 {
     (v.max(0.0) + 1e-3).log10()
 }
 
+/// log2 of one work unit's time on one SM at that SM's share of the rate, µs; for non-GEMMs the whole operator
+/// spread over the SMs.
+fn per_tile(amount: f64, rate_per_s: f64, tiles: f64, sms: f64) -> f64 {
+    let units = if tiles > 0.0 { tiles } else { sms };
+    ((amount / units) / (rate_per_s / sms) * 1e6 + 1e-6).log2()
+}
+
 /// The feature vector of `shape` in `dtype` on `gpu`, given its analytic cost (MODELS.md §4). Length
 /// [`OP_FEATURES`]`.len()`.
-pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 27] {
+pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 28] {
     let d = shape.dims;
     let bw = gpu.memory_bandwidth_bps();
     let balance = cost.peak_flops / bw;
@@ -62,6 +75,7 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
     let ideal_compute_us = cost.flops / cost.peak_flops * 1e6;
     let wave_utilization =
         if cost.waves > 0.0 && cost.compute_us > 0.0 { ideal_compute_us / cost.compute_us } else { 1.0 };
+    let sms = f64::from(gpu.sm_count.max(1));
     let l2_bytes = gpu.l2_mib * (1u64 << 20) as f64;
     [
         log2p(d[0] as f64),
@@ -86,12 +100,13 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         gpu.memory_bandwidth_gbs,
         gpu.sm_count as f64,
         gpu.l2_mib,
-        gpu.clock_ghz,
         dtype.bytes(),
         ((cost.bytes + 1.0) / l2_bytes.max(1.0)).log2(),
         // Missing (NaN, which LightGBM treats as missing) for GPUs described without a TDP.
         gpu.tdp_watts.unwrap_or(f64::NAN),
-        gpu.tdp_watts.map_or(f64::NAN, |w| w / (cost.peak_flops / 1e12)),
+        gpu.tdp_watts.map_or(f64::NAN, |w| w / f64::from(gpu.sm_count.max(1))),
+        per_tile(cost.flops, cost.peak_flops, cost.tiles, sms),
+        per_tile(cost.bytes, bw, cost.tiles, sms),
     ]
 }
 
@@ -115,7 +130,7 @@ mod tests {
             let f = op_features(&shape, Precision::Fp16, &gpu, &cost);
             assert!(f.iter().all(|v| v.is_finite()), "{class}: {f:?}");
             // A100 SXM4: 400 W.
-            assert_eq!(f[25], 400.0);
+            assert_eq!(f[24], 400.0);
             assert_eq!(f[20], 108.0);
         }
         // 8192³ GEMM: 4096 tiles over 38 waves of 108 SMs → utilization 4096 / (38·108) = 0.998.
@@ -126,5 +141,10 @@ mod tests {
         // 4096 tiles without split-K at full tile efficiency.
         assert_eq!((f[10], f[11], f[12]), (4097.0_f64.log2(), 1.0, 1.0));
         assert_eq!(f[0], 1.0); // log2(1 + 1)
+                               // 400 W over 108 SMs.
+        assert!((f[25] - 400.0 / 108.0).abs() < 1e-12);
+        // One 128×128 tile of K = 8192: 2·128·128·8192 = 268,435,456 FLOP at 312 TFLOP/s / 108 SMs
+        // = 2.8889 TFLOP/s per SM → 92.92 µs.
+        assert!((f[26] - 92.92_f64.log2()).abs() < 1e-3, "{}", f[26]);
     }
 }

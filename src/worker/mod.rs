@@ -104,12 +104,39 @@ impl WorkerHandle {
     }
 }
 
-/// Loads the active versions from the store into a registry. Versions whose model text does not load are
-/// skipped with an error log (serving continues without them).
+/// The feature list this build computes for a model family (`None` for an unknown family).
+fn current_features(family_name: &str) -> Option<&'static [&'static str]> {
+    match family_name {
+        family::OP => Some(&crate::learn::features::OP_FEATURES),
+        family::COMM => Some(&crate::learn::comm_features::COMM_FEATURES),
+        family::KERNEL => Some(&crate::kernel::pipes::PipeFeatures::NAMES),
+        _ => None,
+    }
+}
+
+/// True when `r` was trained on another feature list than this build computes for its family.
+fn is_stale(r: &crate::store::regressors::RegressorRecord) -> bool {
+    current_features(&r.family).is_some_and(|f| !f.iter().eq(r.feature_names.iter()))
+}
+
+/// Keys of the active versions [`load_registry`] does not serve because they were trained on another feature list
+/// (a database from an older release); the service queues a retrain at startup when there are any.
+pub async fn stale_models(store: &Store) -> Result<Vec<String>, StoreError> {
+    Ok(store.active_regressors().await?.into_iter().filter(is_stale).map(|r| r.key).collect())
+}
+
+/// Loads the active versions from the store into a registry. Versions whose model text does not load, or that
+/// were trained on another feature list than this build computes (a database from an older release), are
+/// skipped with a log: serving continues analytically for their keys until the next retrain replaces them.
 pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
     let records = store.active_regressors().await?;
     let mut models = Vec::with_capacity(records.len());
     for r in records {
+        if is_stale(&r) {
+            tracing::warn!(key = %r.key, version = r.version,
+                "stored model was trained on another feature list; skipped until the next retrain replaces it");
+            continue;
+        }
         match Model::from_text(r.model.as_deref().unwrap_or("")) {
             Ok(model) => models.push(ActiveRegressor {
                 key: r.key,
@@ -525,7 +552,41 @@ pub async fn retrain(
 
 #[cfg(test)]
 mod tests {
-    use super::thin_evenly;
+    use super::{load_registry, new_regressor, thin_evenly};
+    use crate::learn::features::OP_FEATURES;
+    use crate::learn::fit::{fit, TrainingSet};
+    use crate::learn::registry::family;
+    use crate::learn::Grid;
+    use crate::store::Store;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_model_trained_on_another_feature_list_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("perfcast.db")).await.unwrap();
+        // A real LightGBM model on 60 rows: r = ln 2 when feature 0 > 30, else 0.
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        for i in 0..60u64 {
+            let mut x = vec![1.0; OP_FEATURES.len()];
+            x[0] = i as f64;
+            set.push(&x, 10.0, if i > 30 { 20.0 } else { 10.0 }, i);
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        // The same model stored twice: once with this build's feature list, once with an older release's (one
+        // feature renamed, as when `clock_ghz` was dropped).
+        let mut old_features: Vec<&str> = OP_FEATURES.to_vec();
+        old_features[22] = "clock_ghz";
+        let mut current = new_regressor("linear.fwd.fp32", family::OP, "all", &OP_FEATURES, &fitted, 60, json!({}));
+        current.activate = true;
+        let mut stale = new_regressor("bmm.fwd.fp32", family::OP, "all", &old_features, &fitted, 60, json!({}));
+        stale.activate = true;
+        store.insert_regressors(None, &[current, stale]).await.unwrap();
+        let registry = load_registry(&store).await.unwrap();
+        assert!(registry.get("linear.fwd.fp32").is_some());
+        assert!(registry.get("bmm.fwd.fp32").is_none(), "a stale feature list must not be served");
+        assert_eq!(registry.len(), 1);
+        assert_eq!(super::stale_models(&store).await.unwrap(), vec!["bmm.fwd.fp32".to_string()]);
+    }
 
     #[test]
     fn thinning_keeps_every_kth_row_and_at_most_max() {
