@@ -309,6 +309,21 @@ fn signed_pct(v: f64) -> String {
     format!("{:+.1} %", v * 100.0)
 }
 
+/// Markdown rows `| label | rows | MAPE | signed | MAPE | signed |` of (label, first, second) summaries; the row
+/// count is the first accuracy's.
+fn summary_rows(s: &mut String, rows: &[(String, Accuracy, Accuracy)]) {
+    for (label, a, b) in rows {
+        s.push_str(&format!(
+            "| {label} | {} | {} | {} | {} | {} |\n",
+            a.rows,
+            pct(a.mape),
+            signed_pct(a.signed),
+            pct(b.mape),
+            signed_pct(b.signed)
+        ));
+    }
+}
+
 /// The report as a markdown table.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
@@ -318,16 +333,7 @@ pub fn markdown(r: &Report) -> String {
         r.training_samples, r.skipped_test_rows
     ));
     s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
-    for (label, a, l) in &r.summary {
-        s.push_str(&format!(
-            "| {label} | {} | {} | {} | {} | {} |\n",
-            a.rows,
-            pct(a.mape),
-            signed_pct(a.signed),
-            pct(l.mape),
-            signed_pct(l.signed)
-        ));
-    }
+    summary_rows(&mut s, &r.summary);
     s.push_str(&format!(
         "\nTrain-neighbour reference: test rows with train samples of the same GPU and operator whose every dim is \
          within {}×, answered by those samples' median work-scaled time (a lookup table of the train split; its \
@@ -335,16 +341,7 @@ pub fn markdown(r: &Report) -> String {
         super::neighbours::TOLERANCE
     ));
     s.push_str("| subset | rows with neighbours | neighbour MAPE | neighbour signed | learned MAPE on them | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
-    for (label, n, l) in &r.neighbour_summary {
-        s.push_str(&format!(
-            "| {label} | {} | {} | {} | {} | {} |\n",
-            n.rows,
-            pct(n.mape),
-            signed_pct(n.signed),
-            pct(l.mape),
-            signed_pct(l.signed)
-        ));
-    }
+    summary_rows(&mut s, &r.neighbour_summary);
     s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | rows with neighbours | neighbour MAPE (signed) | learned on them |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for row in &r.rows {
         let n = &row.neighbour_reference;

@@ -6,8 +6,9 @@
 //! the first is a datasheet number power-capped boards never sustain, the second halves on GPUs with 128 FP32
 //! lanes per SM (Hopper, Ada) without their power budget changing, which put an H100 beside the T4.
 //!
-//! Following NeuSight (Lee et al., ASPLOS 2025, §4), a work unit's (GEMM tile's) compute and DRAM time on one
-//! SM at its share of the peak rates are features too: normalized per SM they read the same on every GPU.
+//! Following NeuSight (Lee et al., ASPLOS 2025; its utilization model reads only per-SM tile quantities), a work
+//! unit's (GEMM tile's) compute and DRAM time on one SM at its share of the peak rates are features too:
+//! normalized per SM they read the same on every GPU.
 //!
 //! Magnitudes enter as logarithms (trees split on order of magnitude, and ratios become differences); quantities
 //! relative to the machine (intensity over machine balance, wave utilization, bytes over L2) are what transfers
