@@ -8,7 +8,8 @@ use std::sync::Arc;
 mod common;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use perfcast::backend::{AnalyticBackend, CostBackend, LearnedBackend};
+use perfcast::cost::{AnalyticBackend, CostBackend};
+use perfcast::learn::backend::LearnedBackend;
 use perfcast::hw::{presets, Precision};
 use perfcast::llm::{predict, validate, TrainingRequest};
 use perfcast::op::{OpClass, OpShape, Phase};

@@ -11,7 +11,8 @@ mod common;
 use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use perfcast::backend::{AnalyticBackend, Derated, Efficiency, LearnedBackend};
+use perfcast::cost::{AnalyticBackend, Derated, Efficiency};
+use perfcast::learn::backend::LearnedBackend;
 use perfcast::hw::{presets, Precision};
 use perfcast::llm::search::{search, SearchRequest};
 

@@ -7,17 +7,20 @@
 
 pub mod api;
 pub mod app;
-pub mod backend;
 pub mod comm;
 pub mod config;
+pub mod cost;
 pub mod eval;
 pub mod hw;
 pub mod ingest;
 pub mod kernel;
+#[cfg(test)]
+mod layering;
 pub mod learn;
 pub mod llm;
 pub mod metrics;
 pub mod op;
+pub mod samples;
 pub mod service;
 pub mod store;
 pub mod worker;

@@ -489,7 +489,7 @@ async fn main() -> ExitCode {
         Command::Eval {
             what: EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline },
         } => {
-            use perfcast::backend::Efficiency;
+            use perfcast::cost::Efficiency;
             use perfcast::eval::training::Mode;
             let mode = if cross_validate {
                 Mode::CrossValidate { folds, iterations, fit_sources }

@@ -1,7 +1,8 @@
 //! The collector's output (collect/) is perfcast's sample format: its golden file parses with the service's parser,
 //! every line becomes a sample, and values survive the round trip.
 
-use perfcast::ingest::{parse, Context, Format, Sample};
+use perfcast::ingest::{parse, Context, Format};
+use perfcast::samples::Sample;
 use perfcast::op::{OpClass, Phase};
 
 #[test]

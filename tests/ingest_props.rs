@@ -6,7 +6,8 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use perfcast::ingest::{self, Context, Format, Parsed, Sample};
+use perfcast::ingest::{self, Context, Format, Parsed};
+use perfcast::samples::Sample;
 
 /// Deterministic xorshift64* generator.
 struct Rng(u64);

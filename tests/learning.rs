@@ -178,7 +178,7 @@ async fn uploads_wake_the_worker_and_learned_models_beat_analytic_on_unseen_gpus
     let parsed = perfcast::ingest::parse(perfcast::ingest::Format::NeusightCsv, &test, &Default::default()).unwrap();
     let (mut analytic, mut learned, mut measured) = (vec![], vec![], vec![]);
     for s in parsed.samples {
-        let perfcast::ingest::Sample::Op(s) = s else { continue };
+        let perfcast::samples::Sample::Op(s) = s else { continue };
         if !["NVIDIA H100 80GB HBM3", "NVIDIA L4", "NVIDIA A100 80GB PCIe"].contains(&s.gpu.as_str()) {
             continue;
         }

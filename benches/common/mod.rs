@@ -6,7 +6,8 @@ use perfcast::learn::features::{op_features, OP_FEATURES};
 use perfcast::learn::fit::{fit, Grid, TrainingSet};
 use perfcast::learn::lgbm::Model;
 use perfcast::learn::{op_key, ActiveRegressor, Registry};
-use perfcast::op::{estimate, OpClass, OpShape, Phase};
+use perfcast::cost::roofline::estimate;
+use perfcast::op::{OpClass, OpShape, Phase};
 
 /// (key, LightGBM model text) for every (class, phase) of `dtype` on the system's GPU, trained on synthetic samples
 /// (analytic time × a smooth shape-dependent factor): the models are real LightGBM models of realistic size, so

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::problem::{ApiError, Problem};
 use super::AppState;
-use crate::ingest::Rejected;
+use crate::samples::Rejected;
 use crate::service::profiles::UploadParams;
 use crate::store::profiles::ProfileRecord;
 

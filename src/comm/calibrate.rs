@@ -320,7 +320,7 @@ pub fn fit_postal_piecewise(points: &[Point], switch_bytes: f64) -> Result<Piece
 mod tests {
     use super::*;
     use crate::comm::Collective;
-    use crate::ingest::CommSample;
+    use crate::samples::CommSample;
 
     /// Deterministic noise in [−1 %, +1 %].
     pub(super) fn noise(i: usize) -> f64 {

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::calibrate::{fit_collectives, fit_link_classes, CollectiveGroupFit, LinkClass, LinkClassFit};
 use super::{estimate, Collective, CommEstimate, Group, GroupLinks};
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 
 /// What the calibration of one system found.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, ToSchema)]

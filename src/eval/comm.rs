@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::backend::{CostBackend, LearnedBackend};
+use crate::cost::CostBackend;
+use crate::learn::backend::LearnedBackend;
 use crate::comm::{Collective, Group};
 use crate::hw::{GpuRef, Link, SystemSpec};
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid, Registry};
 use crate::service::profiles::UploadParams;

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::hw::Precision;
-use crate::ingest::{Attributes, OpSample};
+use crate::samples::{Attributes, OpSample};
 use crate::op::{OpClass, Phase};
 
 /// Reads a file, gunzipping `.gz`.

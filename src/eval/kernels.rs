@@ -9,7 +9,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::hw::lookup;
-use crate::ingest::{self, Context, Format, Sample};
+use crate::ingest::{self, Context, Format};
+use crate::samples::Sample;
 use crate::kernel::sample::estimate_sample;
 use crate::learn::fit::{accuracy, Accuracy};
 

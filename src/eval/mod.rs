@@ -1,7 +1,7 @@
 //! Accuracy evaluations against the measured datasets of `../shared/data` (DATA.md's train/test rule: fit on
 //! train rows only, report on test rows only). Used by `perfcast eval …`.
 
-pub mod calibrate;
+pub mod efficiency_fit;
 pub mod comm;
 pub mod datasets;
 pub mod e2e;

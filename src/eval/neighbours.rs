@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::ingest::OpSample;
+use crate::samples::OpSample;
 
 /// Largest ratio between a test row's dimension and a neighbour's (each dimension separately).
 pub const TOLERANCE: f64 = 1.25;

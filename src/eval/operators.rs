@@ -12,12 +12,14 @@ use serde::Serialize;
 
 use super::datasets;
 use super::neighbours::Neighbours;
-use crate::backend::{CostBackend, LearnedBackend};
+use crate::cost::CostBackend;
+use crate::learn::backend::LearnedBackend;
 use crate::hw::{lookup, Link, System};
-use crate::ingest::{self, Context, Format, OpSample, Sample};
+use crate::ingest::{self, Context, Format};
+use crate::samples::{OpSample, Sample};
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid};
-use crate::op::{self, OpShape};
+use crate::op::OpShape;
 use crate::service::profiles::UploadParams;
 use crate::service::Service;
 use crate::store::Store;
@@ -188,7 +190,7 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
                 continue;
             };
             let shape = OpShape { class: s.op, phase: s.phase, dims: s.dims };
-            let Ok(analytic) = op::estimate(&shape, s.dtype, &gpu) else {
+            let Ok(analytic) = crate::cost::roofline::estimate(&shape, s.dtype, &gpu) else {
                 skipped += 1;
                 continue;
             };

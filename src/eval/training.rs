@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::calibrate::{cross_validate, fit, predict_with, Prepared};
+use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::e2e::{load, E2eRow};
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::llm::{validate, TrainingPrediction};
@@ -48,9 +48,9 @@ pub struct Report {
     /// (source, reason) → rows not evaluated.
     pub skipped: Vec<(String, String, u64)>,
     /// The constants used (fixed) or fitted on every row (cross-validation).
-    pub efficiency: crate::backend::Efficiency,
+    pub efficiency: crate::cost::Efficiency,
     /// Cross-validation: the constants of each fold.
-    pub folds: Vec<crate::backend::Efficiency>,
+    pub folds: Vec<crate::cost::Efficiency>,
 }
 
 /// The predicted time of a row: the iteration, without the update for forward+backward-only measurements.
@@ -66,7 +66,7 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 #[derive(Debug, Clone)]
 pub enum Mode {
     /// Predict every row with these constants (the shipped ones: in-sample for rows they were fitted on).
-    Fixed(crate::backend::Efficiency),
+    Fixed(crate::cost::Efficiency),
     /// Grouped k-fold cross-validation: each row predicted with constants fitted without its (source, model)
     /// group's fold; then the constants fitted on every row.
     CrossValidate { folds: usize, iterations: usize, fit_sources: Vec<String> },
@@ -110,7 +110,7 @@ pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) 
     let (preds, folds, efficiency) = match mode {
         Mode::Fixed(eff) => (prepared.iter().map(|p| predict_with(p, eff)).collect::<Vec<_>>(), Vec::new(), *eff),
         Mode::CrossValidate { folds, iterations, fit_sources } => {
-            let start = super::calibrate::start();
+            let start = super::efficiency_fit::start();
             let (preds, fitted) = cross_validate(&prepared, fit_sources, *folds, &start, *iterations, progress);
             let all: Vec<&Prepared> = prepared.iter().filter(|p| fit_sources.iter().any(|s| s == p.source)).collect();
             let (eff, l) = fit(&all, &start, *iterations);
@@ -216,7 +216,7 @@ pub fn write(r: &Report, out: &PathBuf) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Efficiency;
+    use crate::cost::Efficiency;
 
     fn data() -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")

@@ -35,7 +35,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::text::{number, whole};
-use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample};
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{Attributes, CommSample, Rejected, Sample};
 use crate::comm::Collective;
 
 /// Parses a nccl-tests text log (see the module doc).

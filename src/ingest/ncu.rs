@@ -45,7 +45,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::text::{number, Lines, Tally};
-use super::{kernel_metrics as km, utf8, Attributes, Context, KernelSample, ParseError, Parsed, Sample};
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{kernel_metrics as km, Attributes, KernelSample, Sample};
 
 /// Identity columns: everything else in the raw page is a metric.
 const IDENTITY: [&str; 15] = [

@@ -8,8 +8,9 @@
 //! are `fwd` and `fp32` unless the upload says otherwise. The other columns (library versions, kernel name, launch
 //! configuration) become attributes.
 
-use super::samples::csv_error;
-use super::{utf8, Attributes, Context, OpSample, ParseError, Parsed, Rejected, Sample};
+use super::perfcast::csv_error;
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{Attributes, OpSample, Rejected, Sample};
 use crate::hw::Precision;
 use crate::op::{OpClass, Phase};
 

@@ -28,7 +28,8 @@
 //! one-sided put/get/accumulate.
 
 use super::text::{number, whole};
-use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample};
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{Attributes, CommSample, Rejected, Sample};
 use crate::comm::Collective;
 
 /// Parses OSU Micro-Benchmarks output (see the module doc).

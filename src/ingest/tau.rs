@@ -66,7 +66,8 @@ use std::io::Read;
 use serde::Serialize;
 
 use super::text::{bytes_u64, gunzip, is_gzip, number};
-use super::{utf8, Attributes, CommSample, Context, ParseError, Parsed, Rejected, Sample, TimerSample};
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{Attributes, CommSample, Rejected, Sample, TimerSample};
 use crate::comm::Collective;
 
 /// Most bytes a gzip'd archive may inflate to.

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use super::{ParseError, Rejected};
+use super::ParseError;
+
+use crate::samples::Rejected;
 
 /// Parses a number as profilers print it: optional thousands separators (`"1,553,918.10"`), exponent notation
 /// (`"8.1097E+14"`), surrounding spaces. `None` for empty cells, `n/a`, `N/A`, `-`, text, and non-finite values.
@@ -135,7 +137,7 @@ impl<'a> Lines<'a> {
 
     /// A csv error as a [`ParseError`] at its line.
     pub(crate) fn error(&mut self, e: &csv::Error) -> ParseError {
-        let mut pe = super::samples::csv_error(e);
+        let mut pe = super::perfcast::csv_error(e);
         pe.line = e.position().map(|p| self.at(p.byte()));
         pe
     }

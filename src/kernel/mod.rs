@@ -13,7 +13,7 @@
 //!
 //! [`machine`] derives the per-SM and per-level numbers these models need from a [`crate::hw::GpuSpec`]
 //! (measured MT4G hierarchy when the spec has one, documented defaults otherwise), and [`sample`] builds every
-//! model's input that a profiled [`crate::ingest::KernelSample`] allows and sets the result beside the measured
+//! model's input that a profiled [`crate::samples::KernelSample`] allows and sets the result beside the measured
 //! duration.
 //!
 //! Units follow the project's convention: `_us` µs, `_gbs` GB/s (10⁹ B/s), `_cycles` core clock cycles at the

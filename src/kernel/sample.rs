@@ -1,7 +1,7 @@
 //! From a profiled kernel ([`KernelSample`]: Nsight Compute, rocprof) to every kernel model its metrics allow,
 //! set beside the measured duration.
 //!
-//! What each model needs, and where it comes from (metric names are [`crate::ingest::kernel_metrics`] plus the
+//! What each model needs, and where it comes from (metric names are [`crate::samples::kernel_metrics`] plus the
 //! extra names of [`metrics`]):
 //! - **roofline** — any of `flops_fp64`, `flops_fp32`, `flops_fp16`, `flops_tensor`, `l1_bytes`, `l2_bytes`,
 //!   `dram_bytes`. The tensor precision is the sample's `dtype` / `precision` attribute, else fp16 (Nsight's
@@ -32,9 +32,9 @@ use super::pipes::{self, PipeEstimate, PipeWork};
 use super::roofline::{self, RooflineEstimate, RooflineWork};
 use super::KernelModelError;
 use crate::hw::{GpuSpec, Precision};
-use crate::ingest::{kernel_metrics as km, KernelSample};
+use crate::samples::{kernel_metrics as km, KernelSample};
 
-/// Metric names the kernel models read beyond [`crate::ingest::kernel_metrics`] (parsers may add them; the
+/// Metric names the kernel models read beyond [`crate::samples::kernel_metrics`] (parsers may add them; the
 /// Nsight Compute metric that gives each is named).
 pub mod metrics {
     /// Computation instructions per thread (Hong–Kim #Comp_insts).

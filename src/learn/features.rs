@@ -15,7 +15,8 @@
 //! between GPUs best, the absolute descriptors let a model learn what does not.
 
 use crate::hw::{GpuSpec, Precision};
-use crate::op::{AnalyticCost, OpShape};
+use crate::cost::roofline::AnalyticCost;
+use crate::op::OpShape;
 
 /// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
 /// it was trained on.
@@ -115,7 +116,8 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
 mod tests {
     use super::*;
     use crate::hw::lookup;
-    use crate::op::{estimate, OpClass, Phase};
+    use crate::cost::roofline::estimate;
+    use crate::op::{OpClass, Phase};
 
     #[test]
     fn features_are_finite_and_describe_the_machine() {

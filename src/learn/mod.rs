@@ -1,6 +1,7 @@
 //! Learning: the correction models of MODELS.md §4 — features, LightGBM training with S1's model selection, and
 //! the registry of active models predictions read.
 
+pub mod backend;
 pub mod comm_features;
 pub mod features;
 pub mod fit;

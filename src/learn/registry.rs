@@ -42,8 +42,8 @@ impl ActiveRegressor {
     }
 
     /// `regressor:<key>@v<n>`.
-    pub fn source(&self) -> crate::backend::Source {
-        crate::backend::Source::Regressor { key: self.key.clone(), version: self.version }
+    pub fn source(&self) -> crate::cost::Source {
+        crate::cost::Source::Regressor { key: self.key.clone(), version: self.version }
     }
 }
 

@@ -13,7 +13,7 @@ use super::operators::{
 use super::partition::StageRole;
 use super::pipeline::StageTail;
 use super::sizing::{embedding_params, layer_params, stage_params_of};
-use crate::backend::{CostBackend, Timed};
+use crate::cost::{CostBackend, Timed};
 use crate::comm::{Collective, Group};
 use crate::op::{OpClass, OpShape, Phase};
 

@@ -20,7 +20,7 @@ use super::partition::{chunk_layers, StageRole};
 use super::pipeline::{simulate, step_time, PipelineSpec, StageTail};
 use super::schedule::{eq7, interleaved_bubble_fraction, Eq7};
 use super::sizing::{layer_params, model_params, padded_vocab};
-use crate::backend::{CostBackend, Efficiency, Source, Timed};
+use crate::cost::{CostBackend, Efficiency, Source, Timed};
 use crate::comm::Collective;
 use crate::hw::Precision;
 use crate::op::Phase;

@@ -28,7 +28,7 @@ use super::run::run_estimate;
 use super::schedule::eq7;
 use super::sizing::{layer_params, padded_vocab};
 use super::validate::{validate, validate_run};
-use crate::backend::CostBackend;
+use crate::cost::CostBackend;
 use crate::hw::Precision;
 
 fn fp16() -> Precision {
@@ -681,7 +681,7 @@ pub fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::AnalyticBackend;
+    use crate::cost::AnalyticBackend;
     use crate::hw::presets;
 
     fn dgx_h100() -> crate::hw::System {

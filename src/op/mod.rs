@@ -1,4 +1,4 @@
-//! Operators: the unit perfcast times. An operator is one framework-level call (a `torch.nn.functional`
+//! Operators (and [`Collective`]s): the units perfcast times. An operator is one framework-level call (a `torch.nn.functional`
 //! op or a fused kernel) with a class, a phase, a precision and a shape. S1's Table I operators (MODELS.md §1.1)
 //! map onto these classes — Linear1–4 and Final_Linear are all [`OpClass::Linear`] — so they share data.
 //!
@@ -16,12 +16,12 @@
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
 //! Unused trailing dims are 0.
 
-pub mod analytic;
+mod collective;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-pub use analytic::{estimate, AnalyticCost, Bound};
+pub use collective::Collective;
 
 /// Operator class: what a regressor is keyed on (with phase and precision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
-use crate::backend::{CostBackend, LearnedBackend};
+use crate::cost::CostBackend;
+use crate::learn::backend::LearnedBackend;
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
 use crate::worker::calibrate::{calibrate_system, load_calibration};

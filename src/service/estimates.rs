@@ -4,10 +4,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
-use crate::backend::{CostBackend, LearnedBackend};
+use crate::cost::roofline::{self, AnalyticCost};
+use crate::cost::CostBackend;
+use crate::learn::backend::LearnedBackend;
 use crate::hw::{GpuRef, Link, Precision, System};
-use crate::ingest::samples::place_dims;
-use crate::op::{self, AnalyticCost, OpClass, OpShape, Phase};
+use crate::ingest::perfcast::place_dims;
+use crate::op::{OpClass, OpShape, Phase};
 
 /// `POST /v1/estimates/operator`: one operator call on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -70,7 +72,7 @@ impl Service {
         let dims = place_dims(class, &req.dims).map_err(|m| ServiceError::invalid("dims", m))?;
         let shape = OpShape { class, phase: req.phase, dims };
         let analytic =
-            op::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
+            roofline::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
         // A one-GPU system carries the GPU into the backend; links are irrelevant to a compute operator.
         let link = Link::new("none", 1.0, 0.0);
         let system = System {

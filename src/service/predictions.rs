@@ -7,7 +7,8 @@ use serde_json::json;
 
 use super::systems::SystemContext;
 use super::{Service, ServiceError};
-use crate::backend::{Derated, Efficiency, LearnedBackend};
+use crate::cost::{Derated, Efficiency};
+use crate::learn::backend::LearnedBackend;
 use crate::llm::run::run_estimate;
 use crate::llm::search::{count_candidates, search, SearchRequest, SearchResult};
 use crate::llm::{self, TrainingPrediction, TrainingRequest};

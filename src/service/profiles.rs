@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 
 use super::{Service, ServiceError};
 use crate::hw::Precision;
-use crate::ingest::{self, Context, Format, Rejected, Sample};
+use crate::ingest::{self, Context, Format};
+use crate::samples::{Rejected, Sample};
 use crate::store::profiles::{NewProfile, ProfileRecord, SampleBatch, Stored};
 
 /// The query parameters of an upload.

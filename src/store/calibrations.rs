@@ -4,7 +4,7 @@ use sqlx::Row;
 
 use super::{Store, StoreError};
 use crate::comm::Collective;
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 
 /// A stored calibration (the JSON of [`crate::comm::calibrated::SystemCalibration`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +107,7 @@ fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<StoredCalibration, StoreError> 
 
 impl Store {
     /// Every stored kernel sample with its id.
-    pub async fn kernel_samples(&self) -> Result<Vec<(i64, crate::ingest::KernelSample)>, StoreError> {
+    pub async fn kernel_samples(&self) -> Result<Vec<(i64, crate::samples::KernelSample)>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, gpu, name, duration_us, grid, block, metrics, attributes FROM kernel_samples ORDER BY id",
         )
@@ -117,7 +117,7 @@ impl Store {
     }
 
     /// One kernel sample. Errors: [`StoreError::NotFound`].
-    pub async fn kernel_sample(&self, id: i64) -> Result<crate::ingest::KernelSample, StoreError> {
+    pub async fn kernel_sample(&self, id: i64) -> Result<crate::samples::KernelSample, StoreError> {
         let r = sqlx::query(
             "SELECT id, gpu, name, duration_us, grid, block, metrics, attributes FROM kernel_samples WHERE id = ?",
         )
@@ -129,10 +129,10 @@ impl Store {
     }
 }
 
-fn decode_kernel(r: &sqlx::sqlite::SqliteRow) -> Result<crate::ingest::KernelSample, StoreError> {
+fn decode_kernel(r: &sqlx::sqlite::SqliteRow) -> Result<crate::samples::KernelSample, StoreError> {
     let j = |c: &str| -> Result<Option<String>, StoreError> { Ok(r.try_get::<Option<String>, _>(c)?) };
     let parse3 = |v: Option<String>| v.and_then(|s| serde_json::from_str::<[u64; 3]>(&s).ok());
-    Ok(crate::ingest::KernelSample {
+    Ok(crate::samples::KernelSample {
         name: r.try_get("name")?,
         gpu: r.try_get("gpu")?,
         duration_us: r.try_get("duration_us")?,

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{Store, StoreError};
-use crate::ingest::{CommSample, KernelSample, OpSample, Rejected, TimerSample};
+use crate::samples::{CommSample, KernelSample, OpSample, Rejected, TimerSample};
 
 /// An upload to store: the raw (decoded) bytes and what parsing made of them.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use super::calibrate::load_calibration;
 use super::{fit_blocking, holdout_accuracy, new_regressor, RetrainError};
 use crate::comm::calibrated::calibrate;
 use crate::comm::{Collective, Group};
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 use crate::learn::comm_features::{comm_features, comm_key, COMM_FEATURES};
 use crate::learn::fit::{TrainingSet, MIN_ROWS};
 use crate::learn::registry::family;

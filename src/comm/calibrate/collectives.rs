@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::{check_points, fit_postal, CalibrationError, FitStats, Point};
 use crate::comm::Collective;
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 
 /// Ring steps of a collective over `p` ranks (module doc): the count its latency term multiplies.
 pub fn ring_steps(c: Collective, p: u32) -> f64 {

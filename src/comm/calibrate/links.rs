@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::{fit_postal, Point, PostalFit};
 use crate::comm::Collective;
-use crate::ingest::CommSample;
+use crate::samples::CommSample;
 
 /// A link class of the postal model (MODELS.md §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]

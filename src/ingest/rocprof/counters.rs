@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::{agent_key, clean_name};
 
-use super::super::kernel_metrics as km;
+use crate::samples::kernel_metrics as km;
 use super::super::text::{number, whole, Lines};
 use super::super::ParseError;
 

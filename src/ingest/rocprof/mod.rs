@@ -80,7 +80,8 @@ mod timers;
 use std::collections::HashMap;
 
 use super::text::{number, whole, Lines, Tally};
-use super::{utf8, Context, ParseError, Parsed, Rejected, Sample};
+use super::{utf8, Context, ParseError, Parsed};
+use crate::samples::{Rejected, Sample};
 use counters::{read_counters, Counted};
 use table::Table;
 use timers::{read_copies, read_stats};

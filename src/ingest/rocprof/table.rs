@@ -6,7 +6,7 @@ use super::counters::derived;
 use super::{agent_key, clean_name, Companions};
 
 use super::super::text::{number, whole};
-use super::super::{kernel_metrics as km, Attributes, KernelSample};
+use crate::samples::{kernel_metrics as km, Attributes, KernelSample};
 
 /// Column positions of one dispatch table.
 pub(super) struct Table {

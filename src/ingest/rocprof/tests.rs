@@ -3,7 +3,7 @@
 use super::table::duration_ns;
 use super::timers::stats_group;
 use super::*;
-use crate::ingest::{kernel_metrics as km, KernelSample, TimerSample};
+use crate::samples::{kernel_metrics as km, KernelSample, TimerSample};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/fixtures/rocprof/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()

@@ -4,7 +4,8 @@ use super::agent_key;
 use super::table::duration_ns;
 
 use super::super::text::{number, Lines, Tally};
-use super::super::{Attributes, ParseError, TimerSample};
+use super::super::ParseError;
+use crate::samples::{Attributes, TimerSample};
 
 /// The group of a `--stats` table: from the file name, else from the row names (see the module doc).
 pub(super) fn stats_group(file: &str, names: &[&str]) -> &'static str {

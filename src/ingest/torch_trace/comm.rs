@@ -20,7 +20,8 @@ use super::join::Joined;
 use super::ops::{precision, type_bytes, OpArgs};
 use super::MAX_DEPTH;
 use crate::comm::Collective;
-use crate::ingest::{CommSample, Context};
+use crate::ingest::Context;
+use crate::samples::CommSample;
 
 /// True for NCCL/RCCL device kernels.
 pub(super) fn is_nccl_kernel(name: &str) -> bool {

@@ -7,7 +7,8 @@ use super::collector::{Kernel, Kind};
 use super::join::Joined;
 use super::{comm, ops};
 use crate::ingest::text::Tally;
-use crate::ingest::{kernel_metrics as km, Attributes, Context, KernelSample, OpSample, Parsed, Sample};
+use crate::ingest::{Context, Parsed};
+use crate::samples::{kernel_metrics as km, Attributes, KernelSample, OpSample, Sample};
 use crate::op::{OpClass, Phase};
 
 /// Span of the kernels an op owns: the first start, and the start and duration of the kernel that ends last

@@ -1,7 +1,7 @@
 use super::*;
 use crate::comm::Collective;
 use crate::hw::Precision;
-use crate::ingest::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
+use crate::samples::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
 use crate::op::{OpClass, Phase};
 
 fn fixture(name: &str) -> Vec<u8> {

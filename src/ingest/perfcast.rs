@@ -24,7 +24,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{op_class, phase, utf8, Attributes, CommSample, Context, OpSample, ParseError, Parsed, Rejected, Sample};
+use super::{op_class, phase, utf8, Context, ParseError, Parsed};
+
+use crate::samples::{Attributes, CommSample, OpSample, Rejected, Sample};
 use crate::comm::Collective;
 use crate::hw::Precision;
 use crate::op::{OpClass, Phase};

@@ -14,7 +14,8 @@ use utoipa::ToSchema;
 use super::{CostBackend, Source, Timed};
 use crate::comm::{Collective, Group};
 use crate::hw::{Precision, System};
-use crate::op::{self, analytic::UnsupportedPrecision, OpShape};
+use super::roofline::{UnsupportedPrecision, LAUNCH_OVERHEAD_US};
+use crate::op::OpShape;
 
 /// The constants of [`Derated`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -50,7 +51,7 @@ impl Efficiency {
         gemm_fp8: 1.0,
         gemm_32bit: 1.0,
         memory: 1.0,
-        kernel_us: op::analytic::LAUNCH_OVERHEAD_US,
+        kernel_us: LAUNCH_OVERHEAD_US,
         network: 1.0,
         collective_us: 0.0,
         host_us: 0.0,
@@ -151,7 +152,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
         }
         let eta =
             if shape.class.is_matmul() { self.eff.gemm_on(&self.system().gpu.name, dtype) } else { self.eff.memory };
-        let body = (t.time_us - kernels * op::analytic::LAUNCH_OVERHEAD_US).max(0.0);
+        let body = (t.time_us - kernels * LAUNCH_OVERHEAD_US).max(0.0);
         let time_us = body / eta.max(1e-6) + kernels * self.eff.kernel_us;
         Ok(Timed { time_us, host_us, ..t })
     }
@@ -180,7 +181,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::AnalyticBackend;
+    use crate::cost::AnalyticBackend;
     use crate::hw::presets;
     use crate::op::{OpClass, Phase};
 

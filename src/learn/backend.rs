@@ -9,14 +9,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{AnalyticBackend, CostBackend, Source, Timed};
+use crate::cost::roofline::{self, UnsupportedPrecision};
+use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
 use crate::hw::{Precision, System};
 use crate::learn::comm_features::{comm_features, comm_key};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
 use crate::learn::{features::op_features, ActiveRegressor, Registry};
-use crate::op::{self, analytic::UnsupportedPrecision, OpClass, OpShape, Phase};
+use crate::op::{OpClass, OpShape, Phase};
 
 /// Analytic times corrected by the registry's active models.
 #[derive(Debug, Clone)]
@@ -67,7 +68,7 @@ impl LearnedBackend {
         model: &ActiveRegressor,
     ) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu;
-        let cost = op::estimate(shape, dtype, gpu)?;
+        let cost = roofline::estimate(shape, dtype, gpu)?;
         let x = op_features(shape, dtype, gpu, &cost);
         let time_us = match model.model.predict(&x) {
             Ok(r) => cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
@@ -96,7 +97,7 @@ impl LearnedBackend {
         let wgrad = OpShape::new(shape.class, Phase::Fwd, &[b, k, n, m]);
         Some((|| {
             let (a, c) = (self.corrected(&dgrad, dtype, fwd)?, self.corrected(&wgrad, dtype, fwd)?);
-            let analytic = op::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
+            let analytic = roofline::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
             Ok(Timed::new(a.time_us + c.time_us, analytic, a.source).with_kernels(a.kernels + c.kernels))
         })())
     }
@@ -188,7 +189,7 @@ impl CostBackend for LearnedBackend {
                 continue;
             }
             let Some(model) = self.registry.op(shape.class, shape.phase, dtype, &gpu.name) else { continue };
-            let Ok(cost) = op::estimate(&shape, dtype, gpu) else { continue };
+            let Ok(cost) = roofline::estimate(&shape, dtype, gpu) else { continue };
             let entry = groups.entry(Arc::as_ptr(model)).or_insert_with(|| (model.as_ref(), Vec::new(), Vec::new()));
             entry.1.push((shape, dtype, cost.time_us, cost.kernels));
             entry.2.extend_from_slice(&op_features(&shape, dtype, gpu, &cost));
@@ -223,7 +224,7 @@ mod tests {
             for n in [128u64, 512, 2048, 8192] {
                 for k in [256u64, 1024, 4096] {
                     let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
-                    let cost = op::estimate(&shape, Precision::Bf16, &system.gpu).unwrap();
+                    let cost = roofline::estimate(&shape, Precision::Bf16, &system.gpu).unwrap();
                     let x = op_features(&shape, Precision::Bf16, &system.gpu, &cost);
                     set.push(&x, cost.time_us, cost.time_us * (1.2 + (m as f64).ln() / 20.0), key);
                     key += 1;

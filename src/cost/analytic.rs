@@ -1,9 +1,10 @@
-//! The analytic backend: roofline operators ([`crate::op::analytic`]) and α–β collectives ([`crate::comm`]).
+//! The analytic backend: roofline operators ([`super::roofline`]) and α–β collectives ([`crate::comm`]).
 
 use super::{CostBackend, Source, Timed};
 use crate::comm::{self, Collective, Group, GroupLinks};
 use crate::hw::{Precision, System};
-use crate::op::{self, analytic::UnsupportedPrecision, OpShape};
+use super::roofline::{self, UnsupportedPrecision};
+use crate::op::OpShape;
 
 /// Answers from the hardware description only.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ impl CostBackend for AnalyticBackend {
     }
 
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
-        let cost = op::estimate(shape, dtype, &self.system.gpu)?;
+        let cost = roofline::estimate(shape, dtype, &self.system.gpu)?;
         Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic).with_kernels(cost.kernels))
     }
 

@@ -11,7 +11,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{OpClass, OpShape, Phase};
+use crate::op::{OpClass, OpShape, Phase};
 use crate::hw::{GpuSpec, Precision};
 
 /// Fixed cost per kernel launch, µs: the minimum duration of a kernel on current GPUs (≈ 2 µs from back-to-back

@@ -1,12 +1,18 @@
-//! Cost backends: how long one operator or one collective takes on a system.
+//! The cost layer: how long one operator or one collective takes on a system.
 //!
-//! The training predictor asks a [`CostBackend`] for every operator and collective; the analytic backend
-//! ([`AnalyticBackend`]) answers from the hardware description alone, and learned backends wrap it with a
-//! correction t = t_analytic · exp(r̂) (DESIGN.md "The hybrid model"). Every answer names its [`Source`].
+//! Owns the [`CostBackend`] trait and its answer ([`Timed`], [`Source`]); the analytic operator roofline with GEMM
+//! tiles, waves and split-K ([`roofline`], MODELS.md §2.1); the analytic backend ([`AnalyticBackend`]: roofline for
+//! operators, α–β collectives from [`crate::comm`]); and derating by achievable efficiencies ([`derate`]). The
+//! training predictor asks a [`CostBackend`] for every operator and collective. Learned backends
+//! ([`crate::learn::backend::LearnedBackend`]) implement the same trait with a correction t = t_analytic · exp(r̂)
+//! (DESIGN.md "The hybrid model"); they live in `learn` because they read its registry and features, and `learn`
+//! reads the roofline. Every answer names its [`Source`].
+//!
+//! May import: `hw`, `op`, `comm`. Must not import `learn`, `llm`, or anything outside the domain core.
 
 pub mod analytic;
-pub mod efficiency;
-pub mod learned;
+pub mod derate;
+pub mod roofline;
 
 use std::fmt;
 
@@ -14,11 +20,11 @@ use serde::{Serialize, Serializer};
 
 use crate::comm::{Collective, Group};
 use crate::hw::{Precision, System};
-use crate::op::{analytic::UnsupportedPrecision, OpShape};
+use crate::op::OpShape;
+use roofline::UnsupportedPrecision;
 
 pub use analytic::AnalyticBackend;
-pub use efficiency::{Derated, Efficiency};
-pub use learned::LearnedBackend;
+pub use derate::{Derated, Efficiency};
 
 /// Where a time came from: the analytic model, the system's communication calibration, or a learned regressor
 /// `<key>` at version `n`.

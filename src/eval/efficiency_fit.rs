@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::{AnalyticBackend, Derated, Efficiency};
+use crate::cost::{AnalyticBackend, Derated, Efficiency};
 use crate::hw::System;
 use crate::llm::{predict, TrainingConfig};
 
@@ -36,7 +36,7 @@ pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
 }
 
 /// The constants the end-to-end fit adjusts. The others come from operator-level training data and stay fixed:
-/// the GEMM fractions of the measured GPUs ([`crate::backend::efficiency::MEASURED_GEMM`]), and `network` and
+/// the GEMM fractions of the measured GPUs ([`crate::cost::derate::MEASURED_GEMM`]), and `network` and
 /// `collective_us` from vTrain's A100 NCCL all-reduce table (train split: t = t_α–β / 0.74 + 50 µs fits its
 /// 2–8-GPU, 1 MiB–1 GiB rows with 4.2 % MAPE). `gemm_fp8` is fitted because XLA's fp8 table exceeds the fp8
 /// peak and cannot be trusted.
