@@ -1,6 +1,7 @@
 //! The `perfcast` binary: `predict` answers like the API; `serve` honours --bind/--db and stops cleanly on
 //! SIGTERM.
 
+#[path = "api/common.rs"]
 mod common;
 
 use std::io::{Read, Write};

@@ -10,9 +10,7 @@
 //!
 //! The seed is fixed by proptest's deterministic runner, so a failure replays; `PROPTEST_CASES` raises the count.
 
-mod common;
-
-use common::TestApp;
+use crate::common::{self, TestApp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Map, Value};

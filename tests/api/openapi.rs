@@ -1,8 +1,6 @@
 //! The OpenAPI document: served, browsable, committed, and in step with the code.
 
-mod common;
-
-use common::TestApp;
+use crate::common::TestApp;
 
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
 

@@ -1,11 +1,9 @@
 //! API keys: writes need a write key, reads are open (or not), keys are stored hashed, revocation, rate limits,
 //! the overload answer.
 
-mod common;
-
+use crate::common::TestApp;
 use axum::body::Body;
 use axum::http::Request;
-use common::TestApp;
 use perfcast::config::Config;
 use perfcast::service::keys::Scope;
 use serde_json::json;

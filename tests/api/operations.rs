@@ -1,8 +1,6 @@
 //! `/readyz` and `/metrics` through the real router.
 
-mod common;
-
-use common::TestApp;
+use crate::common::TestApp;
 use perfcast::config::Config;
 
 #[tokio::test]

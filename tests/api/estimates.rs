@@ -1,9 +1,7 @@
 //! `/v1/estimates/kernel`, `/v1/estimates/comm`, calibration and GPU imports through the real router and a real
 //! SQLite file.
 
-mod common;
-
-use common::TestApp;
+use crate::common::TestApp;
 use serde_json::json;
 
 fn fixture(path: &str) -> Vec<u8> {

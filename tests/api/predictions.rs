@@ -1,8 +1,6 @@
 //! `POST /v1/predictions/training` through the real router and a real SQLite file.
 
-mod common;
-
-use common::{example_requests, TestApp};
+use crate::common::{example_requests, TestApp};
 use perfcast::config::Config;
 use serde_json::{json, Value};
 

@@ -1,11 +1,9 @@
 //! Learned regressors end to end: uploads → background retrain → promotion → predictions, through the real
 //! router, a real SQLite file and real LightGBM.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::TestApp;
+use crate::common::TestApp;
 use perfcast::config::Config;
 use perfcast::learn::Grid;
 use serde_json::{json, Value};

@@ -1,11 +1,9 @@
 //! `POST /v1/predictions/training/search` and the `search` job through the real router, worker and SQLite file;
 //! `perfcast search` through the real binary.
 
-mod common;
-
 use std::process::Command;
 
-use common::TestApp;
+use crate::common::TestApp;
 use perfcast::config::Config;
 use serde_json::{json, Value};
 

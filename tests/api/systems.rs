@@ -1,8 +1,6 @@
 //! `/v1/systems` and `/v1/gpus` through the real router and a real SQLite file.
 
-mod common;
-
-use common::TestApp;
+use crate::common::TestApp;
 use serde_json::json;
 
 fn cluster() -> serde_json::Value {

@@ -1,10 +1,8 @@
 //! `POST /v1/profiles` and the samples it stores, through the real router and a real SQLite file.
 
-mod common;
-
 use std::io::Write;
 
-use common::TestApp;
+use crate::common::TestApp;
 use perfcast::config::Config;
 use serde_json::Value;
 

@@ -1,9 +1,7 @@
-//! Every profiler fixture of `../shared/fixtures` (MT4G aside: it is a GPU import, see tests/estimates.rs) uploads
+//! Every profiler fixture of `../shared/fixtures` (MT4G aside: it is a GPU import, see estimates.rs) uploads
 //! through HTTP with 201 and samples — alone, or with the companion files of its run as multipart.
 
-mod common;
-
-use common::{Reply, TestApp};
+use crate::common::{Reply, TestApp};
 use serde_json::Value;
 
 fn fixture(path: &str) -> Vec<u8> {
