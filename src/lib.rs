@@ -3,11 +3,12 @@
 //!
 //! Layers (DESIGN.md): the pure domain core ([`hw`], [`op`], [`kernel`], [`comm`], [`llm`], [`learn`], [`backend`]) knows nothing of HTTP
 //! or SQL; [`store`] holds all SQL; [`api`] is the HTTP layer; [`app`] wires them together; [`service`] is the
-//! orchestration the API and the CLI share.
+//! orchestration the API and the CLI share; [`cli`] is the command line, on top of everything (nothing imports it).
 
 pub mod api;
 pub mod app;
 pub mod backend;
+pub mod cli;
 pub mod comm;
 pub mod config;
 pub mod eval;
