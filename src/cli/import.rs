@@ -159,3 +159,36 @@ fn parse_labels(labels: &[String]) -> Result<BTreeMap<String, String>, String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_split_at_the_first_equals_sign_and_a_later_key_wins() {
+        let labels = ["a=b", "c=d=e", "a=f"].map(String::from);
+        let map = parse_labels(&labels).unwrap();
+        assert_eq!(map.get("a").map(String::as_str), Some("f"));
+        assert_eq!(map.get("c").map(String::as_str), Some("d=e"));
+        assert_eq!(map.len(), 2);
+    }
+
+    #[test]
+    fn a_label_without_equals_sign_is_refused() {
+        assert_eq!(parse_labels(&["ab".to_string()]).unwrap_err(), "--label \"ab\" is not KEY=VALUE");
+    }
+
+    #[test]
+    fn mt4g_is_named_in_any_case_or_detected_in_a_single_file() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/mt4g/NVIDIA_H100_80GB_HBM3.json");
+        let report = std::fs::read(fixture).unwrap();
+        let other = vec![("x.csv".to_string(), b"a,b\n1,2\n".to_vec())];
+        assert!(is_mt4g(Some("MT4G"), &other));
+        assert!(!is_mt4g(Some("ncu_csv"), &other));
+        assert!(!is_mt4g(None, &other));
+        let one = vec![("r.json".to_string(), report)];
+        assert!(is_mt4g(None, &one));
+        let two = vec![one[0].clone(), one[0].clone()];
+        assert!(!is_mt4g(None, &two), "several files are a profile upload unless --format mt4g says otherwise");
+    }
+}

@@ -9,8 +9,10 @@ use crate::llm::TrainingRequest;
 /// Predicts the [`TrainingRequest`] in `request` (`-` = stdin) and prints the prediction the API returns.
 /// Exit codes as [`super::run_request`].
 pub(super) async fn run(request: &Path, config: &Config) -> ExitCode {
-    super::run_request(request, config, |service, req: TrainingRequest| async move {
-        service.predict_training(&req).await
-    })
+    super::run_request(
+        request,
+        config,
+        |service, req: TrainingRequest| async move { service.predict_training(&req).await },
+    )
     .await
 }

@@ -10,8 +10,10 @@ use crate::llm::search::SearchRequest;
 /// Runs the [`SearchRequest`] in `request` (`-` = stdin) in this process and prints the result the API returns.
 /// Exit codes as [`super::run_request`].
 pub(super) async fn run(request: &Path, config: &Config) -> ExitCode {
-    super::run_request(request, config, |service, req: SearchRequest| async move {
-        service.run_search(&req, None).await
-    })
+    super::run_request(
+        request,
+        config,
+        |service, req: SearchRequest| async move { service.run_search(&req, None).await },
+    )
     .await
 }

@@ -181,4 +181,22 @@ mod tests {
         // SHA-256 of "abc" (FIPS 180-2 example).
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
+
+    #[test]
+    fn key_info_leaves_out_the_hash_and_keeps_the_listing_order() {
+        let record = KeyRecord {
+            key_id: "a1b2c3d4e5f6".into(),
+            name: "ci".into(),
+            scope: "read".into(),
+            sha256: "0".repeat(64),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            revoked_at: None,
+            last_used_at: Some("2026-01-02T00:00:00.000Z".into()),
+        };
+        let json = serde_json::to_string(&KeyInfo::from(record)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"created_at":"2026-01-01T00:00:00.000Z","key_id":"a1b2c3d4e5f6","last_used_at":"2026-01-02T00:00:00.000Z","name":"ci","revoked_at":null,"scope":"read"}"#
+        );
+    }
 }
