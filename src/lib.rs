@@ -1,12 +1,16 @@
-//! perfcast: predicts how fast distributed GPU applications run — GPU kernels, collectives and LLM training
+//! perfcast: predicts how fast distributed GPU applications run — GPU kernels, collectives, LLM training
 //! iterations — with analytic models corrected by learned ones.
 //!
-//! Layers (DESIGN.md): the pure domain core ([`hw`], [`op`], [`kernel`], [`comm`], [`llm`], [`learn`], [`backend`]) knows nothing of HTTP
-//! or SQL; [`store`] holds all SQL; [`api`] is the HTTP layer; [`app`] wires them together; [`service`] is the
-//! orchestration the API and the CLI share.
+//! Layers (ARCHITECTURE.md has the picture, the data flows and a concept → file table): the pure domain core —
+//! [`hw`], [`op`], [`samples`], [`kernel`], [`comm`], [`cost`], [`learn`], [`llm`] — knows nothing of HTTP, SQL or
+//! jobs; [`ingest`] parses uploads into samples; [`store`] holds all SQL; [`service`] is what the API and the CLI
+//! share; [`jobs`] runs background work; [`api`] is the HTTP layer; [`app`] wires them together; [`cli`] is the
+//! command line on top of everything; [`eval`] reports accuracy on the shared datasets. `layering` (a test module)
+//! fails the build's tests when a core module imports an outer one or two modules import each other.
 
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod comm;
 pub mod config;
 pub mod cost;

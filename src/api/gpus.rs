@@ -11,6 +11,7 @@ use super::problem::{ApiError, Problem};
 use super::profiles::RawBody;
 use super::AppState;
 use crate::hw::{GpuSpec, KnownGpu};
+use crate::service::gpus::GpuImport;
 
 /// A known GPU: its description (with where the numbers come from) and its aliases.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -74,6 +75,13 @@ pub struct GpuImportResponse {
     pub updated: Vec<String>,
 }
 
+impl From<GpuImport> for GpuImportResponse {
+    /// The answer to an import, as `POST /v1/gpus/import` and `perfcast import` print it.
+    fn from(out: GpuImport) -> Self {
+        GpuImportResponse { gpu: out.gpu.into(), created: out.created, updated: out.updated }
+    }
+}
+
 /// Import a GPU description measured by MT4G.
 ///
 /// The body is MT4G's JSON report (or its legacy v1 CSV). Measured cache sizes, latencies (cycles), bandwidths
@@ -100,6 +108,6 @@ pub async fn import_gpu(State(state): State<AppState>, uri: Uri, RawBody(body): 
     let out = state.service.import_gpu(&body, q.format.as_deref(), q.base.as_deref()).await?;
     let status = if out.created { StatusCode::CREATED } else { StatusCode::OK };
     let location = format!("/v1/gpus/{}", out.gpu.spec.name);
-    let body = GpuImportResponse { gpu: out.gpu.into(), created: out.created, updated: out.updated };
+    let body = GpuImportResponse::from(out);
     Ok((status, [(header::LOCATION, location)], Json(body)).into_response())
 }

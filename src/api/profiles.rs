@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::problem::{ApiError, Problem};
 use super::AppState;
 use crate::samples::Rejected;
-use crate::service::profiles::UploadParams;
+use crate::service::profiles::{UploadOutcome, UploadParams};
 use crate::store::profiles::ProfileRecord;
 
 /// Rejected rows shown in a response (the total is always given).
@@ -77,6 +77,17 @@ pub struct UploadResponse {
     pub samples_by_kind: BTreeMap<String, u64>,
     /// True when the same bytes were uploaded before: nothing new was stored and `id` is the earlier upload's.
     pub duplicate: bool,
+}
+
+impl From<UploadOutcome> for UploadResponse {
+    /// The answer to an upload, as `POST /v1/profiles` and `perfcast import` print it.
+    fn from(out: UploadOutcome) -> Self {
+        UploadResponse {
+            profile: out.profile.into(),
+            samples_by_kind: out.by_kind.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            duplicate: out.duplicate,
+        }
+    }
 }
 
 /// Query parameters of an upload. Any other parameter is stored as a free label.
@@ -232,11 +243,7 @@ pub async fn upload_profile(State(state): State<AppState>, req: Request) -> Resu
     };
     let status = if out.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     let location = format!("/v1/profiles/{}", out.profile.id);
-    let body = UploadResponse {
-        profile: out.profile.into(),
-        samples_by_kind: out.by_kind.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        duplicate: out.duplicate,
-    };
+    let body = UploadResponse::from(out);
     Ok((status, [(header::LOCATION, location)], Json(body)).into_response())
 }
 

@@ -63,6 +63,37 @@ pub struct NewKey {
     pub record: KeyRecord,
 }
 
+/// What `perfcast keys list` shows of a key: its record without the hash. Timestamps are RFC 3339 UTC strings as
+/// stored; `revoked_at` and `last_used_at` are null when the key was never revoked or never used.
+///
+/// The fields are declared in alphabetical order because that is the order the listing has always printed them
+/// in (it was built as a `serde_json` map, which sorts its keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyInfo {
+    pub created_at: String,
+    /// Public part of the key (`pck_<key_id>_…`), 12 hex digits.
+    pub key_id: String,
+    pub last_used_at: Option<String>,
+    /// The name it was created with.
+    pub name: String,
+    pub revoked_at: Option<String>,
+    /// `read` or `write` (write includes read).
+    pub scope: String,
+}
+
+impl From<KeyRecord> for KeyInfo {
+    fn from(k: KeyRecord) -> Self {
+        KeyInfo {
+            created_at: k.created_at,
+            key_id: k.key_id,
+            last_used_at: k.last_used_at,
+            name: k.name,
+            revoked_at: k.revoked_at,
+            scope: k.scope,
+        }
+    }
+}
+
 fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
@@ -149,5 +180,23 @@ mod tests {
         assert_eq!(key_id(&format!("{k}z")), None);
         // SHA-256 of "abc" (FIPS 180-2 example).
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn key_info_leaves_out_the_hash_and_keeps_the_listing_order() {
+        let record = KeyRecord {
+            key_id: "a1b2c3d4e5f6".into(),
+            name: "ci".into(),
+            scope: "read".into(),
+            sha256: "0".repeat(64),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            revoked_at: None,
+            last_used_at: Some("2026-01-02T00:00:00.000Z".into()),
+        };
+        let json = serde_json::to_string(&KeyInfo::from(record)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"created_at":"2026-01-01T00:00:00.000Z","key_id":"a1b2c3d4e5f6","last_used_at":"2026-01-02T00:00:00.000Z","name":"ci","revoked_at":null,"scope":"read"}"#
+        );
     }
 }

@@ -1,0 +1,187 @@
+//! `perfcast eval …`: accuracy on the held-out rows of the shared datasets. Reports go to stdout (markdown, or
+//! JSON for `cross-gpu`), progress to stderr, files under `--out`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::print_json;
+use crate::cost::Efficiency;
+use crate::config::Config;
+use crate::eval::training::Mode;
+use crate::learn::Grid;
+
+/// Which accuracy `perfcast eval` reports.
+#[derive(Subcommand)]
+pub(super) enum EvalWhat {
+    /// Operator regressors: upload the train split, retrain, report MAPE on the test split per (operator, GPU).
+    Operators {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for operators.md, operators.json and operators.svg.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "full")]
+        grid: String,
+    },
+    /// Collectives: calibrate on the train split, report on the 10-node H100 nccl-tests rows.
+    Comm {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for comm.md and comm.json.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "full")]
+        grid: String,
+    },
+    /// Kernel models against the measured kernels of the profiler fixtures.
+    Kernels {
+        /// The shared fixtures directory.
+        #[arg(long, default_value = "../shared/fixtures")]
+        fixtures: PathBuf,
+    },
+    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight, NeMo and DGX Cloud through the
+    /// training predictor; MAPE and signed error per source.
+    Training {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for training.md, training.json and training_rows.csv.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Cross-validate: fit the efficiencies on all but one fold of (source, model) groups, predict that
+        /// fold, for every fold; then fit on every row. Without it, the shipped efficiencies predict every row.
+        #[arg(long)]
+        cross_validate: bool,
+        /// Folds of the cross-validation.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Nelder–Mead iterations per fit.
+        #[arg(long, default_value_t = 300)]
+        iterations: usize,
+        /// Sources the cross-validation fits on (the others are only predicted). NeuSight is left out by default:
+        /// its pipeline implementation is undocumented and its runs are FP32 without tensor cores.
+        #[arg(long, value_delimiter = ',', default_value = "vtrain,nemo,dgxc")]
+        fit_sources: Vec<String>,
+        /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
+        #[arg(long)]
+        roofline: bool,
+    },
+    /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
+    CrossGpu {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Hyper-parameter grid: full, fast or minimal.
+        #[arg(long, default_value = "fast")]
+        grid: String,
+        /// Features to hide from the models (comma-separated names), to compare feature sets.
+        #[arg(long, value_delimiter = ',')]
+        mask: Vec<String>,
+    },
+}
+
+/// Runs one evaluation. Exit codes: 2 for a bad `--grid`; 1 when the evaluation fails.
+pub(super) async fn run(what: EvalWhat, config: &Config) -> ExitCode {
+    match what {
+        EvalWhat::Operators { data, out, grid } => operators(data, out, &grid, config).await,
+        EvalWhat::Comm { data, out, grid } => comm(&data, &out, &grid).await,
+        EvalWhat::Kernels { fixtures } => kernels(&fixtures),
+        EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline } => {
+            let mode = if cross_validate {
+                Mode::CrossValidate { folds, iterations, fit_sources }
+            } else if roofline {
+                Mode::Fixed(Efficiency::ROOFLINE)
+            } else {
+                Mode::Fixed(Efficiency::CALIBRATED)
+            };
+            training(&data, &out, &mode)
+        }
+        EvalWhat::CrossGpu { data, grid, mask } => cross_gpu(&data, &grid, &mask),
+    }
+}
+
+/// Progress lines of an evaluation, on stderr.
+fn progress(message: &str) {
+    eprintln!("{message}");
+}
+
+/// An evaluation's error on stderr; exit code 1.
+fn failed(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+/// `--grid` as a [`Grid`], or `None` after saying why not.
+fn parse_grid(grid: &str) -> Option<Grid> {
+    let g = serde_json::from_value::<Grid>(serde_json::Value::String(grid.to_string())).ok();
+    if g.is_none() {
+        eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
+    }
+    g
+}
+
+async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config) -> ExitCode {
+    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
+    let opts = crate::eval::operators::Options {
+        data,
+        out: out.clone(),
+        grid,
+        per_gpu_min_samples: config.per_gpu_min_samples,
+    };
+    match crate::eval::operators::run(&opts, &mut |m| progress(m)).await {
+        Ok(report) => {
+            println!("{}", crate::eval::operators::markdown(&report));
+            eprintln!("wrote {0}/operators.md, {0}/operators.json, {0}/operators.svg", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+async fn comm(data: &Path, out: &Path, grid: &str) -> ExitCode {
+    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
+    match crate::eval::comm::run(data, out, grid, &mut |m| progress(m)).await {
+        Ok(report) => {
+            println!("{}", crate::eval::comm::markdown(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+fn kernels(fixtures: &Path) -> ExitCode {
+    match crate::eval::kernels::run(fixtures) {
+        Ok(report) => {
+            println!("{}", crate::eval::kernels::markdown(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+fn training(data: &Path, out: &Path, mode: &Mode) -> ExitCode {
+    let report = match crate::eval::training::run(data, mode, &mut |m| progress(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::training::write(&report, &out.to_path_buf()) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::training::markdown(&report));
+    eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
+    ExitCode::SUCCESS
+}
+
+fn cross_gpu(data: &Path, grid: &str, mask: &[String]) -> ExitCode {
+    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
+    match crate::eval::logo::run(data, grid, mask, &mut |m| progress(m)) {
+        Ok(rows) => print_json(&rows),
+        Err(e) => failed(e),
+    }
+}
