@@ -9,7 +9,7 @@ use super::{Service, ServiceError};
 use crate::backend::{CostBackend, LearnedBackend};
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
-use crate::worker::calibrate::{calibrate_system, load_calibration};
+use crate::jobs::calibrate::{calibrate_system, load_calibration};
 
 /// `POST /v1/estimates/comm`: one collective on a system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
