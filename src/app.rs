@@ -14,9 +14,9 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
+use crate::jobs::{RetrainParams, WorkerConfig, WorkerHandle};
 use crate::service::Service;
 use crate::store::{Store, StoreError};
-use crate::worker::WorkerHandle;
 
 /// Header carrying the request id (taken from the client when present, else generated), echoed in responses and
 /// logged in every request span.
@@ -101,16 +101,41 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     provision_key(&service, config).await?;
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");
-    let stale = crate::worker::stale_models(&store).await?;
+    let stale = crate::jobs::stale_models(&store).await?;
     if !stale.is_empty() {
-        let params = crate::worker::RetrainParams { force: true, ..Default::default() };
+        let params = RetrainParams { force: true, ..Default::default() };
         let job = service.request_retrain(&params).await.map_err(|e| AppError::Start(e.to_string()))?;
         tracing::warn!(models = ?stale, job = job.id,
             "active models trained on another feature list are not served; queued a retrain to replace them");
     }
     crate::metrics::spawn_upkeep();
-    let worker = crate::worker::spawn(store, service.registry.clone(), config.worker(), service.worker.clone());
+    let worker = spawn_jobs(&service, config);
     Ok(Started { router: build(service.clone(), config), service, worker })
+}
+
+/// The job runner's settings from the service configuration.
+pub fn worker_config(config: &Config) -> WorkerConfig {
+    WorkerConfig {
+        debounce: Duration::from_secs(config.retrain_debounce_s),
+        grid: config.retrain_grid,
+        per_gpu_min_samples: config.per_gpu_min_samples,
+        auto_retrain: config.auto_retrain,
+        max_training_rows: config.max_training_rows,
+        time_limit: Duration::from_secs(config.retrain_time_limit_s),
+    }
+}
+
+/// Starts the job runner ([`crate::jobs::runner`]) for `service`: its store, registry and worker handle, settings
+/// from `config`, and the service's search for search jobs. Abort the handle to stop it (a job in flight is re-run
+/// at the next start).
+pub fn spawn_jobs(service: &Service, config: &Config) -> tokio::task::JoinHandle<()> {
+    crate::jobs::spawn(
+        service.store.clone(),
+        service.registry.clone(),
+        worker_config(config),
+        service.worker.clone(),
+        std::sync::Arc::new(service.clone()),
+    )
 }
 
 /// Makes sure writes are possible: the configured `api_key` is accepted, or, on a database without any key, a

@@ -156,17 +156,3 @@ mod tests {
         });
     }
 }
-
-impl Config {
-    /// The worker's settings.
-    pub fn worker(&self) -> crate::worker::WorkerConfig {
-        crate::worker::WorkerConfig {
-            debounce: std::time::Duration::from_secs(self.retrain_debounce_s),
-            grid: self.retrain_grid,
-            per_gpu_min_samples: self.per_gpu_min_samples,
-            auto_retrain: self.auto_retrain,
-            max_training_rows: self.max_training_rows,
-            time_limit: std::time::Duration::from_secs(self.retrain_time_limit_s),
-        }
-    }
-}

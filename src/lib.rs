@@ -17,6 +17,7 @@ pub mod cost;
 pub mod eval;
 pub mod hw;
 pub mod ingest;
+pub mod jobs;
 pub mod kernel;
 #[cfg(test)]
 mod layering;
@@ -27,4 +28,3 @@ pub mod op;
 pub mod samples;
 pub mod service;
 pub mod store;
-pub mod worker;

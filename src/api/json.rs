@@ -172,10 +172,10 @@ mod tests {
     #[test]
     fn a_body_must_be_an_object_even_where_serde_would_read_an_array() {
         // serde reads a struct of optional fields from `[null, null]`, positionally.
-        let e = parse_json::<crate::worker::RetrainParams>(b"[null, null]").unwrap_err();
+        let e = parse_json::<crate::jobs::RetrainParams>(b"[null, null]").unwrap_err();
         assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(e.detail, "the body must be a JSON object");
-        assert!(parse_json::<crate::worker::RetrainParams>(b" \n {}").is_ok());
+        assert!(parse_json::<crate::jobs::RetrainParams>(b" \n {}").is_ok());
         // Nested: a struct field given as an array names the field; real arrays stay arrays.
         let body = br#"{"system": "dgx-h100", "gpus": 8, "global_batch": 8,
             "model": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 128},

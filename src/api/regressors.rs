@@ -9,9 +9,9 @@ use utoipa::ToSchema;
 use super::json::ValidJson;
 use super::problem::{ApiError, Problem};
 use super::AppState;
+use crate::jobs::RetrainParams;
 use crate::store::jobs::JobRecord;
 use crate::store::regressors::RegressorRecord;
-use crate::worker::RetrainParams;
 
 /// A background job.
 #[derive(Debug, Serialize, ToSchema)]

@@ -7,7 +7,7 @@ pub mod algorithms;
 pub mod calibrate;
 pub mod calibrated;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::hw::System;

@@ -18,14 +18,15 @@ use crate::cost::CostBackend;
 use crate::learn::backend::LearnedBackend;
 use crate::comm::{Collective, Group};
 use crate::hw::{GpuRef, Link, SystemSpec};
+use crate::jobs::retrain::retrain;
+use crate::jobs::{self, Job, JobKind, RetrainJob, RetrainParams, WorkerConfig, WorkerHandle};
+use crate::learn::comm_data::sample_group;
 use crate::samples::CommSample;
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid, Registry};
 use crate::service::profiles::UploadParams;
 use crate::service::Service;
 use crate::store::Store;
-use crate::worker::comm::sample_group;
-use crate::worker::{self, RetrainParams, WorkerConfig, WorkerHandle};
 
 /// One (collective, ranks) row of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -284,11 +285,8 @@ pub async fn run(data: &Path, out_dir: &Path, grid: Grid, progress: &mut dyn FnM
         training.insert(system.clone(), samples.len());
         progress(&format!("{system}: {} train samples uploaded and calibrated", samples.len()));
     }
-    let job = store
-        .create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false)
-        .await
-        .map_err(|e| e.to_string())?;
-    store.claim_job(&[worker::RETRAIN]).await.map_err(|e| e.to_string())?;
+    let job = jobs::enqueue(&store, &Job::Retrain(RetrainJob::automatic("eval"))).await.map_err(|e| e.to_string())?;
+    store.claim_job(&[JobKind::Retrain.as_str()]).await.map_err(|e| e.to_string())?;
     let cfg = WorkerConfig { grid, ..WorkerConfig::default() };
     let keys: Vec<String> = [
         Collective::AllReduce,
@@ -301,8 +299,8 @@ pub async fn run(data: &Path, out_dir: &Path, grid: Grid, progress: &mut dyn FnM
     .map(|c| crate::learn::comm_features::comm_key(*c))
     .collect();
     let params = RetrainParams { keys: Some(keys), grid: Some(grid), force: true };
-    let result = worker::retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
-    progress(&format!("communication regressors: {} trained, {} active", result["trained"], result["activated"]));
+    let result = retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    progress(&format!("communication regressors: {} trained, {} active", result.trained, result.activated));
 
     let (_, h100) = service.system("h100-cluster").await.map_err(|e| e.to_string())?;
     let cal = service.calibration("h100-cluster").await.map_err(|e| e.to_string())?;

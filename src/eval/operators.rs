@@ -16,6 +16,8 @@ use crate::cost::CostBackend;
 use crate::learn::backend::LearnedBackend;
 use crate::hw::{lookup, Link, System};
 use crate::ingest::{self, Context, Format};
+use crate::jobs::retrain::retrain;
+use crate::jobs::{self, Job, JobKind, RetrainJob, RetrainParams, WorkerConfig, WorkerHandle};
 use crate::samples::{OpSample, Sample};
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid};
@@ -23,7 +25,6 @@ use crate::op::OpShape;
 use crate::service::profiles::UploadParams;
 use crate::service::Service;
 use crate::store::Store;
-use crate::worker::{self, RetrainParams, WorkerConfig, WorkerHandle};
 
 /// What to evaluate.
 #[derive(Debug, Clone)]
@@ -131,16 +132,13 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         }
     }
     progress("training (this takes minutes with the full grid)");
-    let job = store
-        .create_job(worker::RETRAIN, &serde_json::json!({"reason": "eval"}), false)
-        .await
-        .map_err(|e| e.to_string())?;
-    store.claim_job(&[worker::RETRAIN]).await.map_err(|e| e.to_string())?;
+    let job = jobs::enqueue(&store, &Job::Retrain(RetrainJob::automatic("eval"))).await.map_err(|e| e.to_string())?;
+    store.claim_job(&[JobKind::Retrain.as_str()]).await.map_err(|e| e.to_string())?;
     let cfg =
         WorkerConfig { grid: opts.grid, per_gpu_min_samples: opts.per_gpu_min_samples, ..WorkerConfig::default() };
     let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
-    let result = worker::retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
-    progress(&format!("trained {} models, {} active", result["trained"], result["activated"]));
+    let result = retrain(&store, &service.registry, &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    progress(&format!("trained {} models, {} active", result.trained, result.activated));
 
     // GPUs with training samples per operator class.
     // GPUs with training samples per operator class and precision (the test rows are fp32).

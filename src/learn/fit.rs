@@ -178,6 +178,16 @@ pub fn accuracy(pred: &[f64], meas: &[f64]) -> Accuracy {
     Accuracy { mape: abs / n as f64, signed: signed / n as f64, rows: n }
 }
 
+/// Keeps at most `max` items, every k-th one (k = ⌈len / max⌉), so a large sample set is thinned evenly across
+/// its upload order rather than truncated to its oldest rows. `max == 0` keeps everything.
+pub fn thin_evenly<T>(items: Vec<T>, max: usize) -> Vec<T> {
+    if max == 0 || items.len() <= max {
+        return items;
+    }
+    let k = items.len().div_ceil(max);
+    items.into_iter().step_by(k).collect()
+}
+
 /// Times a model predicts for `rows` of `set`: analytic · exp(clamped r̂).
 pub fn predict_rows(model: &Model, set: &TrainingSet, rows: &[usize]) -> Result<Vec<f64>, LgbmError> {
     let (x, _) = set.subset(rows);
@@ -277,6 +287,17 @@ pub fn fit(set: &TrainingSet, grid: Grid, progress: &mut dyn FnMut(f64)) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thinning_keeps_every_kth_row_and_at_most_max() {
+        let v: Vec<u32> = (0..10).collect();
+        // ⌈10/4⌉ = 3 → rows 0, 3, 6, 9.
+        assert_eq!(thin_evenly(v.clone(), 4), vec![0, 3, 6, 9]);
+        assert_eq!(thin_evenly(v.clone(), 5), vec![0, 2, 4, 6, 8]);
+        assert_eq!(thin_evenly(v.clone(), 10), v);
+        assert_eq!(thin_evenly(v.clone(), 0), v);
+        assert_eq!(thin_evenly(v, 1), vec![0]);
+    }
 
     #[test]
     fn accuracy_by_hand() {

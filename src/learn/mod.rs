@@ -1,12 +1,16 @@
 //! Learning: the correction models of MODELS.md §4 — features, LightGBM training with S1's model selection, and
-//! the registry of active models predictions read.
+//! the registry of active models predictions read; the pure training-set builders and the promotion rule the
+//! retrain job applies.
 
 pub mod backend;
+pub mod comm_data;
 pub mod comm_features;
 pub mod features;
 pub mod fit;
+pub mod kernel_data;
 pub mod lgbm;
 pub mod op_data;
+pub mod promotion;
 pub mod registry;
 
 pub use fit::{fit, Accuracy, Fitted, Grid, TrainingSet};

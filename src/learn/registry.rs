@@ -20,6 +20,22 @@ pub mod family {
     pub const KERNEL: &str = "kernel";
 }
 
+/// The feature list this build computes for a model family (`None` for an unknown family): a stored model trained
+/// on another list (a database from an older release) must not be served.
+pub fn current_features(family_name: &str) -> Option<&'static [&'static str]> {
+    match family_name {
+        family::OP => Some(&super::features::OP_FEATURES),
+        family::COMM => Some(&super::comm_features::COMM_FEATURES),
+        family::KERNEL => Some(&crate::kernel::pipes::PipeFeatures::NAMES),
+        _ => None,
+    }
+}
+
+/// True when a model of `family_name` was trained on `feature_names` other than this build computes.
+pub fn is_stale(family_name: &str, feature_names: &[String]) -> bool {
+    current_features(family_name).is_some_and(|f| !f.iter().eq(feature_names.iter()))
+}
+
 /// One active model.
 #[derive(Debug)]
 pub struct ActiveRegressor {

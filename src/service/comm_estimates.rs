@@ -10,7 +10,7 @@ use crate::cost::CostBackend;
 use crate::learn::backend::LearnedBackend;
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
-use crate::worker::calibrate::{calibrate_system, load_calibration};
+use crate::jobs::calibrate::{calibrate_system, load_calibration};
 
 /// `POST /v1/estimates/comm`: one collective on a system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

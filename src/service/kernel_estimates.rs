@@ -12,7 +12,7 @@ use crate::kernel::pipes::{self, PipeEstimate, PipeWork};
 use crate::kernel::roofline::{self, RooflineEstimate, RooflineWork};
 use crate::kernel::sample::{estimate_sample, SkippedModel};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
-use crate::worker::kernels::KERNEL_KEY;
+use crate::learn::kernel_data::KERNEL_KEY;
 
 /// A kernel model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

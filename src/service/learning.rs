@@ -1,11 +1,9 @@
 //! Learned models: retrain jobs, the model list, jobs.
 
-use serde_json::json;
-
 use super::{Service, ServiceError};
+use crate::jobs::{self, Job, RetrainJob, RetrainParams};
 use crate::store::jobs::JobRecord;
 use crate::store::regressors::RegressorRecord;
-use crate::worker::{RetrainParams, RETRAIN};
 
 impl Service {
     /// Queues a retrain job (or returns the one already queued with the same parameters) and wakes the worker.
@@ -15,8 +13,7 @@ impl Service {
                 return Err(ServiceError::invalid("keys", "give at least one key, or leave keys out for all"));
             }
         }
-        let value = serde_json::to_value(params).unwrap_or_else(|_| json!({}));
-        let job = self.store.create_job(RETRAIN, &value, *params == RetrainParams::default()).await?;
+        let job = jobs::enqueue(&self.store, &Job::Retrain(RetrainJob::Requested(params.clone()))).await?;
         self.worker.wake();
         Ok(job)
     }

@@ -14,10 +14,10 @@ pub mod systems;
 use std::sync::Arc;
 
 use crate::hw::{GpuDirectory, GpuSpec, SystemError};
+use crate::jobs::WorkerHandle;
 use crate::learn::SharedRegistry;
 use crate::llm;
 use crate::store::{Store, StoreError};
-use crate::worker::WorkerHandle;
 
 /// Why an operation failed, sorted by whose fault it is.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +88,7 @@ pub struct Service {
 
 impl Service {
     /// A service over `store` with an empty registry and a worker handle nobody listens to (the CLI's case;
-    /// [`crate::app`] wires a real worker).
+    /// the application wires a real job runner).
     pub fn new(store: Store) -> Service {
         Service::with(store, crate::learn::registry::shared(), WorkerHandle::default())
     }
@@ -116,7 +116,7 @@ impl Service {
     /// the number of active models.
     pub async fn load_models(&self) -> Result<usize, ServiceError> {
         self.gpus.store(Arc::new(self.store.gpu_directory().await?));
-        let reg = crate::worker::load_registry(&self.store).await?;
+        let reg = crate::jobs::load_registry(&self.store).await?;
         let n = reg.len();
         self.registry.store(Arc::new(reg));
         self.loaded.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -1,28 +1,18 @@
 //! Training-iteration predictions and configuration searches through the learned backend.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use serde_json::json;
 
 use super::systems::SystemContext;
 use super::{Service, ServiceError};
 use crate::cost::{Derated, Efficiency};
+use crate::jobs::search::{BoxFuture, SearchProgress, SearchRunner};
+use crate::jobs::{self, Job};
 use crate::learn::backend::LearnedBackend;
 use crate::llm::run::run_estimate;
 use crate::llm::search::{count_candidates, search, SearchRequest, SearchResult};
 use crate::llm::{self, TrainingPrediction, TrainingRequest};
 use crate::store::jobs::JobRecord;
-
-/// Job kind of a configuration search.
-pub const SEARCH: &str = "search";
-
-/// Candidates a running search has evaluated, of how many.
-#[derive(Debug, Default)]
-pub struct SearchProgress {
-    pub done: AtomicU64,
-    pub total: AtomicU64,
-}
 
 /// A search answered now, or queued as a job.
 #[derive(Debug)]
@@ -67,8 +57,7 @@ impl Service {
         let system = &context.system;
         let n = count_candidates(req, system.gpus_per_node, system.total_gpus())?;
         if n > self.search_inline_max {
-            let params = serde_json::to_value(req).unwrap_or_else(|_| json!({}));
-            let job = self.store.create_job(SEARCH, &params, false).await?;
+            let job = jobs::enqueue(&self.store, &Job::Search(Box::new(req.clone()))).await?;
             self.worker.wake();
             return Ok(SearchOutcome::Queued(job));
         }
@@ -96,5 +85,23 @@ impl Service {
         .await
         .map_err(|e| ServiceError::Internal(crate::store::StoreError::Corrupt(format!("search task failed: {e}"))))?;
         Ok(result?)
+    }
+}
+
+/// Search jobs run through a fresh service over the same store, registry and worker handle, with the imported
+/// GPUs reloaded: systems may name GPUs imported since the job was queued.
+impl SearchRunner for Service {
+    fn run_search_job(
+        &self,
+        req: SearchRequest,
+        progress: Arc<SearchProgress>,
+    ) -> BoxFuture<'static, Result<SearchResult, String>> {
+        let service = Service::with(self.store.clone(), self.registry.clone(), self.worker.clone());
+        Box::pin(async move {
+            // Systems may name imported GPUs: resolve them against the same directory the API uses.
+            let gpus = service.store.gpu_directory().await.map_err(|e| e.to_string())?;
+            service.gpus.store(Arc::new(gpus));
+            service.run_search(&req, Some(progress)).await.map_err(|e| e.to_string())
+        })
     }
 }

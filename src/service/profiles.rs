@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use super::{Service, ServiceError};
 use crate::hw::Precision;
 use crate::ingest::{self, Context, Format};
+use crate::jobs::{self, CalibrateParams, Job};
 use crate::samples::{Rejected, Sample};
 use crate::store::profiles::{NewProfile, ProfileRecord, SampleBatch, Stored};
 
@@ -227,8 +228,8 @@ impl Service {
                 // Communication samples of a system: recalibrate it in the background.
                 if !batch.comms.is_empty() {
                     if let Some(system) = &profile.system {
-                        let params = serde_json::json!({"system": system});
-                        self.store.create_job(crate::worker::CALIBRATE, &params, true).await?;
+                        let job = Job::Calibrate(CalibrateParams { system: system.clone() });
+                        jobs::enqueue(&self.store, &job).await?;
                     }
                 }
                 self.worker.samples_changed();

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::{Service, ServiceError};
 use crate::comm::calibrated::SystemCalibration;
 use crate::hw::{GpuDirectory, System, SystemSpec};
+use crate::jobs::calibrate::load_calibration;
 use crate::store::{systems::StoredSystem, StoreError};
-use crate::worker::calibrate::load_calibration;
 
 /// What a prediction or estimate reads about a system: the system resolved against the GPU directory, and its
 /// communication calibration.

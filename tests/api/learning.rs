@@ -138,12 +138,7 @@ async fn regressors_train_promote_serve_and_survive_a_crash() {
     assert_eq!(estimate(&app, "A100-SXM4-40GB", 2048, 2048, 2048).await["source"], "regressor:linear.fwd.fp32@v1");
 
     // "Restart": a new worker re-queues the interrupted job and finishes it.
-    let handle = perfcast::worker::spawn(
-        app.store.clone(),
-        app.service.registry.clone(),
-        config.worker(),
-        app.service.worker.clone(),
-    );
+    let handle = perfcast::app::spawn_jobs(&app.service, &config);
     let job = app.wait_job(id, 300).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["attempts"], 2);

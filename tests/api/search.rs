@@ -98,12 +98,7 @@ async fn an_interrupted_search_job_runs_again_after_a_restart() {
     let claimed = app.store.claim_job(&["search"]).await.unwrap().unwrap();
     assert_eq!((claimed.id, claimed.attempts), (job.id, 1));
     // The restarted worker queues it again and finishes it.
-    let worker = perfcast::worker::spawn(
-        app.store.clone(),
-        app.service.registry.clone(),
-        config.worker(),
-        app.service.worker.clone(),
-    );
+    let worker = perfcast::app::spawn_jobs(&app.service, &config);
     let done = app.wait_job(job.id, 120).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["attempts"], 2);

@@ -1,13 +1,35 @@
-//! Calibration jobs: fit a system's communication models to its stored samples (MODELS.md §3.1–3.3).
+//! Calibration jobs: fit a system's communication models to its stored samples (MODELS.md §3.1–3.3). Queued
+//! when an upload brings communication samples of a system (`params`: `{"system": "<name>"}`).
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
+use super::CalibrateParams;
 use crate::comm::calibrated::{calibrate, SystemCalibration};
 use crate::store::calibrations::StoredCalibration;
 use crate::store::{Store, StoreError};
 
-/// Job kind of a calibration (`params`: `{"system": "<name>"}`).
-pub const CALIBRATE: &str = "calibrate";
+/// The result of a calibration job (`{"system": …, "samples": …}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrateResult {
+    /// The calibrated system.
+    pub system: String,
+    /// Communication samples the calibration was fitted to.
+    pub samples: u64,
+}
+
+/// Runs a calibration job; returns its message (samples and fits) and result. Errors as [`calibrate_system`].
+pub async fn run(store: &Store, params: &CalibrateParams) -> Result<(String, CalibrateResult), StoreError> {
+    let system = &params.system;
+    let (stored, cal) = calibrate_system(store, system).await?;
+    let fitted = cal.collectives.iter().filter(|g| g.fit.is_some()).count()
+        + cal.link_classes.iter().filter(|l| l.fit.is_some()).count();
+    Ok((
+        format!("calibrated {system} from {} samples ({fitted} fits)", stored.samples),
+        CalibrateResult { system: system.clone(), samples: stored.samples },
+    ))
+}
 
 /// Calibrates `system` from every communication sample stored for it and stores the result (replacing the
 /// previous calibration). Errors: unknown system ([`StoreError::NotFound`]), database errors.

@@ -1,0 +1,88 @@
+//! The stored models the service serves: loading the active versions into a registry, and finding those this
+//! build cannot serve (trained on another feature list).
+
+use crate::learn::lgbm::Model;
+use crate::learn::registry::is_stale;
+use crate::learn::{ActiveRegressor, Registry};
+use crate::store::regressors::RegressorRecord;
+use crate::store::{Store, StoreError};
+
+/// True when `r` was trained on another feature list than this build computes for its family.
+fn stale(r: &RegressorRecord) -> bool {
+    is_stale(&r.family, &r.feature_names)
+}
+
+/// Keys of the active versions [`load_registry`] does not serve because they were trained on another feature list
+/// (a database from an older release); the service queues a retrain at startup when there are any.
+pub async fn stale_models(store: &Store) -> Result<Vec<String>, StoreError> {
+    Ok(store.active_regressors().await?.into_iter().filter(stale).map(|r| r.key).collect())
+}
+
+/// Loads the active versions from the store into a registry. Versions whose model text does not load, or that
+/// were trained on another feature list than this build computes (a database from an older release), are
+/// skipped with a log: serving continues analytically for their keys until the next retrain replaces them.
+pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
+    let records = store.active_regressors().await?;
+    let mut models = Vec::with_capacity(records.len());
+    for r in records {
+        if stale(&r) {
+            tracing::warn!(key = %r.key, version = r.version,
+                "stored model was trained on another feature list; skipped until the next retrain replaces it");
+            continue;
+        }
+        match Model::from_text(r.model.as_deref().unwrap_or("")) {
+            Ok(model) => models.push(ActiveRegressor {
+                key: r.key,
+                version: r.version,
+                model,
+                feature_names: r.feature_names,
+                validation_mape: r.validation_mape,
+                summary: r.summary,
+            }),
+            Err(e) => tracing::error!(key = %r.key, version = r.version, error = %e, "stored model does not load"),
+        }
+    }
+    let registry = Registry::new(models);
+    crate::metrics::active_models(&registry.versions());
+    Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_registry;
+    use crate::jobs::retrain::new_regressor;
+    use crate::learn::features::OP_FEATURES;
+    use crate::learn::fit::{fit, TrainingSet};
+    use crate::learn::registry::family;
+    use crate::learn::Grid;
+    use crate::store::Store;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_model_trained_on_another_feature_list_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("perfcast.db")).await.unwrap();
+        // A real LightGBM model on 60 rows: r = ln 2 when feature 0 > 30, else 0.
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        for i in 0..60u64 {
+            let mut x = vec![1.0; OP_FEATURES.len()];
+            x[0] = i as f64;
+            set.push(&x, 10.0, if i > 30 { 20.0 } else { 10.0 }, i);
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        // The same model stored twice: once with this build's feature list, once with an older release's (one
+        // feature renamed, as when `clock_ghz` was dropped).
+        let mut old_features: Vec<&str> = OP_FEATURES.to_vec();
+        old_features[22] = "clock_ghz";
+        let mut current = new_regressor("linear.fwd.fp32", family::OP, "all", &OP_FEATURES, &fitted, 60, json!({}));
+        current.activate = true;
+        let mut stale = new_regressor("bmm.fwd.fp32", family::OP, "all", &old_features, &fitted, 60, json!({}));
+        stale.activate = true;
+        store.insert_regressors(None, &[current, stale]).await.unwrap();
+        let registry = load_registry(&store).await.unwrap();
+        assert!(registry.get("linear.fwd.fp32").is_some());
+        assert!(registry.get("bmm.fwd.fp32").is_none(), "a stale feature list must not be served");
+        assert_eq!(registry.len(), 1);
+        assert_eq!(super::stale_models(&store).await.unwrap(), vec!["bmm.fwd.fp32".to_string()]);
+    }
+}

@@ -1,0 +1,307 @@
+//! Retrain jobs: train the learned models whose samples changed — operator models here (a cross-GPU model per
+//! (class, phase, dtype) and per-GPU models where a GPU has enough samples), communication ([`comm`]) and kernel
+//! ([`kernels`]) corrections beside — apply the promotion rule ([`crate::learn::promotion`]), write every new
+//! version in one transaction and hot-swap the registry. Training runs in `spawn_blocking`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::models::load_registry;
+use super::{RetrainParams, WorkerConfig};
+use crate::hw::{GpuSpec, Precision};
+use crate::learn::fit::{thin_evenly, FitError, Fitted, MIN_ROWS};
+use crate::learn::op_data::{op_training_set, OpObservation};
+use crate::learn::promotion::{holdout_accuracy, Promotion};
+use crate::learn::registry::family;
+use crate::learn::{fit, op_key, Grid, SharedRegistry, TrainingSet};
+use crate::op::{OpClass, Phase};
+use crate::store::regressors::NewRegressor;
+use crate::store::{Store, StoreError};
+
+pub mod comm;
+pub mod kernels;
+
+/// One key's line in a retrain's report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum KeyReport {
+    /// A version was trained (`analytic_validation_mape` absent for per-GPU models).
+    Trained {
+        key: String,
+        /// Training rows.
+        rows: usize,
+        /// The chosen candidate's validation MAPE (fraction).
+        validation_mape: f64,
+        /// The analytic baseline's MAPE on the same rows (fraction).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        analytic_validation_mape: Option<f64>,
+        promotion: Promotion,
+    },
+    /// The key was not trained, and why.
+    Skipped { key: String, skipped: String },
+}
+
+impl KeyReport {
+    fn skipped(key: &str, why: impl Into<String>) -> KeyReport {
+        KeyReport::Skipped { key: key.to_string(), skipped: why.into() }
+    }
+
+    /// The report of a trained version.
+    fn trained(key: &str, rows: usize, f: &Fitted, analytic: bool, promotion: Promotion) -> KeyReport {
+        KeyReport::Trained {
+            key: key.to_string(),
+            rows,
+            validation_mape: f.validation.mape,
+            analytic_validation_mape: analytic.then_some(f.analytic_validation.mape),
+            promotion,
+        }
+    }
+}
+
+/// A stored version, as the retrain result lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionLine {
+    /// The model key.
+    pub key: String,
+    /// The version stored.
+    pub version: i64,
+    /// Whether it was activated.
+    pub active: bool,
+}
+
+/// The result of a retrain job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetrainResult {
+    /// Versions stored.
+    pub trained: usize,
+    /// Of those, versions activated.
+    pub activated: usize,
+    /// Every stored version.
+    pub versions: Vec<VersionLine>,
+    /// One line per key considered, trained or skipped.
+    pub keys: Vec<KeyReport>,
+}
+
+impl RetrainResult {
+    /// The job's message.
+    pub fn message(&self) -> String {
+        format!("trained {} model(s), activated {}", self.trained, self.activated)
+    }
+}
+
+/// Why a retrain failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrainError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("training failed for {key}: {source}")]
+    Fit { key: String, source: FitError },
+    #[error("training task panicked: {0}")]
+    Join(String),
+}
+
+struct KeyGroup {
+    class: OpClass,
+    phase: Phase,
+    dtype: Precision,
+    total: u64,
+    per_gpu: BTreeMap<String, u64>,
+}
+
+fn parse_group(op: &str, phase: &str, dtype: &str) -> Option<(OpClass, Phase, Precision)> {
+    let class = OpClass::ALL.into_iter().find(|c| c.as_str() == op)?;
+    let phase = match phase {
+        "fwd" => Phase::Fwd,
+        "bwd" => Phase::Bwd,
+        _ => return None,
+    };
+    Some((class, phase, Precision::parse(dtype)?))
+}
+
+async fn fit_blocking(set: Arc<TrainingSet>, grid: Grid, key: &str) -> Result<Fitted, RetrainError> {
+    let k = key.to_string();
+    tokio::task::spawn_blocking(move || fit(&set, grid, &mut |_| {}))
+        .await
+        .map_err(|e| RetrainError::Join(e.to_string()))?
+        .map_err(|source| RetrainError::Fit { key: k, source })
+}
+
+/// A version to store from fit `f` of `key` (not active until promotion decides).
+pub(crate) fn new_regressor(
+    key: &str,
+    family: &str,
+    scope: &str,
+    features: &[&str],
+    f: &Fitted,
+    samples: u64,
+    summary: serde_json::Value,
+) -> NewRegressor {
+    NewRegressor {
+        key: key.to_string(),
+        family: family.to_string(),
+        scope: scope.to_string(),
+        model: f.model_text.clone(),
+        holdout_model: f.holdout_text.clone(),
+        feature_names: features.iter().map(|s| s.to_string()).collect(),
+        candidate: serde_json::to_value(&f.chosen).unwrap_or_default(),
+        candidates: json!(f
+            .candidates
+            .iter()
+            .map(|(n, m)| json!({"name": n, "validation_mape": m}))
+            .collect::<Vec<_>>()),
+        validation_mape: f.validation.mape,
+        validation_signed: f.validation.signed,
+        analytic_validation_mape: f.analytic_validation.mape,
+        train_rows: f.train_rows as u64,
+        validation_rows: f.validation_rows as u64,
+        samples,
+        summary,
+        importance: json!(f.importance.iter().map(|(n, g)| json!({"feature": n, "gain": g})).collect::<Vec<_>>()),
+        promotion: json!({}),
+        activate: false,
+    }
+}
+
+/// One retrain: every (class, phase, dtype) whose samples changed (or the requested keys), a cross-GPU model
+/// and per-GPU models where a GPU has enough samples; promotion on the same held-out rows; one transaction;
+/// registry swap. `job_id` receives the progress. Errors: the store, a fit that fails, a training task that
+/// panics.
+pub async fn retrain(
+    store: &Store,
+    registry: &SharedRegistry,
+    config: &WorkerConfig,
+    job_id: i64,
+    params: &RetrainParams,
+) -> Result<RetrainResult, RetrainError> {
+    let grid = params.grid.unwrap_or(config.grid);
+    let mut groups: BTreeMap<String, KeyGroup> = BTreeMap::new();
+    for (op, phase, dtype, gpu, n) in store.op_sample_counts().await? {
+        let Some((class, phase, dtype)) = parse_group(&op, &phase, &dtype) else { continue };
+        let key = op_key(class, phase, dtype, None);
+        let g = groups.entry(key).or_insert(KeyGroup { class, phase, dtype, total: 0, per_gpu: BTreeMap::new() });
+        g.total += n;
+        *g.per_gpu.entry(gpu).or_default() += n;
+    }
+    if let Some(keys) = &params.keys {
+        groups.retain(|k, _| keys.iter().any(|want| want == k || want.starts_with(&format!("{k}."))));
+    }
+    // Operator models first, then communication and kernel corrections (below).
+    let mut gpu_cache: HashMap<String, Option<GpuSpec>> = HashMap::new();
+    let directory = store.gpu_directory().await?;
+    let mut new: Vec<NewRegressor> = Vec::new();
+    let mut report = Vec::new();
+    let n_groups = groups.len().max(1);
+    let started = std::time::Instant::now();
+    for (i, (key, g)) in groups.iter().enumerate() {
+        if started.elapsed() > config.time_limit {
+            let why = format!("retrain time limit of {} s reached", config.time_limit.as_secs());
+            report.push(KeyReport::skipped(key, why));
+            continue;
+        }
+        store
+            .job_progress(job_id, i as f64 / n_groups as f64, &format!("training {key} ({}/{n_groups})", i + 1))
+            .await?;
+        if !params.force && params.keys.is_none() && store.latest_trained_samples(key).await? == g.total {
+            report.push(KeyReport::skipped(key, "samples unchanged since the last version"));
+            continue;
+        }
+        let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
+        for r in &rows {
+            gpu_cache.entry(r.gpu.clone()).or_insert_with(|| directory.spec(&r.gpu));
+        }
+        let observations: Vec<OpObservation> = rows
+            .iter()
+            .filter_map(|r| {
+                gpu_cache.get(&r.gpu)?.as_ref().map(|gpu| OpObservation {
+                    gpu,
+                    dims: r.dims,
+                    time_us: r.time_us,
+                    split_key: r.split_key,
+                })
+            })
+            .collect();
+        let observations = thin_evenly(observations, config.max_training_rows);
+        let (set, summary) = op_training_set(g.class, g.phase, g.dtype, &observations);
+        if set.len() < MIN_ROWS {
+            report.push(KeyReport::skipped(key, format!("{} usable samples, {} needed", set.len(), MIN_ROWS)));
+            continue;
+        }
+        let set = Arc::new(set);
+        let fitted = fit_blocking(set.clone(), grid, key).await?;
+        // Promotion: the candidate's hold-out model against the active one's, on the same validation rows.
+        let active = store.active_holdout(key).await?;
+        let candidate_acc = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
+        let promotion = Promotion::versioned(
+            candidate_acc.mape,
+            active.as_ref().map(|(version, text)| (*version, holdout_accuracy(text, &set))),
+        );
+        let activate = promotion.activated();
+        let cross_holdout = if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t) };
+        let mut reg = new_regressor(
+            key,
+            family::OP,
+            "all",
+            &crate::learn::features::OP_FEATURES,
+            &fitted,
+            g.total,
+            serde_json::to_value(&summary).unwrap_or_default(),
+        );
+        reg.activate = activate;
+        reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+        report.push(KeyReport::trained(key, set.len(), &fitted, true, promotion));
+        new.push(reg);
+
+        // Per-GPU models where a GPU has enough samples; active only when better than the cross-GPU model.
+        for (gpu_name, n) in &g.per_gpu {
+            if *n < config.per_gpu_min_samples {
+                continue;
+            }
+            let Some(Some(gpu)) = gpu_cache.get(gpu_name) else { continue };
+            let canonical = gpu.name.clone();
+            let obs: Vec<OpObservation> = observations.iter().filter(|o| o.gpu.name == canonical).copied().collect();
+            let (gset, gsummary) = op_training_set(g.class, g.phase, g.dtype, &obs);
+            if gset.len() < MIN_ROWS {
+                continue;
+            }
+            let gkey = op_key(g.class, g.phase, g.dtype, Some(&canonical));
+            let gset = Arc::new(gset);
+            let gfit = fit_blocking(gset.clone(), grid, &gkey).await?;
+            let cand = holdout_accuracy(&gfit.holdout_text, &gset).unwrap_or(gfit.validation);
+            let cross = cross_holdout.as_deref().and_then(|t| holdout_accuracy(t, &gset));
+            let own = store.active_holdout(&gkey).await?.and_then(|(_, t)| holdout_accuracy(&t, &gset));
+            let promotion = Promotion::per_gpu(cand.mape, cross.map(|c| c.mape), own.map(|o| o.mape));
+            let mut greg = new_regressor(
+                &gkey,
+                family::OP,
+                &canonical,
+                &crate::learn::features::OP_FEATURES,
+                &gfit,
+                *n,
+                serde_json::to_value(&gsummary).unwrap_or_default(),
+            );
+            greg.activate = promotion.activated();
+            greg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+            report.push(KeyReport::trained(&gkey, gset.len(), &gfit, false, promotion));
+            new.push(greg);
+        }
+    }
+    comm::retrain_comm(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
+    kernels::retrain_kernels(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
+    let stored = store.insert_regressors(Some(job_id), &new).await?;
+    let activated = stored.iter().filter(|r| r.active).count();
+    if activated > 0 {
+        registry.store(Arc::new(load_registry(store).await?));
+    }
+    Ok(RetrainResult {
+        trained: stored.len(),
+        activated,
+        versions: stored
+            .iter()
+            .map(|r| VersionLine { key: r.key.clone(), version: r.version, active: r.active })
+            .collect(),
+        keys: report,
+    })
+}
