@@ -182,8 +182,12 @@ fn tail_work(
         let group = layout.p2p_group(cfg, 0, cfg.pp - 1);
         let mut op =
             collective_op(OpName::EmbeddingGradAllReduce, Phase::Bwd, Collective::AllReduce, bytes, layout, 0.0);
-        op.work =
-            Work::Collective { collective: Collective::AllReduce, bytes, group, active_per_node: layout.active_per_node };
+        op.work = Work::Collective {
+            collective: Collective::AllReduce,
+            bytes,
+            group,
+            active_per_node: layout.active_per_node,
+        };
         op.features =
             vec![(bytes / comm_elem_bytes(cfg)).round() as u64, group.nodes as u64, group.ranks_per_node as u64];
         op
