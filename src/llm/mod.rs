@@ -1,10 +1,11 @@
 //! LLM training-iteration prediction (S1, MODELS.md §1, and the Megatron-LM options of §1.6): model and parallel
-//! configuration, operator decomposition, vocabulary padding and parameters, pipeline partition, the 1F1B timeline
-//! (eq. 7) and the general schedule simulation, memory per GPU, the composition that turns operator and collective
-//! times into an iteration time, and the search for the fastest configuration that fits.
+//! configuration, vocabulary padding and parameters, pipeline partition, memory per GPU, and the search for the
+//! fastest configuration that fits. [`predict()`] runs four stages, one module each: [`decompose`] (operators and
+//! collectives per stage, from [`operators`]), [`timing`] (the cost backend, once per distinct operator),
+//! [`schedule`] (S1 eq. 7, or the 1F1B / interleaved simulation of [`pipeline`]) and [`report`] (the answer).
 
 pub mod config;
-pub mod costs;
+pub mod decompose;
 pub mod flops;
 pub mod layout;
 pub mod memory;
@@ -12,15 +13,18 @@ pub mod operators;
 pub mod partition;
 pub mod pipeline;
 pub mod predict;
+pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod search;
 pub mod sizing;
+pub mod timing;
 pub mod validate;
 
 #[cfg(test)]
 mod predict_tests;
 
 pub use config::{ConfigError, ModelSpec, ParallelSpec, RunSpec, TrainingConfig, TrainingRequest};
-pub use predict::{predict, TrainingPrediction};
+pub use predict::predict;
+pub use report::TrainingPrediction;
 pub use validate::{validate, validate_run};

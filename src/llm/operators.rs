@@ -416,6 +416,12 @@ pub fn p2p_op(cfg: &TrainingConfig, layout: &Layout, phase: Phase, group: Group)
     )
 }
 
+/// The fused Adam step over `params` parameters (timed under the training's non-GEMM precision, the key its
+/// regressor is trained under).
+pub fn optimizer_work(params: f64, dtype: Precision) -> Work {
+    Work::Compute { shape: OpShape::new(OpClass::Optimizer, Phase::Fwd, &[params.round() as u64]), dtype }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! iteration time (steps × iteration; the learning-rate schedule, evaluation and checkpointing are not counted).
 
 use super::config::RunSpec;
-use super::predict::{RunEstimate, TrainingPrediction};
+use super::report::{RunEstimate, TrainingPrediction};
 
 /// The run of `run` (validated: exactly one of tokens and steps) at `prediction`'s iteration time, for a model of
 /// `seq_len` tokens per sequence: steps = ⌈tokens / (global_batch · seq_len)⌉ when tokens are given.

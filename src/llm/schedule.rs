@@ -1,7 +1,14 @@
-//! The 1F1B pipeline timeline with data parallelism (S1 eq. 7).
+//! Stage 3 of a training prediction — **schedule**: the step's timeline from the timed stages. S1's pipeline gets
+//! the 1F1B timeline with data parallelism of S1 eq. 7 (this module); every other configuration the simulated
+//! 1F1B / interleaved schedule ([`super::pipeline`]). Eq. 7's components are computed for both (the answer for
+//! S1's pipeline, a reference otherwise).
 
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use super::config::{ConfigError, TrainingConfig};
+use super::pipeline::{simulate, step_time, PipelineSpec, StageTail};
+use super::timing::TimedTraining;
 
 /// The four components of S1 eq. 7, seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
@@ -51,6 +58,71 @@ pub fn bubble_fraction(pp: u32, m: u32) -> f64 {
 /// §2.2.2); v = 1 is [`bubble_fraction`].
 pub fn interleaved_bubble_fraction(pp: u32, m: u32, v: u32) -> f64 {
     (pp as f64 - 1.0) / (m.max(1) as f64 * v.max(1) as f64)
+}
+
+/// The step's timeline as the schedule model composes it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+pub struct Timeline {
+    /// `eq7` (S1's pipeline: S1 eq. 7) or `simulated` (the 1F1B / interleaved simulation).
+    pub model: &'static str,
+    /// First forward to last backward, s.
+    pub pipeline_s: f64,
+    /// Gradient reduction not hidden behind the pipeline, s.
+    pub exposed_grad_sync_s: f64,
+    /// Optimizer step and parameter all-gather of the slowest stage, s.
+    pub update_s: f64,
+}
+
+impl Timeline {
+    /// pipeline + exposed gradient reduction + update, s: the iteration time.
+    pub fn iteration_s(&self) -> f64 {
+        self.pipeline_s + self.exposed_grad_sync_s + self.update_s
+    }
+}
+
+/// The scheduled step: S1 eq. 7's components and the timeline the iteration time comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// S1 eq. 7's components (the answer for S1's pipeline; for reference otherwise).
+    pub components: Eq7,
+    /// How the iteration time is composed.
+    pub timeline: Timeline,
+}
+
+/// Schedules the timed stages of `cfg`: eq. 7 for S1's pipeline ([`TrainingConfig::s1_pipeline`]), the simulated
+/// (interleaved) 1F1B schedule followed by the stages' tails otherwise.
+///
+/// Errors: a pipeline the simulation cannot run (field `parallelism`; validation rules it out).
+pub fn schedule(cfg: &TrainingConfig, timed: &TimedTraining) -> Result<Step, ConfigError> {
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    let stage_f: Vec<f64> = timed.stages.iter().map(|s| s.forward_s).collect();
+    let stage_b: Vec<f64> = timed.stages.iter().map(|s| s.backward_s).collect();
+    let tails: Vec<StageTail> = timed.stages.iter().map(|s| s.tail).collect();
+    let updates: Vec<f64> = tails.iter().map(|t| t.update_s).collect();
+    let first_sync = tails.first().map_or(0.0, |t| t.grad_sync_s + t.after_sync_s);
+    let components = eq7(&stage_f, &stage_b, &updates, first_sync, cfg.grad_accum);
+    let timeline = if cfg.s1_pipeline() {
+        Timeline {
+            model: "eq7",
+            pipeline_s: components.pipeline_s,
+            exposed_grad_sync_s: components.first_stage_grad_sync_s,
+            update_s: components.max_update_s,
+        }
+    } else {
+        let spec = PipelineSpec { pp, v, m: cfg.grad_accum, fwd_s: &timed.fwd_s, bwd_s: &timed.bwd_s };
+        let sim = simulate(&spec).ok_or_else(|| ConfigError {
+            field: "parallelism".into(),
+            message: "the pipeline schedule cannot be simulated".into(),
+        })?;
+        let st = step_time(&sim, &tails, cfg.overlap_grad_reduce);
+        Timeline {
+            model: "simulated",
+            pipeline_s: st.pipeline_s,
+            exposed_grad_sync_s: st.exposed_grad_sync_s,
+            update_s: st.update_s,
+        }
+    };
+    Ok(Step { components, timeline })
 }
 
 #[cfg(test)]

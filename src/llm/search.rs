@@ -8,7 +8,7 @@
 //! simulation is the only per-candidate work that grows with pp·v·m: candidates are first ranked by a lower bound
 //! of their iteration time ([`pipeline::makespan_lower_bound`]) and simulated in that order until the bound
 //! exceeds the k-th best simulated time, so the top k are exact (branch and bound). A configuration the search
-//! returns predicts the same time through `POST /v1/predictions/training` (the same [`super::costs`] code).
+//! returns predicts the same time through `POST /v1/predictions/training` (the same [`super::timing`] code).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -17,16 +17,18 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::config::{bad, ConfigError, LayerSplit, ModelSpec, ParallelSpec, Recompute, RunSpec, TrainingConfig};
-use super::costs::{chunk_times, pieces, stage_params, stage_tail, tail_parts, P2pTimes, Pieces, Timer};
+use super::decompose::{stage_params, tail_parts};
 use super::layout::Layout;
 use super::memory::{stage_memory, ActivationFacts, StageMemoryInput};
 use super::operators::OpPrecisions;
 use super::partition::partition;
 use super::pipeline::{self, makespan_lower_bound, step_lower_bound, PipelineSpec, StageTail};
-use super::predict::{predict, TrainingPrediction};
+use super::predict::predict;
+use super::report::TrainingPrediction;
 use super::run::run_estimate;
 use super::schedule::eq7;
 use super::sizing::{layer_params, padded_vocab};
+use super::timing::{chunk_times, pieces, stage_tail, P2pTimes, Pieces, Timer};
 use super::validate::{validate, validate_run};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
@@ -525,7 +527,7 @@ impl<'a> Evaluator<'a> {
                 let opt = tail_parts(&cfg, s, params, v_padded).optimizer_params;
                 if params_seen.insert((opt.round() as u64, cfg.precision)) {
                     if let super::operators::Work::Compute { shape, dtype } =
-                        super::costs::optimizer_work(opt, self.prec.other)
+                        super::operators::optimizer_work(opt, self.prec.other)
                     {
                         shapes.push((shape, dtype));
                     }

@@ -1,0 +1,311 @@
+//! Stage 1 of a training prediction — **decompose**: what one GPU of every pipeline stage runs per micro-batch
+//! and per step, from the validated [`TrainingConfig`] and the system's node shape alone (no cost backend, no
+//! times).
+//!
+//! This stage owns the *work*: the operators of one transformer layer, of the first stage's embedding and of the
+//! last stage's head (S1 Table I and its Megatron-LM extensions, built by [`super::operators`]), which model chunks
+//! hold how many layers (S1's partition or Megatron-LM's uniform split, [`super::partition`]), every chunk's
+//! pipeline sends and ZeRO-2/3 per-micro-batch collectives, and every stage's update work (gradient reduction,
+//! tied-embedding gradient all-reduce, fused Adam, parameter all-gather) with their sizes. Timing it is
+//! [`super::timing`]'s job, scheduling it [`super::schedule`]'s, reporting it [`super::report`]'s.
+
+use super::config::TrainingConfig;
+use super::layout::Layout;
+use super::operators::{
+    comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
+};
+use super::partition::{chunk_layers, StageRole};
+use super::sizing::{embedding_params, layer_params, padded_vocab, stage_params_of};
+use crate::comm::Collective;
+use crate::hw::System;
+use crate::op::Phase;
+
+/// One training iteration's work on one GPU of every pipeline stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decomposition {
+    /// Where the parallel groups sit on the nodes.
+    pub layout: Layout,
+    /// The precisions the operators run in.
+    pub prec: OpPrecisions,
+    /// Vocabulary padded for tp (S1 eq. 1–2).
+    pub v_padded: u64,
+    /// Model chunks per stage, v (1 without interleaving).
+    pub v: u32,
+    /// One transformer layer's operators per micro-batch (calls per layer), forward, backward and recomputed.
+    pub layer: Vec<StageOp>,
+    /// The first stage's embedding operators per micro-batch (chunk 0 of stage 0).
+    pub embedding: Vec<StageOp>,
+    /// The last stage's head operators per micro-batch (final norm, LM head, cross-entropy; last chunk of the last
+    /// stage).
+    pub head: Vec<StageOp>,
+    /// Every pipeline stage, in order (pp of them).
+    pub stages: Vec<StageWork>,
+}
+
+/// One pipeline stage's work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageWork {
+    /// Stage index, 0-based.
+    pub stage: u32,
+    pub role: StageRole,
+    /// Transformer layers on the stage, all its model chunks.
+    pub encoders: u32,
+    /// Parameters on one GPU of the stage before ZeRO partitioning (S1 eq. 6, generalized).
+    pub params: f64,
+    /// The stage's model chunks, chunk c being virtual stage c·pp + s.
+    pub chunks: Vec<ChunkWork>,
+    /// What the stage does after its last backward.
+    pub tail: TailWork,
+}
+
+/// One model chunk's work per micro-batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkWork {
+    /// Transformer layers of the chunk (each runs [`Decomposition::layer`]).
+    pub layers: u32,
+    /// The chunk runs [`Decomposition::embedding`] (chunk 0 of stage 0).
+    pub embedding: bool,
+    /// The chunk runs [`Decomposition::head`] (last chunk of the last stage).
+    pub head: bool,
+    /// Pipeline send of the activations to the next virtual stage (`PP_P2P`, charged to the sender, S1).
+    pub send_fwd: Option<StageOp>,
+    /// Pipeline send of the gradients to the previous virtual stage.
+    pub send_bwd: Option<StageOp>,
+    /// ZeRO-2/3 per-micro-batch collectives of the chunk's parameters.
+    pub zero: Option<ZeroWork>,
+}
+
+/// ZeRO ≥ 2's collectives of one model chunk per micro-batch, overlapped bucket by bucket with its passes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZeroWork {
+    /// Gradient reduce-scatter during the backward pass (`DP_Reduce_Scatter`).
+    pub reduce_scatter: StageOp,
+    /// ZeRO-3's parameter all-gathers before the forward and before the backward pass (`DP_Allgather`).
+    pub all_gathers: Option<[StageOp; 2]>,
+    /// Gradient buckets of the chunk, ⌈params / [`bucket_params`]⌉ ≥ 1.
+    pub buckets: f64,
+}
+
+/// What a stage does after its last backward, per step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TailWork {
+    /// Fused Adam over the stage's (ZeRO-partitioned) parameters (`Optimizer`).
+    pub optimizer: StageOp,
+    /// Parameter all-gather after the update (ZeRO-1/2, distributed optimizer; `DP_Allgather`).
+    pub param_gather: Option<StageOp>,
+    /// Data-parallel gradient reduction after the last backward (`DP_Allreduce`, or `DP_Reduce_Scatter` with the
+    /// distributed optimizer; none with ZeRO ≥ 2 or dp·cp = 1).
+    pub grad_sync: Option<StageOp>,
+    /// Buckets of the gradient reduction (Megatron-Core reduces bucket by bucket; 1 without a reduction).
+    pub grad_sync_buckets: u32,
+    /// Tied-embedding gradient all-reduce between the first and the last stage (`Embedding_Grad_Allreduce`).
+    pub embedding_grad: Option<StageOp>,
+}
+
+/// Decomposes one training iteration of `cfg` on `system`'s nodes (its GPUs per node place the groups, its GPU
+/// picks the non-GEMM precision under fp8 training).
+pub fn decompose(cfg: &TrainingConfig, system: &System) -> Decomposition {
+    let layout = Layout::new(cfg, system.gpus_per_node);
+    let prec = OpPrecisions::of(cfg, &system.gpu);
+    let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
+    let layers = chunk_layers(cfg);
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    let stages = (0..pp)
+        .map(|s| {
+            let encoders: u32 = (0..v).map(|c| layers[(s * v + c) as usize]).sum();
+            let params = stage_params(cfg, s, &layers, v_padded);
+            StageWork {
+                stage: s,
+                role: StageRole::of(s, pp),
+                encoders,
+                params,
+                chunks: (0..v).map(|c| chunk_work(cfg, &layout, &layers, v_padded, s, c)).collect(),
+                tail: tail_work(cfg, &layout, prec, s, params, encoders, v_padded),
+            }
+        })
+        .collect();
+    Decomposition {
+        layout,
+        prec,
+        v_padded,
+        v,
+        layer: layer_ops(cfg, &layout, prec),
+        embedding: embedding_ops(cfg, &layout, prec, v_padded),
+        head: head_ops(cfg, &layout, prec, v_padded),
+        stages,
+    }
+}
+
+fn chunk_work(cfg: &TrainingConfig, layout: &Layout, layers: &[u32], v_padded: u64, s: u32, c: u32) -> ChunkWork {
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    let n = layers[(s * v + c) as usize];
+    let send =
+        |phase| send_target(pp, v, s, c, phase).map(|to| p2p_op(cfg, layout, phase, layout.p2p_group(cfg, s, to)));
+    let zero = (cfg.zero_stage >= 2 && cfg.grad_ranks() > 1).then(|| {
+        let params = chunk_params(cfg, s, c, n, v_padded);
+        let bytes = params * comm_elem_bytes(cfg);
+        let gather = |phase| collective_op(OpName::DpAllGather, phase, Collective::AllGather, bytes, layout, params);
+        ZeroWork {
+            reduce_scatter: collective_op(
+                OpName::DpReduceScatter,
+                Phase::Bwd,
+                Collective::ReduceScatter,
+                bytes,
+                layout,
+                params,
+            ),
+            all_gathers: (cfg.zero_stage >= 3).then(|| [gather(Phase::Fwd), gather(Phase::Bwd)]),
+            buckets: (params / bucket_params(cfg.dp)).ceil().max(1.0),
+        }
+    });
+    ChunkWork {
+        layers: n,
+        embedding: s == 0 && c == 0,
+        head: s + 1 == pp && c + 1 == v,
+        send_fwd: send(Phase::Fwd),
+        send_bwd: send(Phase::Bwd),
+        zero,
+    }
+}
+
+fn tail_work(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    prec: OpPrecisions,
+    s: u32,
+    params: f64,
+    encoders: u32,
+    v_padded: u64,
+) -> TailWork {
+    let parts = tail_parts(cfg, s, params, v_padded);
+    let embedding_grad = parts.embedding_grad_bytes.map(|bytes| {
+        let group = layout.p2p_group(cfg, 0, cfg.pp - 1);
+        let mut op =
+            collective_op(OpName::EmbeddingGradAllReduce, Phase::Bwd, Collective::AllReduce, bytes, layout, 0.0);
+        op.work = Work::Collective {
+            collective: Collective::AllReduce,
+            bytes,
+            group,
+            active_per_node: layout.active_per_node,
+        };
+        op.features =
+            vec![(bytes / comm_elem_bytes(cfg)).round() as u64, group.nodes as u64, group.ranks_per_node as u64];
+        op
+    });
+    TailWork {
+        optimizer: StageOp {
+            name: OpName::Optimizer,
+            phase: Phase::Fwd,
+            calls: 1,
+            work: optimizer_work(parts.optimizer_params, prec.other),
+            features: vec![cfg.tp as u64, cfg.model.hidden as u64, encoders as u64],
+            recompute: false,
+            overlaps: None,
+        },
+        param_gather: parts
+            .gather_bytes
+            .map(|bytes| collective_op(OpName::DpAllGather, Phase::Fwd, Collective::AllGather, bytes, layout, params)),
+        grad_sync: parts.sync.map(|(name, c, bytes)| collective_op(name, Phase::Bwd, c, bytes, layout, params)),
+        grad_sync_buckets: sync_buckets(cfg, &parts),
+        embedding_grad,
+    }
+}
+
+/// A data-parallel collective of `bytes` over the gradient-reduction group, once per step (or micro-batch), with
+/// S1's feature vector (parameters, nodes, ranks per node).
+fn collective_op(name: OpName, phase: Phase, c: Collective, bytes: f64, layout: &Layout, params: f64) -> StageOp {
+    let g = layout.dp_group;
+    StageOp {
+        name,
+        phase,
+        calls: 1,
+        work: Work::Collective { collective: c, bytes, group: g, active_per_node: layout.active_per_node },
+        features: vec![params.round() as u64, g.nodes as u64, g.ranks_per_node as u64],
+        recompute: false,
+        overlaps: None,
+    }
+}
+
+/// Megatron-Core's default gradient bucket: max(40 M, 1 M · dp) parameters (`DistributedDataParallelConfig`).
+pub fn bucket_params(dp: u32) -> f64 {
+    (40e6f64).max(1e6 * dp as f64)
+}
+
+/// The stage a model chunk's pipeline send goes to: forward to the next virtual stage, backward to the previous
+/// one (`None` at the ends of the pipeline).
+pub fn send_target(pp: u32, v: u32, s: u32, c: u32, phase: Phase) -> Option<u32> {
+    let vs = c * pp + s;
+    match phase {
+        Phase::Fwd if vs + 1 < pp * v => Some((s + 1) % pp),
+        Phase::Bwd if vs > 0 => Some((s + pp - 1) % pp),
+        _ => None,
+    }
+}
+
+/// Parameters of one GPU's model chunk c of stage s (the stage's embedding on chunk 0 of stage 0, its head on the
+/// last chunk of the last stage).
+pub fn chunk_params(cfg: &TrainingConfig, s: u32, c: u32, layers: u32, v_padded: u64) -> f64 {
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    let mut p = layers as f64 * layer_params(cfg);
+    if s == 0 && c == 0 {
+        p += embedding_params(cfg, v_padded);
+    }
+    if s + 1 == pp && c + 1 == v {
+        p += stage_params_of(cfg, StageRole::of(s, pp), 0, v_padded)
+            - if pp == 1 { embedding_params(cfg, v_padded) } else { 0.0 };
+    }
+    p
+}
+
+/// Parameters on one GPU of stage s (all chunks); `layers` per chunk, indexed `stage · v + chunk`.
+pub fn stage_params(cfg: &TrainingConfig, s: u32, layers: &[u32], v_padded: u64) -> f64 {
+    let v = cfg.virtual_stages.max(1);
+    let n: u32 = (0..v).map(|c| layers[(s * v + c) as usize]).sum();
+    stage_params_of(cfg, StageRole::of(s, cfg.pp), n as u64, v_padded)
+}
+
+/// The names, kinds and sizes of a stage's tail operators.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TailParts {
+    /// Gradient reduction: (name, collective, bytes) or none.
+    pub sync: Option<(OpName, Collective, f64)>,
+    /// Parameter all-gather bytes after the update (ZeRO-1/2, distributed optimizer).
+    pub gather_bytes: Option<f64>,
+    /// Parameters the optimizer updates on this GPU.
+    pub optimizer_params: f64,
+    /// Tied-embedding gradient all-reduce bytes (first and last stage, pp > 1).
+    pub embedding_grad_bytes: Option<f64>,
+}
+
+/// What stage s does after its last backward: S1 all-reduces the gradients over dp (the distributed optimizer
+/// reduce-scatters them; ZeRO ≥ 2 reduced them during the backward passes), all-reduces the tied embedding's
+/// gradients between the first and last stage, runs fused Adam over its (ZeRO-partitioned) parameters and
+/// all-gathers the updated parameters (ZeRO-1/2 and the distributed optimizer; ZeRO-3 keeps them partitioned).
+pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> TailParts {
+    let n = cfg.grad_ranks();
+    let e = comm_elem_bytes(cfg);
+    let sharded = cfg.zero_stage >= 1 || cfg.distributed_optimizer;
+    let sync = if n <= 1 || cfg.zero_stage >= 2 {
+        None
+    } else if cfg.distributed_optimizer {
+        Some((OpName::DpReduceScatter, Collective::ReduceScatter, params * e))
+    } else {
+        Some((OpName::DpAllReduce, Collective::AllReduce, params * e))
+    };
+    let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * e);
+    let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
+    TailParts {
+        sync,
+        gather_bytes,
+        optimizer_params: if sharded { params / n as f64 } else { params },
+        embedding_grad_bytes: tied.then(|| embedding_params(cfg, v_padded) * e),
+    }
+}
+
+/// Buckets of a stage's gradient reduction: ⌈reduced parameters / [`bucket_params`]⌉ ≥ 1 (1 without one).
+pub fn sync_buckets(cfg: &TrainingConfig, parts: &TailParts) -> u32 {
+    match parts.sync {
+        Some((_, _, bytes)) => (bytes / comm_elem_bytes(cfg) / bucket_params(cfg.dp)).ceil().max(1.0) as u32,
+        None => 1,
+    }
+}

@@ -1,0 +1,486 @@
+//! Stage 2 of a prediction — **time**: operator instances timed through a [`CostBackend`], once per distinct piece
+//! of work.
+//!
+//! This stage owns the times and how they add up into passes:
+//! - generic over any list of operator instances ([`StageOp`]; a training layer, or a serving step's prefill or
+//!   decode operators): the memoizing [`Timer`], the charged time of each instance ([`time_ops`]: an operator
+//!   overlapping another is charged only its excess) and a list's forward and backward seconds per pass
+//!   ([`pass_seconds`]: GPU time or host time, whichever is longer);
+//! - for training: every model chunk's forward and backward seconds per micro-batch ([`chunk_seconds`]) and every
+//!   stage's tail ([`StageTail`]), from a [`Decomposition`] ([`time_training`]) or, without building one, straight
+//!   from a configuration ([`pieces`], [`P2pTimes`], [`chunk_times`], [`stage_tail`]: the search's per-candidate
+//!   path, which must not allocate). Both paths share the arithmetic, so a configuration the search finds predicts
+//!   the same time through `POST /v1/predictions/training`.
+
+use std::collections::HashMap;
+
+use super::config::{ConfigError, TrainingConfig};
+use super::decompose::{bucket_params, chunk_params, send_target, sync_buckets, Decomposition, TailParts};
+use super::layout::Layout;
+use super::operators::{
+    comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpPrecisions, StageOp, Work,
+};
+use super::pipeline::StageTail;
+use crate::cost::{CostBackend, Timed};
+use crate::comm::{Collective, Group};
+use crate::op::{OpShape, Phase};
+
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
+enum WorkKey {
+    Compute(OpShape, crate::hw::Precision),
+    Collective(Collective, u64, Group, u32),
+}
+
+/// Times operators through a backend, once per distinct piece of work (a search keeps one timer for all its
+/// candidates: operator times depend on shapes, not on the whole configuration).
+pub struct Timer<'a> {
+    backend: &'a dyn CostBackend,
+    cache: HashMap<WorkKey, Timed>,
+}
+
+impl<'a> Timer<'a> {
+    /// A timer over `backend` with an empty cache.
+    pub fn new(backend: &'a dyn CostBackend) -> Timer<'a> {
+        Timer { backend, cache: HashMap::new() }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &'a dyn CostBackend {
+        self.backend
+    }
+
+    /// The time of `work`. Errors: a precision the GPU has no path for (field `precision`).
+    pub fn time(&mut self, work: &Work) -> Result<Timed, ConfigError> {
+        let key = match *work {
+            Work::Compute { shape, dtype } => WorkKey::Compute(shape, dtype),
+            Work::Collective { collective, bytes, group, active_per_node } => {
+                WorkKey::Collective(collective, bytes.to_bits(), group, active_per_node)
+            }
+        };
+        if let Some(t) = self.cache.get(&key) {
+            return Ok(t.clone());
+        }
+        let t = match *work {
+            Work::Compute { shape, dtype } => self
+                .backend
+                .compute(&shape, dtype)
+                .map_err(|e| ConfigError { field: "precision".into(), message: e.to_string() })?,
+            Work::Collective { collective, bytes, group, active_per_node } => {
+                self.backend.collective(collective, bytes, group, active_per_node)
+            }
+        };
+        self.cache.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// Seconds of `c` of `bytes` over `group` (0 for a group of one rank).
+    pub fn collective_s(&mut self, c: Collective, bytes: f64, group: Group, active: u32) -> Result<f64, ConfigError> {
+        if group.ranks <= 1 {
+            return Ok(0.0);
+        }
+        Ok(self.time(&Work::Collective { collective: c, bytes, group, active_per_node: active })?.time_us * 1e-6)
+    }
+
+    /// Seconds of a fused Adam step over `params` parameters (timed under the training's non-GEMM precision, the
+    /// key its regressor is trained under).
+    pub fn optimizer_s(&mut self, params: f64, dtype: crate::hw::Precision) -> Result<f64, ConfigError> {
+        Ok(self.time(&optimizer_work(params, dtype))?.time_us * 1e-6)
+    }
+}
+
+/// One operator instance timed: its time per call and the part of it charged to its pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedOp {
+    /// The backend's time per call (µs), host time and source.
+    pub time: Timed,
+    /// Per-call charged time, µs: the time, or for an operator overlapping another only its excess.
+    pub charged_us: f64,
+}
+
+/// Every op of `ops` timed, in order, with its per-call charged time: its time, or for an op overlapping another
+/// only the excess over one call of its partner in `ops` (same phase, same recomputation flag).
+pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
+    let timed: Vec<Timed> = ops.iter().map(|o| timer.time(&o.work)).collect::<Result<_, _>>()?;
+    Ok(ops
+        .iter()
+        .zip(&timed)
+        .map(|(o, t)| {
+            let charged_us = match o.overlaps {
+                None => t.time_us,
+                Some(partner) => {
+                    let hidden = ops
+                        .iter()
+                        .zip(&timed)
+                        .find(|(p, _)| p.name == partner && p.phase == o.phase && p.recompute == o.recompute)
+                        .map_or(0.0, |(_, pt)| pt.time_us);
+                    (t.time_us - hidden).max(0.0)
+                }
+            };
+            TimedOp { time: t.clone(), charged_us }
+        })
+        .collect())
+}
+
+/// Forward and backward seconds of `ops` (timed as `timed`, in the same order) per micro-batch: per pass the
+/// longer of its GPU time (Σ calls × charged time) and its host time (Σ calls × [`Timed::host_us`]) — the CPU
+/// dispatches kernels ahead of the GPU, so a pass of short kernels runs at the host's pace and a pass of long ones
+/// at the GPU's (the launch-bound regime of small models and large tensor parallelism).
+pub fn pass_seconds(ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
+    let (mut f, mut b) = (0.0, 0.0);
+    let (mut host_f, mut host_b) = (0.0, 0.0);
+    for (o, t) in ops.iter().zip(timed) {
+        let calls = o.calls as f64;
+        match o.phase {
+            Phase::Fwd => (f, host_f) = (f + calls * t.charged_us, host_f + calls * t.time.host_us),
+            Phase::Bwd => (b, host_b) = (b + calls * t.charged_us, host_b + calls * t.time.host_us),
+        }
+    }
+    (f.max(host_f) * 1e-6, b.max(host_b) * 1e-6)
+}
+
+/// Per-micro-batch forward and backward seconds of one layer, of the first stage's embedding and of the last
+/// stage's head.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pieces {
+    pub layer: (f64, f64),
+    pub embedding: (f64, f64),
+    pub head: (f64, f64),
+}
+
+/// The [`Pieces`] of `cfg`, without a [`Decomposition`] (the search's path).
+pub fn pieces(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    prec: OpPrecisions,
+    v_padded: u64,
+    timer: &mut Timer,
+) -> Result<Pieces, ConfigError> {
+    let mut seconds = |ops: Vec<StageOp>| -> Result<(f64, f64), ConfigError> {
+        let timed = time_ops(&ops, timer)?;
+        Ok(pass_seconds(&ops, &timed))
+    };
+    Ok(Pieces {
+        layer: seconds(layer_ops(cfg, layout, prec))?,
+        embedding: seconds(embedding_ops(cfg, layout, prec, v_padded))?,
+        head: seconds(head_ops(cfg, layout, prec, v_padded))?,
+    })
+}
+
+/// ZeRO ≥ 2's per-micro-batch collectives of one model chunk, seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ZeroSeconds {
+    /// The gradient reduce-scatter.
+    pub reduce_scatter_s: f64,
+    /// One parameter all-gather (ZeRO-3; 0 otherwise).
+    pub all_gather_s: f64,
+    /// The chunk's gradient buckets.
+    pub buckets: f64,
+}
+
+/// What one model chunk runs per micro-batch, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChunkInputs {
+    /// Transformer layers of the chunk.
+    pub layers: u32,
+    /// The chunk runs the embedding.
+    pub embedding: bool,
+    /// The chunk runs the head.
+    pub head: bool,
+    /// Its forward pipeline send, s.
+    pub send_fwd_s: Option<f64>,
+    /// Its backward pipeline send, s.
+    pub send_bwd_s: Option<f64>,
+    /// Its ZeRO ≥ 2 collectives.
+    pub zero: Option<ZeroSeconds>,
+}
+
+/// One model chunk's forward and backward seconds per micro-batch: its layers, the embedding and the head when it
+/// holds them, its pipeline sends (charged to the sender, S1) and, with ZeRO ≥ 2, the exposed part of its
+/// per-micro-batch gradient reduce-scatter (ZeRO-3 also the parameter all-gathers before its forward and backward),
+/// overlapped bucket by bucket with the pass.
+pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
+    let n = c.layers as f64;
+    let (mut f, mut b) = (n * p.layer.0, n * p.layer.1);
+    if c.embedding {
+        f += p.embedding.0;
+        b += p.embedding.1;
+    }
+    if c.head {
+        f += p.head.0;
+        b += p.head.1;
+    }
+    if let Some(s) = c.send_fwd_s {
+        f += s;
+    }
+    if let Some(s) = c.send_bwd_s {
+        b += s;
+    }
+    if let Some(z) = c.zero {
+        let exposed = |t: f64, window: f64| (t - window).max(t / z.buckets);
+        let (rs, ag) = (z.reduce_scatter_s, z.all_gather_s);
+        // The backward's gather and reduce-scatter share the links: they hide behind it together.
+        if ag > 0.0 {
+            f += exposed(ag, f);
+        }
+        b += exposed(rs + ag, b);
+    }
+    (f, b)
+}
+
+/// One pipeline send's seconds, forward and backward, within a node and across nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct P2pTimes {
+    pub fwd_intra: f64,
+    pub fwd_inter: f64,
+    pub bwd_intra: f64,
+    pub bwd_inter: f64,
+}
+
+impl P2pTimes {
+    /// The sends of `cfg`.
+    pub fn of(cfg: &TrainingConfig, layout: &Layout, timer: &mut Timer) -> Result<P2pTimes, ConfigError> {
+        let intra = Group { ranks: 2, nodes: 1, ranks_per_node: 2 };
+        let inter = Group { ranks: 2, nodes: 2, ranks_per_node: 1 };
+        let mut t = |phase, g| -> Result<f64, ConfigError> {
+            Ok(timer.time(&p2p_op(cfg, layout, phase, g).work)?.time_us * 1e-6)
+        };
+        Ok(P2pTimes {
+            fwd_intra: t(Phase::Fwd, intra)?,
+            fwd_inter: t(Phase::Fwd, inter)?,
+            bwd_intra: t(Phase::Bwd, intra)?,
+            bwd_inter: t(Phase::Bwd, inter)?,
+        })
+    }
+
+    /// The send from stage `from` to stage `to` in `phase`.
+    pub fn get(&self, cfg: &TrainingConfig, layout: &Layout, phase: Phase, from: u32, to: u32) -> f64 {
+        let across = layout.p2p_group(cfg, from, to).nodes > 1;
+        match (phase, across) {
+            (Phase::Fwd, false) => self.fwd_intra,
+            (Phase::Fwd, true) => self.fwd_inter,
+            (Phase::Bwd, false) => self.bwd_intra,
+            (Phase::Bwd, true) => self.bwd_inter,
+        }
+    }
+}
+
+/// Every model chunk's forward and backward seconds per micro-batch ([`chunk_seconds`]) into `fwd` and `bwd`,
+/// indexed `stage · v + chunk`, without a [`Decomposition`] (the search's path: no allocation once the buffers
+/// have grown).
+#[allow(clippy::too_many_arguments)]
+pub fn chunk_times(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    layers: &[u32],
+    p: &Pieces,
+    sends: &P2pTimes,
+    v_padded: u64,
+    timer: &mut Timer,
+    fwd: &mut Vec<f64>,
+    bwd: &mut Vec<f64>,
+) -> Result<(), ConfigError> {
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    fwd.clear();
+    bwd.clear();
+    for s in 0..pp {
+        for c in 0..v {
+            let n = layers[(s * v + c) as usize];
+            let send = |phase| send_target(pp, v, s, c, phase).map(|to| sends.get(cfg, layout, phase, s, to));
+            let zero = if cfg.zero_stage >= 2 && cfg.grad_ranks() > 1 {
+                let params = chunk_params(cfg, s, c, n, v_padded);
+                let bytes = params * comm_elem_bytes(cfg);
+                let a = layout.active_per_node;
+                let rs = timer.collective_s(Collective::ReduceScatter, bytes, layout.dp_group, a)?;
+                let ag = if cfg.zero_stage >= 3 {
+                    timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?
+                } else {
+                    0.0
+                };
+                let buckets = (params / bucket_params(cfg.dp)).ceil().max(1.0);
+                Some(ZeroSeconds { reduce_scatter_s: rs, all_gather_s: ag, buckets })
+            } else {
+                None
+            };
+            let (f, b) = chunk_seconds(
+                p,
+                &ChunkInputs {
+                    layers: n,
+                    embedding: s == 0 && c == 0,
+                    head: s + 1 == pp && c + 1 == v,
+                    send_fwd_s: send(Phase::Fwd),
+                    send_bwd_s: send(Phase::Bwd),
+                    zero,
+                },
+            );
+            fwd.push(f);
+            bwd.push(b);
+        }
+    }
+    Ok(())
+}
+
+/// The [`StageTail`] of a stage from its tail `parts` (the search's path), with the overlap window of its last
+/// micro-batch's backward.
+pub fn stage_tail(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    parts: &TailParts,
+    overlap_window_s: f64,
+    prec: OpPrecisions,
+    timer: &mut Timer,
+) -> Result<StageTail, ConfigError> {
+    let a = layout.active_per_node;
+    let grad_sync_s = match parts.sync {
+        Some((_, c, bytes)) => timer.collective_s(c, bytes, layout.dp_group, a)?,
+        None => 0.0,
+    };
+    let gather = match parts.gather_bytes {
+        Some(bytes) => timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?,
+        None => 0.0,
+    };
+    let after_sync_s = match parts.embedding_grad_bytes {
+        Some(bytes) => timer.collective_s(Collective::AllReduce, bytes, layout.p2p_group(cfg, 0, cfg.pp - 1), a)?,
+        None => 0.0,
+    };
+    Ok(StageTail {
+        grad_sync_s,
+        overlap_window_s,
+        buckets: sync_buckets(cfg, parts),
+        after_sync_s,
+        update_s: timer.optimizer_s(parts.optimizer_params, prec.other)? + gather,
+    })
+}
+
+/// A [`Decomposition`] timed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedTraining {
+    /// [`Decomposition::layer`]'s operators timed, in order.
+    pub layer: Vec<TimedOp>,
+    /// [`Decomposition::embedding`]'s operators timed.
+    pub embedding: Vec<TimedOp>,
+    /// [`Decomposition::head`]'s operators timed.
+    pub head: Vec<TimedOp>,
+    /// Every model chunk's forward seconds per micro-batch, indexed `stage · v + chunk`.
+    pub fwd_s: Vec<f64>,
+    /// Every model chunk's backward seconds per micro-batch, indexed `stage · v + chunk`.
+    pub bwd_s: Vec<f64>,
+    /// Every stage, in order.
+    pub stages: Vec<TimedStage>,
+}
+
+/// One stage's times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedStage {
+    /// Forward seconds per micro-batch, all chunks.
+    pub forward_s: f64,
+    /// Backward seconds per micro-batch, all chunks.
+    pub backward_s: f64,
+    /// Its chunks' collectives timed, in [`super::decompose::StageWork::chunks`]' order.
+    pub chunks: Vec<TimedChunk>,
+    /// Its fused Adam step timed.
+    pub optimizer: Timed,
+    /// Its parameter all-gather timed (ZeRO-1/2, distributed optimizer).
+    pub param_gather: Option<Timed>,
+    /// Its gradient reduction after the last backward timed.
+    pub grad_sync: Option<Timed>,
+    /// Its tied-embedding gradient all-reduce timed.
+    pub embedding_grad: Option<Timed>,
+    /// What follows its last backward, composed.
+    pub tail: StageTail,
+}
+
+/// One chunk's collectives timed (as [`super::decompose::ChunkWork`]'s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedChunk {
+    /// The forward pipeline send timed.
+    pub send_fwd: Option<Timed>,
+    /// The backward pipeline send timed.
+    pub send_bwd: Option<Timed>,
+    /// ZeRO ≥ 2: the reduce-scatter and (ZeRO-3) the all-gather (both all-gathers are the same work).
+    pub zero: Option<(Timed, Option<Timed>)>,
+}
+
+fn time_opt(op: &Option<StageOp>, timer: &mut Timer) -> Result<Option<Timed>, ConfigError> {
+    op.as_ref().map(|o| timer.time(&o.work)).transpose()
+}
+
+fn seconds(t: &Timed) -> f64 {
+    t.time_us * 1e-6
+}
+
+/// Times every operator of `d` (each distinct piece of work once) and composes every chunk's per-micro-batch
+/// times and every stage's tail. Errors: a precision the GPU has no path for (field `precision`).
+pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraining, ConfigError> {
+    let layer = time_ops(&d.layer, timer)?;
+    let embedding = time_ops(&d.embedding, timer)?;
+    let head = time_ops(&d.head, timer)?;
+    let p = Pieces {
+        layer: pass_seconds(&d.layer, &layer),
+        embedding: pass_seconds(&d.embedding, &embedding),
+        head: pass_seconds(&d.head, &head),
+    };
+    let chunks = d.stages.len() * d.v as usize;
+    let (mut fwd_s, mut bwd_s) = (Vec::with_capacity(chunks), Vec::with_capacity(chunks));
+    let mut stages = Vec::with_capacity(d.stages.len());
+    for st in &d.stages {
+        let mut timed_chunks = Vec::with_capacity(st.chunks.len());
+        let first = fwd_s.len();
+        for ch in &st.chunks {
+            let send_fwd = time_opt(&ch.send_fwd, timer)?;
+            let send_bwd = time_opt(&ch.send_bwd, timer)?;
+            let zero = match &ch.zero {
+                Some(z) => {
+                    let rs = timer.time(&z.reduce_scatter.work)?;
+                    let ag = match &z.all_gathers {
+                        Some([fwd, _]) => Some(timer.time(&fwd.work)?),
+                        None => None,
+                    };
+                    Some((rs, ag))
+                }
+                None => None,
+            };
+            let (f, b) = chunk_seconds(
+                &p,
+                &ChunkInputs {
+                    layers: ch.layers,
+                    embedding: ch.embedding,
+                    head: ch.head,
+                    send_fwd_s: send_fwd.as_ref().map(seconds),
+                    send_bwd_s: send_bwd.as_ref().map(seconds),
+                    zero: ch.zero.as_ref().zip(zero.as_ref()).map(|(z, (rs, ag))| ZeroSeconds {
+                        reduce_scatter_s: seconds(rs),
+                        all_gather_s: ag.as_ref().map_or(0.0, seconds),
+                        buckets: z.buckets,
+                    }),
+                },
+            );
+            fwd_s.push(f);
+            bwd_s.push(b);
+            timed_chunks.push(TimedChunk { send_fwd, send_bwd, zero });
+        }
+        let (forward_s, backward_s): (f64, f64) = (fwd_s[first..].iter().sum(), bwd_s[first..].iter().sum());
+        let optimizer = timer.time(&st.tail.optimizer.work)?;
+        let param_gather = time_opt(&st.tail.param_gather, timer)?;
+        let grad_sync = time_opt(&st.tail.grad_sync, timer)?;
+        let embedding_grad = time_opt(&st.tail.embedding_grad, timer)?;
+        let gather = param_gather.as_ref().map_or(0.0, seconds);
+        let tail = StageTail {
+            grad_sync_s: grad_sync.as_ref().map_or(0.0, seconds),
+            overlap_window_s: backward_s,
+            buckets: st.tail.grad_sync_buckets,
+            after_sync_s: embedding_grad.as_ref().map_or(0.0, seconds),
+            update_s: seconds(&optimizer) + gather,
+        };
+        stages.push(TimedStage {
+            forward_s,
+            backward_s,
+            chunks: timed_chunks,
+            optimizer,
+            param_gather,
+            grad_sync,
+            embedding_grad,
+            tail,
+        });
+    }
+    Ok(TimedTraining { layer, embedding, head, fwd_s, bwd_s, stages })
+}
