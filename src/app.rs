@@ -1,4 +1,7 @@
 //! The application: state, router with its layers, startup and graceful shutdown.
+//!
+//! May import every layer below it (`api`, `service`, `jobs`, `store`, `config`, `metrics`, the core). Imported
+//! only by `cli` and the tests.
 
 use std::time::Duration;
 

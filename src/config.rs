@@ -1,5 +1,8 @@
 //! Service configuration: built-in defaults, then `config.toml`, then `PERFCAST_<KEY>` environment variables,
 //! then command-line flags — each layer overrides the one before (figment).
+//!
+//! May import: `learn` (the retrain grid's type). Must not import `service`, `jobs`, `app`, `api` or `cli`: `app.rs`
+//! turns a `Config` into the job runner's settings.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

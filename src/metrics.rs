@@ -1,5 +1,7 @@
 //! Prometheus metrics: request counts and latency histograms per route, uploads and samples, job durations,
 //! active model versions. One process-wide recorder (installed on first use); `GET /metrics` renders it.
+//!
+//! A leaf: imports nothing of the crate. The domain core never imports it.
 
 use std::sync::OnceLock;
 use std::time::Instant;

@@ -2,6 +2,9 @@
 //!
 //! Every route is declared once with utoipa; [`router`] returns the axum router and the OpenAPI document built
 //! from the same declarations, so the served spec cannot drift from the code.
+//!
+//! May import: `service` (and the types it returns), `jobs` (typed job parameters), `store` record types, the
+//! domain core's request/response types, `metrics`. Must not import `app`, `cli` or `eval`; no SQL and no math here.
 
 pub mod auth;
 pub mod estimates;

@@ -7,6 +7,8 @@
 //!
 //! Exit codes: 0 success; 2 for the caller's mistakes (bad flags, unreadable or invalid request, refused input);
 //! 1 for ours (a database that cannot be opened, a failing server or evaluation).
+//!
+//! The top layer: may import `app`, `service`, `store`, `eval`, `config`, `api::json`; nothing imports `cli`.
 
 mod eval;
 mod import;

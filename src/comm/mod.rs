@@ -2,6 +2,9 @@
 //!
 //! [`estimate`] times one collective of a group placed on a [`System`]: it evaluates the algorithms that apply
 //! and picks the fastest, as NCCL's tuner does.
+//!
+//! Owns link models, collective algorithms, NCCL's conventions and the calibration fits. May import: `hw`, `op`,
+//! `samples`. Must not import `cost`, `learn`, `llm` or anything outside the domain core.
 
 pub mod algorithms;
 pub mod calibrate;

@@ -1,5 +1,8 @@
 //! Accuracy evaluations against the measured datasets of `../shared/data` (DATA.md's train/test rule: fit on
 //! train rows only, report on test rows only). Used by `perfcast eval …`.
+//!
+//! May import the domain core, `ingest`, `store`, `jobs`, `service`. Must not import `api`, `app` or `cli`;
+//! nothing but `cli` imports `eval`.
 
 pub mod efficiency_fit;
 pub mod comm;

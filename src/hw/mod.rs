@@ -1,6 +1,8 @@
 //! Hardware descriptions: GPUs (with a sourced catalog) and systems of nodes joined by links.
 //!
 //! Pure data and validation; no IO.
+//!
+//! Owns GPU and system descriptions, the catalog and presets. May import: nothing of the crate (the bottom layer).
 
 pub mod catalog;
 pub mod directory;

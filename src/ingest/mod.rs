@@ -6,6 +6,9 @@
 //! line (and column where there is one) — never a panic; memory stays proportional to the input (no unbounded
 //! allocation driven by numbers inside a file). Rows that are well-formed but unusable (a missing time, an
 //! unknown operator) are returned in [`Parsed::rejected`] with their line and reason, and the rest is kept.
+//!
+//! May import: the domain core's vocabulary (`hw`, `op`, `samples`, `comm`). Must not import `store`, `service`,
+//! `jobs`, `api`, `app`, `cli` or `eval`.
 
 pub mod mt4g;
 pub mod nccl_tests;

@@ -18,6 +18,9 @@
 //!
 //! Units follow the project's convention: `_us` µs, `_gbs` GB/s (10⁹ B/s), `_cycles` core clock cycles at the
 //! GPU's `clock_ghz`, FLOPs and bytes as plain counts.
+//!
+//! Owns the single-kernel models. May import: `hw`, `samples`. Must not import `cost`, `learn`, `llm` or anything
+//! outside the domain core (`ingest`, `store`, `service`, `jobs`, `api`, `app`, `cli`, `eval`, `config`, `metrics`).
 
 pub mod hong_kim;
 pub mod machine;

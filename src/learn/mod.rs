@@ -1,6 +1,9 @@
 //! Learning: the correction models of MODELS.md §4 — features, LightGBM training with S1's model selection, and
 //! the registry of active models predictions read; the pure training-set builders and the promotion rule the
 //! retrain job applies.
+//!
+//! May import: `hw`, `op`, `samples`, `comm`, `kernel`, `cost`. Must not import `llm` or anything outside the
+//! domain core (the retrain job in `jobs` does the IO).
 
 pub mod backend;
 pub mod comm_data;

@@ -3,6 +3,9 @@
 //! fastest configuration that fits. [`predict()`] runs four stages, one module each: [`decompose`] (operators and
 //! collectives per stage, from [`operators`]), [`timing`] (the cost backend, once per distinct operator),
 //! [`schedule`] (S1 eq. 7, or the 1F1B / interleaved simulation of [`pipeline`]) and [`report`] (the answer).
+//!
+//! May import: `hw`, `op`, `comm`, `cost` (it sees operator times only through the `CostBackend` trait). Must not
+//! import `learn` or anything outside the domain core.
 
 pub mod config;
 pub mod decompose;

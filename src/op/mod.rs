@@ -15,6 +15,9 @@
 //! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU) |
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
 //! Unused trailing dims are 0.
+//!
+//! Owns the vocabulary of timed work: operator classes, phases, shapes and collectives. May import: `hw`. Must not
+//! import anything else of the crate.
 
 mod collective;
 

@@ -1,5 +1,8 @@
 //! The operations the HTTP API and the CLI share: they resolve names through the store and call the domain
 //! core, so `perfcast predict request.json` and `POST /v1/predictions/training` give the same answer.
+//!
+//! May import: the domain core, `ingest`, `store`, `jobs` (to enqueue typed jobs and share their IO), `config`,
+//! `metrics`. Must not import `api`, `app`, `cli` or `eval`.
 
 pub mod comm_estimates;
 pub mod estimates;

@@ -1,5 +1,8 @@
 //! Storage: all SQL lives here, one module per table group. SQLite by default (WAL, STRICT tables, foreign
 //! keys, `BEGIN IMMEDIATE` for writes); migrations from `migrations/` are embedded and applied at open.
+//!
+//! May import: the domain core (`hw`, `op`, `samples`, `comm`, …). Must not import `ingest`, `service`, `jobs`,
+//! `api`, `app`, `cli` or `eval`.
 
 pub mod calibrations;
 pub mod gpus;
