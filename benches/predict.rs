@@ -9,8 +9,8 @@ mod common;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast::cost::{AnalyticBackend, CostBackend};
-use perfcast::learn::backend::LearnedBackend;
 use perfcast::hw::{presets, Precision};
+use perfcast::learn::backend::LearnedBackend;
 use perfcast::llm::{predict, validate, TrainingRequest};
 use perfcast::op::{OpClass, OpShape, Phase};
 

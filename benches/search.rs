@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use perfcast::cost::{AnalyticBackend, Derated, Efficiency};
-use perfcast::learn::backend::LearnedBackend;
 use perfcast::hw::{presets, Precision};
+use perfcast::learn::backend::LearnedBackend;
 use perfcast::llm::search::{search, SearchRequest};
 
 fn request() -> SearchRequest {

@@ -288,9 +288,14 @@ mod tests {
     #[test]
     fn every_top_level_module_is_placed_in_a_layer() {
         let graph = import_graph(&source_tree());
-        let unplaced: Vec<&String> =
-            graph.keys().filter(|m| !CORE.contains(&m.as_str()) && !OUTER.contains(&m.as_str()) && *m != "layering").collect();
-        assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?} (add them to CORE or OUTER and ARCHITECTURE.md)");
+        let unplaced: Vec<&String> = graph
+            .keys()
+            .filter(|m| !CORE.contains(&m.as_str()) && !OUTER.contains(&m.as_str()) && *m != "layering")
+            .collect();
+        assert!(
+            unplaced.is_empty(),
+            "modules in no layer: {unplaced:?} (add them to CORE or OUTER and ARCHITECTURE.md)"
+        );
     }
 
     #[test]

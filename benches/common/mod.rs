@@ -1,12 +1,12 @@
 //! What the benchmarks share: a registry with a LightGBM model for every (operator class, phase) of one precision.
 #![allow(dead_code)]
 
+use perfcast::cost::roofline::estimate;
 use perfcast::hw::{Precision, System};
 use perfcast::learn::features::{op_features, OP_FEATURES};
 use perfcast::learn::fit::{fit, Grid, TrainingSet};
 use perfcast::learn::lgbm::Model;
 use perfcast::learn::{op_key, ActiveRegressor, Registry};
-use perfcast::cost::roofline::estimate;
 use perfcast::op::{OpClass, OpShape, Phase};
 
 /// (key, LightGBM model text) for every (class, phase) of `dtype` on the system's GPU, trained on synthetic samples

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use super::print_json;
-use crate::cost::Efficiency;
 use crate::config::Config;
+use crate::cost::Efficiency;
 use crate::eval::training::Mode;
 use crate::learn::Grid;
 

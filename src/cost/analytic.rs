@@ -1,9 +1,9 @@
 //! The analytic backend: roofline operators ([`super::roofline`]) and α–β collectives ([`crate::comm`]).
 
+use super::roofline::{self, UnsupportedPrecision};
 use super::{CostBackend, Source, Timed};
 use crate::comm::{self, Collective, Group, GroupLinks};
 use crate::hw::{Precision, System};
-use super::roofline::{self, UnsupportedPrecision};
 use crate::op::OpShape;
 
 /// Answers from the hardware description only.

@@ -11,10 +11,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::roofline::{UnsupportedPrecision, LAUNCH_OVERHEAD_US};
 use super::{CostBackend, Source, Timed};
 use crate::comm::{Collective, Group};
 use crate::hw::{Precision, System};
-use super::roofline::{UnsupportedPrecision, LAUNCH_OVERHEAD_US};
 use crate::op::OpShape;
 
 /// The constants of [`Derated`].

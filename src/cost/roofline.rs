@@ -11,8 +11,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::op::{OpClass, OpShape, Phase};
 use crate::hw::{GpuSpec, Precision};
+use crate::op::{OpClass, OpShape, Phase};
 
 /// Fixed cost per kernel launch, µs: the minimum duration of a kernel on current GPUs (≈ 2 µs from back-to-back
 /// launches, S1 times operators by kernel spans so CPU dispatch is excluded).

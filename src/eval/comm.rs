@@ -14,16 +14,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::cost::CostBackend;
-use crate::learn::backend::LearnedBackend;
 use crate::comm::{Collective, Group};
+use crate::cost::CostBackend;
 use crate::hw::{GpuRef, Link, SystemSpec};
 use crate::jobs::retrain::retrain;
 use crate::jobs::{self, Job, JobKind, RetrainJob, RetrainParams, WorkerConfig, WorkerHandle};
+use crate::learn::backend::LearnedBackend;
 use crate::learn::comm_data::sample_group;
-use crate::samples::CommSample;
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid, Registry};
+use crate::samples::CommSample;
 use crate::service::profiles::UploadParams;
 use crate::service::Service;
 use crate::store::Store;

@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::hw::Precision;
-use crate::samples::{Attributes, OpSample};
 use crate::op::{OpClass, Phase};
+use crate::samples::{Attributes, OpSample};
 
 /// Reads a file, gunzipping `.gz`.
 pub fn read(path: &Path) -> Result<Vec<u8>, String> {

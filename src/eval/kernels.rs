@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use crate::hw::lookup;
 use crate::ingest::{self, Context, Format};
-use crate::samples::Sample;
 use crate::kernel::sample::estimate_sample;
 use crate::learn::fit::{accuracy, Accuracy};
+use crate::samples::Sample;
 
 /// One kernel of the report.
 #[derive(Debug, Clone, Serialize)]

@@ -11,11 +11,11 @@ use super::datasets;
 use super::operators::training_files;
 use crate::hw::{lookup, GpuSpec};
 use crate::ingest::{self, Context, Format};
-use crate::samples::{OpSample, Sample};
 use crate::learn::features::OP_FEATURES;
 use crate::learn::fit::{accuracy, fit, predict_rows, Accuracy, Grid, TrainingSet};
 use crate::learn::lgbm::Model;
 use crate::learn::op_data::{op_training_set, OpObservation};
+use crate::samples::{OpSample, Sample};
 
 /// One (key, held-out GPU) result.
 #[derive(Debug, Clone, Serialize)]

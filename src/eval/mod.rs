@@ -4,10 +4,10 @@
 //! May import the domain core, `ingest`, `store`, `jobs`, `service`. Must not import `api`, `app` or `cli`;
 //! nothing but `cli` imports `eval`.
 
-pub mod efficiency_fit;
 pub mod comm;
 pub mod datasets;
 pub mod e2e;
+pub mod efficiency_fit;
 pub mod kernels;
 pub mod logo;
 pub mod neighbours;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::e2e::{load, E2eRow};
+use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::llm::{validate, TrainingPrediction};
 

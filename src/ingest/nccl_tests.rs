@@ -36,8 +36,8 @@ use serde_json::Value;
 
 use super::text::{number, whole};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::samples::{Attributes, CommSample, Rejected, Sample};
 use crate::comm::Collective;
+use crate::samples::{Attributes, CommSample, Rejected, Sample};
 
 /// Parses a nccl-tests text log (see the module doc).
 ///

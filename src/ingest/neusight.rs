@@ -10,9 +10,9 @@
 
 use super::perfcast::csv_error;
 use super::{utf8, Context, ParseError, Parsed};
-use crate::samples::{Attributes, OpSample, Rejected, Sample};
 use crate::hw::Precision;
 use crate::op::{OpClass, Phase};
+use crate::samples::{Attributes, OpSample, Rejected, Sample};
 
 /// Columns that are not attributes.
 const CORE: [&str; 8] = ["OPName", "Latency", "Device", "B", "M", "N", "K", "H"];

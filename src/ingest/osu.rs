@@ -29,8 +29,8 @@
 
 use super::text::{number, whole};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::samples::{Attributes, CommSample, Rejected, Sample};
 use crate::comm::Collective;
+use crate::samples::{Attributes, CommSample, Rejected, Sample};
 
 /// Parses OSU Micro-Benchmarks output (see the module doc).
 ///

@@ -26,10 +26,10 @@ use serde::Deserialize;
 
 use super::{op_class, phase, utf8, Context, ParseError, Parsed};
 
-use crate::samples::{Attributes, CommSample, OpSample, Rejected, Sample};
 use crate::comm::Collective;
 use crate::hw::Precision;
 use crate::op::{OpClass, Phase};
+use crate::samples::{Attributes, CommSample, OpSample, Rejected, Sample};
 
 /// The dim columns the CSV variant recognizes.
 pub const DIM_COLUMNS: [&str; 12] = ["B", "M", "N", "K", "H", "I", "L", "A", "D", "T", "V", "P"];

@@ -67,8 +67,8 @@ use serde::Serialize;
 
 use super::text::{bytes_u64, gunzip, is_gzip, number};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::samples::{Attributes, CommSample, Rejected, Sample, TimerSample};
 use crate::comm::Collective;
+use crate::samples::{Attributes, CommSample, Rejected, Sample, TimerSample};
 
 /// Most bytes a gzip'd archive may inflate to.
 pub const MAX_ARCHIVE_BYTES: u64 = 1 << 30;

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cost::roofline::{self, UnsupportedPrecision};
-use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
+use crate::cost::roofline::{self, UnsupportedPrecision};
+use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::hw::{Precision, System};
 use crate::learn::comm_features::{comm_features, comm_key};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;

@@ -14,8 +14,8 @@
 //! relative to the machine (intensity over machine balance, wave utilization, bytes over L2) are what transfers
 //! between GPUs best, the absolute descriptors let a model learn what does not.
 
-use crate::hw::{GpuSpec, Precision};
 use crate::cost::roofline::AnalyticCost;
+use crate::hw::{GpuSpec, Precision};
 use crate::op::OpShape;
 
 /// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
@@ -115,8 +115,8 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::lookup;
     use crate::cost::roofline::estimate;
+    use crate::hw::lookup;
     use crate::op::{OpClass, Phase};
 
     #[test]

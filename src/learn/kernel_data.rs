@@ -3,9 +3,9 @@
 
 use super::fit::TrainingSet;
 use crate::hw::GpuSpec;
-use crate::samples::KernelSample;
 use crate::kernel::pipes::PipeFeatures;
 use crate::kernel::sample::estimate_sample;
+use crate::samples::KernelSample;
 
 /// Key of the kernel regressor (all GPUs).
 pub const KERNEL_KEY: &str = "kernel";

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::features::{op_features, OP_FEATURES};
 use super::fit::TrainingSet;
-use crate::hw::{GpuSpec, Precision};
 use crate::cost::roofline::estimate;
+use crate::hw::{GpuSpec, Precision};
 use crate::op::{OpClass, OpShape, Phase};
 
 /// One measured operator call on a known GPU.

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
-use crate::cost::CostBackend;
-use crate::learn::backend::LearnedBackend;
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
+use crate::cost::CostBackend;
 use crate::jobs::calibrate::{calibrate_system, load_calibration};
+use crate::learn::backend::LearnedBackend;
 
 /// `POST /v1/estimates/comm`: one collective on a system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

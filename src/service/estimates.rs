@@ -6,9 +6,9 @@ use utoipa::ToSchema;
 use super::{Service, ServiceError};
 use crate::cost::roofline::{self, AnalyticCost};
 use crate::cost::CostBackend;
-use crate::learn::backend::LearnedBackend;
 use crate::hw::{GpuRef, Link, Precision, System};
 use crate::ingest::perfcast::place_dims;
+use crate::learn::backend::LearnedBackend;
 use crate::op::{OpClass, OpShape, Phase};
 
 /// `POST /v1/estimates/operator`: one operator call on one GPU.

@@ -2,8 +2,8 @@
 //! every line becomes a sample, and values survive the round trip.
 
 use perfcast::ingest::{parse, Context, Format};
-use perfcast::samples::Sample;
 use perfcast::op::{OpClass, Phase};
+use perfcast::samples::Sample;
 
 #[test]
 fn golden_collector_output_parses_completely() {

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use super::{agent_key, clean_name};
 
-use crate::samples::kernel_metrics as km;
 use super::super::text::{number, whole, Lines};
 use super::super::ParseError;
+use crate::samples::kernel_metrics as km;
 
 /// Counters and launch fields of one dispatch from a v3 counter collection.
 #[derive(Default)]

@@ -8,8 +8,8 @@ use super::join::Joined;
 use super::{comm, ops};
 use crate::ingest::text::Tally;
 use crate::ingest::{Context, Parsed};
-use crate::samples::{kernel_metrics as km, Attributes, KernelSample, OpSample, Sample};
 use crate::op::{OpClass, Phase};
+use crate::samples::{kernel_metrics as km, Attributes, KernelSample, OpSample, Sample};
 
 /// Span of the kernels an op owns: the first start, and the start and duration of the kernel that ends last
 /// (kept apart so that the span is computed as a difference of nearby timestamps plus a duration, without the

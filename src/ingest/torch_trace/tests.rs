@@ -1,8 +1,8 @@
 use super::*;
 use crate::comm::Collective;
 use crate::hw::Precision;
-use crate::samples::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
 use crate::op::{OpClass, Phase};
+use crate::samples::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/fixtures/pytorch_trace/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
