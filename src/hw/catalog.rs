@@ -7,7 +7,10 @@
 //! - `clock_ghz` is the boost (NVIDIA) or peak engine (AMD) clock;
 //! - memory bandwidth in GB/s (10⁹ B/s), memory in GiB as marketed (GB), L2 in MiB;
 //! - `tdp_watts` is the datasheet's maximum board power (GH200: the whole superchip module, CPU included;
-//!   MI250X-GCD: half the package).
+//!   MI250X-GCD: half the package; GB200/GB300: one Blackwell GPU of the superchip, the Grace CPU and the other GPU
+//!   excluded, because those entries describe one CUDA device and a superchip carries two);
+//! - `fp4` (Blackwell only) is the dense NVFP4 tensor-core peak; per-GPU figures of 8-GPU boards (HGX/DGX) and of
+//!   NVL72 racks are the board or rack figure divided by 8 or 72.
 //! Where a datasheet omits a number (SM count, L2, a low fp64/fp16 rate) the architecture whitepaper named in
 //! `source` gives it.
 
@@ -61,6 +64,7 @@ fn gpu(
                 fp16: fp16.unwrap_or(0.0),
                 bf16,
                 fp8,
+                fp4: None,
                 fp32_matrix,
             },
             compute_capability: Some(cc.to_string()),
@@ -73,6 +77,12 @@ fn gpu(
         aliases: aliases.to_vec(),
         xcds: 1,
     }
+}
+
+/// Sets the dense FP4 tensor-core peak (TFLOP/s) of a Blackwell entry; [`gpu`] leaves it `None`.
+fn with_fp4(mut g: CatalogGpu, fp4_tflops: f64) -> CatalogGpu {
+    g.spec.peak_tflops.fp4 = Some(fp4_tflops);
+    g
 }
 
 const N: Vendor = Vendor::Nvidia;
@@ -118,7 +128,8 @@ fn build() -> Vec<CatalogGpu> {
         gpu("A100-SXM4-80GB", N, "8.0", 108, 1.41, 80.0, 2039.0, 40.0, 400.0,
             [Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, None],
             "NVIDIA A100 Tensor Core GPU datasheet (2021, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), SXM4 80GB; SMs/L2: A100 architecture whitepaper",
-            &["NVIDIA A100-SXM4-80GB", "A100-80GB", "A100-SXM-80GB"]),
+            // aiconfigurator's `a100_sxm` data: its `device` column reads "NVIDIA A100-SXM4-80GB".
+            &["NVIDIA A100-SXM4-80GB", "A100-80GB", "A100-SXM-80GB", "a100_sxm"]),
         gpu("A100-80GB-PCIe", N, "8.0", 108, 1.41, 80.0, 1935.0, 40.0, 300.0,
             [Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, None],
             "NVIDIA A100 Tensor Core GPU datasheet (2021, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), PCIe 80GB; SMs/L2: A100 architecture whitepaper",
@@ -132,6 +143,7 @@ fn build() -> Vec<CatalogGpu> {
             // Datasheet (SXM): FP64 34, FP32 67, TF32 989*, BF16/FP16 1979*, FP8 3958* (* sparsity, halved).
             [Some(34.0), Some(67.0), Some(494.5), Some(989.5), Some(989.5), Some(1979.0), None],
             "NVIDIA H100 Tensor Core GPU datasheet (2023, https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet), H100 SXM; SMs/L2/clock: NVIDIA H100 Tensor Core GPU architecture whitepaper",
+            // aiconfigurator's folder `h100_sxm` already resolves through "H100-SXM" (names compare normalized).
             &["NVIDIA H100 80GB HBM3", "H100", "H100-SXM", "H100-SXM5", "H100-SXM-80GB", "NVIDIA H100-SXM5-80GB"]),
         gpu("H100-PCIe", N, "9.0", 114, 1.755, 80.0, 2000.0, 50.0, 350.0,
             // Datasheet (PCIe): FP64 26, FP32 51, TF32 756*, BF16/FP16 1513*, FP8 3026* (* sparsity, halved).
@@ -146,6 +158,59 @@ fn build() -> Vec<CatalogGpu> {
             [Some(34.0), Some(67.0), Some(494.5), Some(989.5), Some(989.5), Some(1979.0), None],
             "NVIDIA GH200 Grace Hopper Superchip datasheet (2023, https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip), 96 GB HBM3 version; GH100 SMs/L2: H100 architecture whitepaper",
             &["NVIDIA GH200 480GB", "GH200-96GB", "NVIDIA GH200 96GB HBM3"]),
+        gpu("L40S", N, "8.9", 142, 2.52, 48.0, 864.0, 96.0, 350.0,
+            // Datasheet: FP32 91.6; TF32 183 | 366*, BF16/FP16 362.05 | 733*, FP8 733 | 1,466* (dense | sparse):
+            // the dense column is taken. FP64 = FP32/64 (Ada): 91.6/64 = 1.43. SMs: 18,176 CUDA cores / 128 per SM
+            // = 142 (= 568 Tensor Cores / 4). Clock reconstructed from FP32: 91.6e12 / (142 × 128 × 2) = 2.52 GHz.
+            [Some(1.43), Some(91.6), Some(183.0), Some(362.05), Some(362.05), Some(733.0), None],
+            "NVIDIA L40S GPU datasheet (2023, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413): 48 GB GDDR6 at 864 GB/s, 350 W, 18,176 CUDA cores, 568 Tensor Cores; L2 96 MB (AD102) and FP64 rate: NVIDIA Ada GPU architecture whitepaper; clock reconstructed from the FP32 peak",
+            // aiconfigurator's folder `l40s` is the canonical name itself (names are compared normalized).
+            &["NVIDIA L40S"]),
+        with_fp4(gpu("B200", N, "10.0", 148, 1.98, 180.0, 8000.0, 126.0, 1000.0,
+            // HGX B200 (8 GPUs, sparse* figures): FP4 144* | 72 dense, FP8 72*, FP16/BF16 36*, TF32 18*, FP32 600,
+            // FP64 296 TFLOPS; per GPU /8 and sparse /2: BF16 36000/8/2 = 2250, FP8 72000/8/2 = 4500,
+            // TF32 18000/8/2 = 1125, FP4 72000/8 = 9000, FP32 600/8 = 75, FP64 296/8 = 37. DGX B200: 1,440 GB and
+            // 64 TB/s over 8 GPUs = 180 GB and 8 TB/s each. Clock reconstructed from FP32: 75e12 / (148 × 256) = 1.98 GHz.
+            [Some(37.0), Some(75.0), Some(1125.0), Some(2250.0), Some(2250.0), Some(4500.0), None],
+            "NVIDIA DGX B200 datasheet (2025, https://www.nvidia.com/en-us/data-center/dgx-b200/): 8 GPUs, 1,440 GB HBM3e, 64 TB/s, FP4 144|72 PFLOPS sparse|dense; NVIDIA HGX B200 specifications (https://www.nvidia.com/en-us/data-center/hgx/): FP16/BF16 36, TF32 18 PFLOPS (sparse), FP32 600, FP64 296 TFLOPS per 8 GPUs, 1,000 W per GPU; NVIDIA publishes no SM count or L2 size for B200: 148 SMs and 126 MiB L2 are what CUDA's device properties report, and the clock is reconstructed from the FP32 peak",
+            // `b200_sxm`: aiconfigurator's folder; "NVIDIA B200": PyTorch/nvidia-smi (its `device` column).
+            &["NVIDIA B200", "b200_sxm"]), 9000.0),
+        with_fp4(gpu("GB200", N, "10.0", 148, 2.11, 186.0, 8000.0, 126.0, 1200.0,
+            // One Blackwell GPU of a GB200 superchip. GB200 NVL72 (72 GPUs, sparse* figures): FP4 1,440*,
+            // FP8 720*, FP16/BF16 360*, TF32 180* PFLOPS, FP32 5,760, FP64 2,880 TFLOPS, 13.4 TB HBM3e at 576 TB/s;
+            // per GPU: BF16 360000/72/2 = 2500, FP8 720000/72/2 = 5000, TF32 180000/72/2 = 1250,
+            // FP4 1440000/72/2 = 10000, FP32 5760/72 = 80, FP64 2880/72 = 40; memory 372 GB per superchip / 2 = 186 GB,
+            // 576/72 = 8 TB/s. Clock reconstructed from FP32: 80e12 / (148 × 256) = 2.11 GHz.
+            [Some(40.0), Some(80.0), Some(1250.0), Some(2500.0), Some(2500.0), Some(5000.0), None],
+            "NVIDIA GB200 NVL72 datasheet (2024, https://www.nvidia.com/en-us/data-center/gb200-nvl72/), divided per GPU (72 per rack, 2 per superchip); tdp_watts is one GPU's 1,200 W in the superchip (NVIDIA Blackwell architecture technical brief, https://resources.nvidia.com/en-us-blackwell-architecture), the Grace CPU excluded; SM count and L2 are not published: 148 SMs and 126 MiB as for B200 (same die), clock reconstructed from the FP32 peak",
+            // aiconfigurator's folder `gb200` is the canonical name itself.
+            &["NVIDIA GB200"]), 10000.0),
+        with_fp4(gpu("B300", N, "10.3", 148, 1.98, 288.0, 8000.0, 126.0, 1100.0,
+            // Blackwell Ultra on an HGX/DGX B300 board (8 GPUs, sparse* figures): FP4 144* | 108 dense, FP8 72*,
+            // FP16/BF16 36*, TF32 18* PFLOPS, FP32 600, FP64 10 TFLOPS, 2.3 TB HBM3e; per GPU: BF16 36000/8/2 = 2250,
+            // FP8 72000/8/2 = 4500, TF32 18000/8/2 = 1125, FP4 108000/8 = 13500, FP32 600/8 = 75, FP64 10/8 = 1.25,
+            // memory 2304/8 = 288 GB. Clock reconstructed from FP32: 75e12 / (148 × 256) = 1.98 GHz.
+            [Some(1.25), Some(75.0), Some(1125.0), Some(2250.0), Some(2250.0), Some(4500.0), None],
+            "NVIDIA DGX B300 datasheet (2025, https://www.nvidia.com/en-us/data-center/dgx-b300/) and HGX B300 specifications (https://www.nvidia.com/en-us/data-center/hgx/), divided per GPU; 8 TB/s per GPU: NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra' (2025, https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era); 1,100 W per GPU on the HGX board; 148 SMs enabled of the 160 the full die has, and 126 MiB L2, as for B200 (not published), clock reconstructed from the FP32 peak",
+            // "NVIDIA B300 SXM6 AC": PyTorch's name in aiconfigurator's `b300_sxm` data.
+            &["NVIDIA B300 SXM6 AC", "b300_sxm", "NVIDIA B300"]), 13500.0),
+        with_fp4(gpu("GB300", N, "10.3", 148, 2.2, 288.0, 8000.0, 126.0, 1400.0,
+            // One Blackwell Ultra GPU of a GB300 superchip. GB300 NVL72 (72 GPUs): FP4 1,440* | 1,080 dense,
+            // FP8 720*, FP16/BF16 360*, TF32 180* PFLOPS, FP32 6,000, FP64 100 TFLOPS, 20.7 TB HBM3e at 576 TB/s;
+            // per GPU: FP4 1080000/72 = 15000, BF16 360000/72/2 = 2500, FP8 720000/72/2 = 5000,
+            // TF32 180000/72/2 = 1250, FP32 6000/72 = 83.3, FP64 100/72 = 1.39; 288 GB, 576/72 = 8 TB/s.
+            // Clock reconstructed from FP32: 83.3e12 / (148 × 256) = 2.2 GHz.
+            [Some(1.39), Some(83.3), Some(1250.0), Some(2500.0), Some(2500.0), Some(5000.0), None],
+            "NVIDIA GB300 NVL72 datasheet (2025, https://www.nvidia.com/en-us/data-center/gb300-nvl72/), divided per GPU (72 per rack); 288 GB HBM3e, 8 TB/s and 15 PFLOPS dense NVFP4 per GPU, 1,400 W: NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra' (2025, https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era); tdp_watts is one GPU, the Grace CPU excluded; SM count and L2 as for B300 (not published), clock reconstructed from the FP32 peak",
+            &["NVIDIA GB300"]), 15000.0),
+        with_fp4(gpu("RTX-PRO-6000-Blackwell-Server", N, "12.0", 188, 2.49, 96.0, 1792.0, 128.0, 600.0,
+            // Datasheet: FP32 120 TFLOPS, FP4 4 PFLOPS with sparsity -> 2000 dense. GB202 tensor rates per the RTX
+            // Blackwell whitepaper (FP32 accumulate at full rate on RTX PRO): FP8 = FP4/2 = 1000, FP16/BF16 =
+            // FP4/4 = 500, TF32 = FP4/16 = 125; FP64 = FP32/64 = 1.9. SMs: 24,064 CUDA cores / 128 = 188.
+            // Bandwidth: 512-bit GDDR7 at 28 Gb/s = 512 × 28 / 8 = 1792 GB/s. Clock: 120e12 / (188 × 256) = 2.49 GHz.
+            [Some(1.9), Some(120.0), Some(125.0), Some(500.0), Some(500.0), Some(1000.0), None],
+            "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (2025, https://www.nvidia.com/en-us/data-center/rtx-pro-6000-blackwell-server-edition/): 24,064 CUDA cores, 752 Tensor Cores, 96 GB GDDR7 (512-bit, 28 Gb/s), FP32 120 TFLOPS, FP4 4 PFLOPS (sparse), 600 W max; L2 128 MB and tensor-rate ratios: NVIDIA RTX Blackwell GPU architecture whitepaper (GB202); clock reconstructed from the FP32 peak",
+            &["NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-SE"]), 2000.0),
         gpu("MI100", A, "gfx908", 120, 1.502, 32.0, 1228.8, 8.0, 300.0,
             // FP64 11.5, FP32 23.1, FP32 matrix 46.1, FP16 matrix 184.6, BF16 matrix 92.3.
             [Some(11.5), Some(23.1), None, Some(184.6), Some(92.3), None, Some(46.1)],
@@ -243,6 +308,12 @@ mod tests {
             "MI210",
             "MI250X",
             "MI300X",
+            "L40S",
+            "B200",
+            "GB200",
+            "B300",
+            "GB300",
+            "RTX-PRO-6000-Blackwell-Server",
         ];
         for name in required {
             let g = lookup(name).unwrap_or_else(|| panic!("{name} missing"));
@@ -306,6 +377,128 @@ mod tests {
         // V100 has no bf16 path; MI210 fp32 GEMMs run on matrix cores at 45.3.
         assert_eq!(lookup("V100").unwrap().spec.peak_tflops.get(Precision::Bf16), None);
         assert_eq!(lookup("MI210").unwrap().spec.peak_tflops.matmul(Precision::Fp32), Some(45.3));
+    }
+
+    #[test]
+    fn new_gpus_resolve_by_every_alias() {
+        // PyTorch / nvidia-smi device names (the aiconfigurator CSVs' `device` column), aiconfigurator's folder
+        // names, and short forms; case, spaces, `_` and `-` do not matter.
+        let cases = [
+            ("NVIDIA L40S", "L40S"),
+            ("l40s", "L40S"),
+            ("NVIDIA B200", "B200"),
+            ("b200_sxm", "B200"),
+            ("B200", "B200"),
+            ("NVIDIA GB200", "GB200"),
+            ("gb200", "GB200"),
+            ("NVIDIA B300 SXM6 AC", "B300"),
+            ("NVIDIA_B300_SXM6_AC", "B300"),
+            ("b300_sxm", "B300"),
+            ("NVIDIA B300", "B300"),
+            ("NVIDIA GB300", "GB300"),
+            ("gb300", "GB300"),
+            ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-Blackwell-Server"),
+            ("rtx_pro_6000_blackwell_server", "RTX-PRO-6000-Blackwell-Server"),
+            ("RTX-PRO-6000-SE", "RTX-PRO-6000-Blackwell-Server"),
+            // aiconfigurator folders for GPUs that were already in the catalog.
+            ("h100_sxm", "H100-SXM5-80GB"),
+            ("NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"),
+            // the a100_sxm data's device column says "NVIDIA A100-SXM4-80GB": the 80 GB part.
+            ("a100_sxm", "A100-SXM4-80GB"),
+            ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ];
+        for (alias, canonical) in cases {
+            assert_eq!(lookup(alias).map(|g| g.spec.name.as_str()), Some(canonical), "{alias}");
+        }
+        // Names that resolved before these GPUs existed still resolve as before, and near misses stay unknown
+        // rather than landing on a neighbour.
+        for (name, canonical) in
+            [("A100", "A100-SXM4-40GB"), ("H100", "H100-SXM5-80GB"), ("L4", "L4"), ("H200", "H200")]
+        {
+            assert_eq!(lookup(name).map(|g| g.spec.name.as_str()), Some(canonical), "{name}");
+        }
+        for unknown in ["NVIDIA H200 NVL", "B100", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"] {
+            assert!(lookup(unknown).is_none(), "{unknown}");
+        }
+    }
+
+    #[test]
+    fn no_two_gpus_share_a_name_once_vendor_prefixes_are_stripped() {
+        // `lookup`'s second pass compares names without `NVIDIA`/`Tesla`/`AMD Instinct`: a new alias must not make
+        // that pass ambiguous. The one pre-existing overlap is deliberate: "AMD Instinct MI250X" is what the
+        // runtime reports for one GCD (exact match, first pass), while a bare "MI250X" means the whole package.
+        let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+        for g in catalog() {
+            for n in std::iter::once(g.spec.name.as_str()).chain(g.aliases.iter().copied()) {
+                let bare = strip_prefixes(&normalize_name(n)).to_string();
+                if let Some(prev) = seen.insert(bare.clone(), g.spec.name.as_str()) {
+                    let pair = [prev, g.spec.name.as_str()];
+                    assert!(prev == g.spec.name || pair == ["MI250X", "MI250X-GCD"], "{n}: {pair:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blackwell_datasheet_numbers() {
+        // B200 (HGX B200, per 8 GPUs with sparsity: FP16/BF16 36 PFLOPS, FP8 72, TF32 18; FP4 144 | 72 dense):
+        // dense per GPU = 36,000 / 8 / 2 = 2,250 TFLOPS BF16, 72,000 / 8 / 2 = 4,500 FP8, 18,000 / 8 / 2 = 1,125
+        // TF32, 72,000 / 8 = 9,000 FP4. DGX B200: 1,440 GB and 64 TB/s over 8 GPUs.
+        let b200 = &lookup("NVIDIA B200").unwrap().spec;
+        let p = &b200.peak_tflops;
+        assert_eq!(p.get(Precision::Bf16), Some(36_000.0 / 8.0 / 2.0));
+        assert_eq!(p.get(Precision::Fp16), Some(2250.0));
+        assert_eq!(p.get(Precision::Fp8), Some(72_000.0 / 8.0 / 2.0));
+        assert_eq!(p.get(Precision::Tf32), Some(18_000.0 / 8.0 / 2.0));
+        assert_eq!(p.fp4, Some(72_000.0 / 8.0));
+        assert_eq!(
+            (b200.memory_gib, b200.memory_bandwidth_gbs, b200.tdp_watts),
+            (1440.0 / 8.0, 64_000.0 / 8.0, Some(1000.0))
+        );
+        assert_eq!(b200.compute_capability.as_deref(), Some("10.0"));
+        // GB200 NVL72 (72 GPUs): FP16/BF16 360 PFLOPS sparse -> 360,000 / 72 / 2 = 2,500 dense; FP4 1,440 sparse
+        // -> 10,000 dense; 372 GB per two-GPU superchip = 186 GB; one GPU at 1,200 W.
+        let gb200 = &lookup("NVIDIA GB200").unwrap().spec;
+        assert_eq!(gb200.peak_tflops.bf16, Some(360_000.0 / 72.0 / 2.0));
+        assert_eq!(gb200.peak_tflops.fp4, Some(1_440_000.0 / 72.0 / 2.0));
+        assert_eq!((gb200.memory_gib, gb200.tdp_watts), (372.0 / 2.0, Some(1200.0)));
+        // B300 (HGX B300): FP4 108 PFLOPS dense per 8 GPUs = 13,500; FP64 10 TFLOPS / 8 = 1.25; 2,304 GB / 8 = 288.
+        let b300 = &lookup("NVIDIA B300 SXM6 AC").unwrap().spec;
+        assert_eq!((b300.peak_tflops.fp4, b300.peak_tflops.fp64), (Some(108_000.0 / 8.0), 10.0 / 8.0));
+        assert_eq!((b300.memory_gib, b300.compute_capability.as_deref()), (2304.0 / 8.0, Some("10.3")));
+        // GB300 NVL72: 1,080 PFLOPS dense FP4 / 72 = 15,000 (the Blackwell Ultra blog's "15 PetaFLOPS dense NVFP4").
+        let gb300 = &lookup("NVIDIA GB300").unwrap().spec;
+        assert_eq!((gb300.peak_tflops.fp4, gb300.tdp_watts), (Some(1_080_000.0 / 72.0), Some(1400.0)));
+        // RTX PRO 6000 Blackwell Server Edition: 4 PFLOPS FP4 with sparsity -> 2,000 dense; 24,064 / 128 = 188 SMs.
+        let rtx = &lookup("NVIDIA RTX PRO 6000 Blackwell Server Edition").unwrap().spec;
+        assert_eq!((rtx.peak_tflops.fp4, rtx.sm_count, rtx.memory_gib), (Some(4000.0 / 2.0), 24_064 / 128, 96.0));
+        // fp4 exists from Blackwell (sm_100/103/120) on, and only there.
+        for g in catalog() {
+            let cc = g.spec.compute_capability.as_deref().unwrap_or("");
+            let blackwell = cc.starts_with("10.") || cc.starts_with("12.");
+            assert_eq!(g.spec.peak_tflops.fp4.is_some(), blackwell, "{}", g.spec.name);
+        }
+    }
+
+    #[test]
+    fn l40s_and_h200_datasheet_numbers() {
+        // L40S datasheet: BF16 362.05 | 733* and FP8 733 | 1,466* (dense | sparse): dense = sparse / 2.
+        // 18,176 CUDA cores / 128 per SM = 142 SMs; 48 GB at 864 GB/s, 350 W.
+        let l40s = &lookup("NVIDIA L40S").unwrap().spec;
+        // BF16 is the datasheet's dense column as printed (362.05; its sparse 733 is rounded).
+        assert_eq!(l40s.peak_tflops.bf16, Some(362.05));
+        assert_eq!(l40s.peak_tflops.fp8, Some(1466.0 / 2.0));
+        assert_eq!((l40s.sm_count, l40s.memory_gib, l40s.memory_bandwidth_gbs), (18_176 / 128, 48.0, 864.0));
+        assert_eq!((l40s.tdp_watts, l40s.peak_tflops.fp4), (Some(350.0), None));
+        // H200 SXM datasheet: FP64 34, FP32 67, TF32 989*, BF16/FP16 1,979*, FP8 3,958* (* sparse -> halved),
+        // 141 GB HBM3e at 4.8 TB/s, up to 700 W.
+        let h200 = &lookup("NVIDIA H200").unwrap().spec;
+        let p = &h200.peak_tflops;
+        assert_eq!(
+            (p.fp64, p.fp32, p.tf32, p.bf16, p.fp8),
+            (34.0, 67.0, Some(989.0 / 2.0), Some(1979.0 / 2.0), Some(3958.0 / 2.0))
+        );
+        assert_eq!((h200.memory_gib, h200.memory_bandwidth_gbs, h200.tdp_watts), (141.0, 4800.0, Some(700.0)));
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl std::fmt::Display for Precision {
 ///
 /// `fp64`/`fp32` are the highest non-sparse rates the datasheet gives for general matrix work (FP64 tensor core
 /// rate where it exists is **not** used for fp64: it needs DGEMM-shaped work; we keep the vector rate). `tf32`,
-/// `fp16`, `bf16`, `fp8` are tensor-core (matrix-core) rates; `null` where the GPU has no such path (then a
+/// `fp16`, `bf16`, `fp8`, `fp4` are tensor-core (matrix-core) rates; `null` where the GPU has no such path (then a
 /// computation in that precision is refused rather than guessed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -90,6 +90,11 @@ pub struct PeakTflops {
     /// FP8 tensor-core peak, TFLOP/s; `null` before Hopper/Ada.
     #[serde(default)]
     pub fp8: Option<f64>,
+    /// Dense FP4 (NVFP4/MXFP4: E2M1 elements with block scales) tensor-core peak, TFLOP/s; `null`/absent before
+    /// Blackwell (sm_100, sm_103, sm_120). For reference only: no request precision is 4-bit yet, so no estimate
+    /// reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4: Option<f64>,
     /// FP32 on matrix cores (AMD CDNA MFMA), TFLOP/s: what fp32 GEMMs reach there. `null` on NVIDIA, whose fp32
     /// GEMMs run on CUDA cores at `fp32`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,6 +274,7 @@ impl GpuSpec {
             ("peak_tflops.tf32", self.peak_tflops.tf32, 1e-4, 1e6),
             ("peak_tflops.bf16", self.peak_tflops.bf16, 1e-4, 1e6),
             ("peak_tflops.fp8", self.peak_tflops.fp8, 1e-4, 1e6),
+            ("peak_tflops.fp4", self.peak_tflops.fp4, 1e-4, 1e6),
             ("peak_tflops.fp32_matrix", self.peak_tflops.fp32_matrix, 1e-4, 1e6),
             ("tdp_watts", self.tdp_watts, 1.0, 1e5),
         ];

@@ -230,10 +230,12 @@ fn preset(
 
 /// The systems every new database starts with.
 ///
-/// Bandwidths are unidirectional GB/s. NVLink 3 (A100): 12 links × 25 GB/s = 300 GB/s per GPU; NVLink 4 (H100):
-/// 18 links × 25 GB/s = 450 GB/s per GPU (NVIDIA A100/H100 datasheets). NICs: a 200 Gb/s HDR port is 25 GB/s, a
-/// 400 Gb/s NDR port 50 GB/s, a 50 Gb/s Slingshot-10 port 6.25 GB/s. Latencies are typical per-message α values
-/// (NVLink ≈ 2 µs, InfiniBand ≈ 5 µs through NCCL); calibration from OSU / nccl-tests samples replaces them.
+/// Bandwidths are unidirectional GB/s. NVLink 3 (A100): 12 links × 25 GB/s = 300 GB/s per GPU; NVLink 4 (H100,
+/// H200): 18 links × 25 GB/s = 450 GB/s per GPU (NVIDIA A100/H100/H200 datasheets: 600 / 900 GB/s bidirectional);
+/// NVLink 5 (B200): 18 links × 50 GB/s = 900 GB/s per GPU (DGX B200 datasheet: 14.4 TB/s aggregate over 8 GPUs =
+/// 1.8 TB/s bidirectional each). NICs: a 200 Gb/s HDR port is 25 GB/s, a 400 Gb/s NDR port 50 GB/s, a 50 Gb/s
+/// Slingshot-10 port 6.25 GB/s. Latencies are typical per-message α values (NVLink ≈ 2 µs, InfiniBand ≈ 5 µs
+/// through NCCL); calibration from OSU / nccl-tests samples replaces them.
 pub fn presets() -> Vec<SystemSpec> {
     vec![
         preset(
@@ -275,6 +277,33 @@ pub fn presets() -> Vec<SystemSpec> {
             "NVIDIA DGX H100 SuperPOD-scale: 128 nodes of 8× H100-SXM5-80GB on NVSwitch (NVLink 4), \
              8× NDR 400 Gb/s per node",
         ),
+        // DGX H200 datasheet (https://www.nvidia.com/en-us/data-center/dgx-h200/): 8× H200 141 GB, NVLink 4 at
+        // 900 GB/s bidirectional per GPU, 4 OSFP ports serving 8 single-port ConnectX-7 VPI at up to 400 Gb/s
+        // InfiniBand (the storage/management BlueField-3 DPUs are not the compute fabric): 8 × 400 / 8 = 400 GB/s.
+        preset(
+            "dgx-h200",
+            "H200",
+            8,
+            128,
+            ("nvswitch", 450.0, 2.0),
+            ("infiniband-ndr", 400.0, 5.0, 8),
+            "NVIDIA DGX H200 SuperPOD-scale: 128 nodes of 8× H200 141 GB on NVSwitch (NVLink 4), \
+             8× ConnectX-7 NDR 400 Gb/s per node",
+        ),
+        // DGX B200 datasheet (https://www.nvidia.com/en-us/data-center/dgx-b200/) and user guide
+        // (https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html): 8× B200, two NVLink 5
+        // switches with 14.4 TB/s aggregate (1.8 TB/s bidirectional, 900 GB/s per direction per GPU), 4 OSFP ports
+        // serving 8 single-port ConnectX-7 at up to 400 Gb/s InfiniBand: 8 × 400 / 8 = 400 GB/s per node.
+        preset(
+            "dgx-b200",
+            "B200",
+            8,
+            128,
+            ("nvswitch", 900.0, 2.0),
+            ("infiniband-ndr", 400.0, 5.0, 8),
+            "NVIDIA DGX B200 SuperPOD-scale: 128 nodes of 8× B200 on NVSwitch (NVLink 5), \
+             8× ConnectX-7 NDR 400 Gb/s per node",
+        ),
     ]
 }
 
@@ -296,6 +325,19 @@ mod tests {
         assert_eq!(find("dgx-a100-80g").inter_node.bandwidth_gbs, 8.0 * 200.0 / 8.0);
         assert_eq!(find("dgx-h100").inter_node.bandwidth_gbs, 8.0 * 400.0 / 8.0);
         assert_eq!(find("dgx-h100").total_gpus(), 1024);
+
+        // DGX H200: 8× H200 (141 GB HBM3e each), NVLink 4 900 GB/s bidirectional = 450 per direction,
+        // 8 ConnectX-7 at 400 Gb/s.
+        let h200 = find("dgx-h200");
+        assert_eq!((h200.gpus_per_node, h200.gpu.name.as_str(), h200.gpu.memory_gib), (8, "H200", 141.0));
+        assert_eq!(h200.intra_node.bandwidth_gbs, 900.0 / 2.0);
+        assert_eq!((h200.inter_node.bandwidth_gbs, h200.inter_node.nics), (8.0 * 400.0 / 8.0, Some(8)));
+        // DGX B200: 1,440 GB over 8 GPUs = 180 GB each; 14.4 TB/s NVLink aggregate / 8 GPUs / 2 directions.
+        let b200 = find("dgx-b200");
+        assert_eq!((b200.gpus_per_node, b200.gpu.name.as_str(), b200.gpu.memory_gib), (8, "B200", 1440.0 / 8.0));
+        assert_eq!(b200.intra_node.bandwidth_gbs, 14_400.0 / 8.0 / 2.0);
+        assert_eq!((b200.inter_node.bandwidth_gbs, b200.inter_node.nics), (8.0 * 400.0 / 8.0, Some(8)));
+        assert_eq!(b200.total_gpus(), 128 * 8);
     }
 
     #[test]

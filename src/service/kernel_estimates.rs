@@ -161,6 +161,7 @@ fn machine_gpu(m: &HongKimMachineInput) -> Option<GpuSpec> {
             fp16: fp32,
             bf16: None,
             fp8: None,
+            fp4: None,
             fp32_matrix: None,
         },
         compute_capability: None,

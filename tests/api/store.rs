@@ -19,10 +19,11 @@ fn spec(name: &str) -> SystemSpec {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_and_presets_are_seeded_once(pool: SqlitePool) {
     let store = Store::from_pool(pool.clone()).await.unwrap();
-    assert_eq!(store.list_systems().await.unwrap().len(), 4);
+    // perlmutter-a100-40g, vista-gh200, dgx-a100-80g, dgx-h100, dgx-h200, dgx-b200.
+    assert_eq!(store.list_systems().await.unwrap().len(), 6);
     // Opening again (a restart) neither duplicates nor fails.
     let again = Store::from_pool(pool.clone()).await.unwrap();
-    assert_eq!(again.list_systems().await.unwrap().len(), 4);
+    assert_eq!(again.list_systems().await.unwrap().len(), 6);
     let tables: Vec<(String,)> =
         sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'systems'")
             .fetch_all(&pool)

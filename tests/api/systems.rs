@@ -15,7 +15,7 @@ async fn presets_ship_with_every_new_database() {
     let r = app.get("/v1/systems").await;
     assert_eq!(r.status, 200);
     let names: Vec<String> = r.json().as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().into()).collect();
-    assert_eq!(names, vec!["dgx-a100-80g", "dgx-h100", "perlmutter-a100-40g", "vista-gh200"]);
+    assert_eq!(names, vec!["dgx-a100-80g", "dgx-b200", "dgx-h100", "dgx-h200", "perlmutter-a100-40g", "vista-gh200"]);
     let h100 = app.get("/v1/systems/dgx-h100").await.json();
     assert_eq!(h100["gpu_spec"]["name"], "H100-SXM5-80GB");
     assert_eq!(h100["total_gpus"], 1024);
@@ -129,6 +129,11 @@ async fn gpu_catalog_resolves_aliases() {
     assert_eq!(v100.json()["name"], "V100-PCIE-32GB");
     assert_eq!(v100.json()["peak_tflops"]["fp16"], 112.0);
     app.get("/v1/gpus/RTX-9090").await.problem(404);
+    // PyTorch's name for a B300 (aiconfigurator's data); HGX B300's 108 PFLOPS dense FP4 / 8 GPUs = 13,500.
+    let b300 = app.get("/v1/gpus/NVIDIA%20B300%20SXM6%20AC").await.json();
+    assert_eq!((b300["name"].as_str(), b300["peak_tflops"]["fp4"].as_f64()), (Some("B300"), Some(108_000.0 / 8.0)));
+    // Before Blackwell the field is absent, not null.
+    assert!(app.get("/v1/gpus/H100").await.json()["peak_tflops"].get("fp4").is_none());
 }
 
 #[tokio::test]
@@ -140,5 +145,6 @@ async fn systems_survive_a_restart_on_the_same_file() {
     let reopened = perfcast::store::Store::open(&path).await.unwrap();
     let s = reopened.get_system("my-a100-cluster").await.unwrap();
     assert_eq!(s.spec.nodes, 64);
-    assert_eq!(reopened.list_systems().await.unwrap().len(), 5);
+    // Six presets and the one created above.
+    assert_eq!(reopened.list_systems().await.unwrap().len(), 7);
 }
