@@ -14,6 +14,8 @@ use utoipa::ToSchema;
 use crate::op::{OpClass, OpShape, Phase};
 use crate::hw::{GpuSpec, Precision};
 
+mod serving;
+
 /// Fixed cost per kernel launch, µs: the minimum duration of a kernel on current GPUs (≈ 2 µs from back-to-back
 /// launches, S1 times operators by kernel spans so CPU dispatch is excluded).
 pub const LAUNCH_OVERHEAD_US: f64 = 2.0;
@@ -75,7 +77,7 @@ impl AnalyticCost {
 
 /// The GPU cannot run this precision on the path the operator needs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{gpu} has no {precision} {path} path (its peak_tflops.{precision} is null)")]
+#[error("{gpu} has no {precision} {path} path (its peak_tflops.{} is null)", precision.peak_field())]
 pub struct UnsupportedPrecision {
     pub gpu: String,
     pub precision: Precision,
@@ -187,7 +189,9 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
 /// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy). GEMMs: forward one GEMM,
 /// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
-/// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e.
+/// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e — the forward
+/// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
+/// `attention_decode`, `moe`; forward only, the phase is ignored) are counted in `serving.rs`.
 ///
 /// Errors: [`UnsupportedPrecision`] when a matrix product asks for a precision the GPU has no path for.
 pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<AnalyticCost, UnsupportedPrecision> {
@@ -236,6 +240,15 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
             let bytes = (if bwd { 8.0 } else { 4.0 }) * b * l * a * dh * e;
             acc.kernel(flops, compute_s, bytes, bw);
             acc.waves += waves;
+        }
+        OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe => {
+            let peak = matmul_peak()?;
+            peak_used = peak;
+            match shape.class {
+                OpClass::AttentionPrefill => serving::attention_prefill(&mut acc, &d, e, peak, gpu),
+                OpClass::AttentionDecode => serving::attention_decode(&mut acc, &d, e, peak, gpu),
+                _ => serving::moe(&mut acc, &d, e, peak, gpu),
+            }
         }
         OpClass::LayerNorm | OpClass::RmsNorm => {
             let n = (d[0] * d[1]) as f64;

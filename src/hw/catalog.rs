@@ -62,6 +62,7 @@ fn gpu(
                 bf16,
                 fp8,
                 fp32_matrix,
+                fp4: None,
             },
             compute_capability: Some(cc.to_string()),
             source: Some(source.to_string()),

@@ -162,6 +162,7 @@ fn machine_gpu(m: &HongKimMachineInput) -> Option<GpuSpec> {
             bf16: None,
             fp8: None,
             fp32_matrix: None,
+            fp4: None,
         },
         compute_capability: None,
         source: None,
