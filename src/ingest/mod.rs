@@ -295,7 +295,8 @@ pub fn utf8(bytes: &[u8]) -> Result<&str, ParseError> {
 }
 
 /// Parses an operator name: perfcast's classes, S1's Table I names and common aliases
-/// (`gemm`/`matmul`/`mm`/`addmm` → linear, `baddbmm` → bmm, `layer_norm` → layernorm, …). Case-insensitive.
+/// (`gemm`/`matmul`/`mm`/`addmm` → linear, `baddbmm` → bmm, `layer_norm` → layernorm, aiconfigurator's
+/// `context_attention`/`generation_attention` → attention_prefill/attention_decode, …). Case-insensitive.
 pub fn op_class(name: &str) -> Option<OpClass> {
     let n: String = name.trim().to_ascii_lowercase().chars().filter(|c| !matches!(c, ' ' | '-')).collect();
     Some(match n.as_str() {
@@ -321,6 +322,9 @@ pub fn op_class(name: &str) -> Option<OpClass> {
         "elementwise" | "elem" | "add" | "mul" | "dropout" | "relu" | "silu" | "tanh" | "sigmoid" => {
             OpClass::Elementwise
         }
+        "attention_prefill" | "context_attention" | "prefill_attention" => OpClass::AttentionPrefill,
+        "attention_decode" | "generation_attention" | "decode_attention" => OpClass::AttentionDecode,
+        "moe" | "fused_moe" | "fusedmoe" => OpClass::Moe,
         _ => return None,
     })
 }
@@ -474,5 +478,10 @@ mod tests {
         assert_eq!(op_class("Fused Softmax"), Some(OpClass::FusedSoftmax));
         assert_eq!(op_class("ln"), Some(OpClass::LayerNorm));
         assert_eq!(op_class("conv2d"), None);
+        // Every class by its wire name (the API and the sample format accept them all).
+        for class in OpClass::ALL {
+            assert_eq!(op_class(class.as_str()), Some(class), "{class}");
+        }
+        assert_eq!(op_class("generation_attention"), Some(OpClass::AttentionDecode));
     }
 }

@@ -340,6 +340,25 @@ mod tests {
         Context { gpu: Some("H100".into()), ..Default::default() }
     }
 
+    /// The serving classes with their five named dims; they are forward only.
+    #[test]
+    fn serving_classes_take_five_named_dims() {
+        let text = concat!(
+            r#"{"op": "moe", "dtype": "fp8_block", "gpu": "H100", "dims": {"T": 16, "H": 7168, "F": 512, "E": 256, "K": 8}, "time_us": 90}"#,
+            "\n",
+            r#"{"op": "attention_decode", "phase": "bwd", "dtype": "bf16", "gpu": "H100", "dims": {"B": 1, "C": 2, "A": 8, "G": 1, "D": 64}, "time_us": 9}"#,
+            "\n"
+        );
+        let p = parse_jsonl(text.as_bytes(), &Context::default()).unwrap();
+        let Sample::Op(m) = &p.samples[0] else { panic!("{:?}", p.samples) };
+        assert_eq!((m.op, m.dtype, m.dims), (OpClass::Moe, Precision::Fp8Block, [16, 7168, 512, 256, 8]));
+        assert_eq!((p.rejected[0].line, p.rejected[0].reason.contains("forward only")), (2, true));
+        let csv = "op,dtype,gpu,time_us,B,L,A,G,D\nattention_prefill,bf16,H100,50,2,1024,8,1,128\n";
+        let p = parse_csv(csv.as_bytes(), &Context::default()).unwrap();
+        let Sample::Op(a) = &p.samples[0] else { panic!("{:?}", p.rejected) };
+        assert_eq!(a.dims, [2, 1024, 8, 1, 128]);
+    }
+
     #[test]
     fn jsonl_ops_and_comm_with_rejections() {
         let input = br#"# perfcast samples

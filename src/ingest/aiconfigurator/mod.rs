@@ -163,7 +163,8 @@ fn read_table(bytes: &[u8], ctx: &Context, out: &mut Parsed) -> Result<(), Parse
         }
         Ok(())
     };
-    if parquet::is_parquet(bytes) {
+    // The leading magic decides: a truncated Parquet file (no trailing magic) is a damaged Parquet file, not CSV.
+    if bytes.starts_with(b"PAR1") {
         parquet::for_each_row(bytes, &mut each)?;
     } else if is_gzip(bytes) {
         let capped = Capped { inner: flate2::read::MultiGzDecoder::new(bytes), left: MAX_INFLATED_BYTES };
