@@ -53,6 +53,7 @@ fn check_within(bytes: &[u8], meta: &ParquetMetaData, max_rows: u64, mut budget:
                 format!("row group {g}, column {name}: its pages ({start}+{len}) lie outside the {file_len}-byte file")
             })?;
             let mut pos = start;
+            let mut dictionary = false;
             while pos < end {
                 let page = page_header(&bytes[pos as usize..end as usize])
                     .map_err(|e| format!("row group {g}, column {name}: page header at byte {pos}: {e}"))?;
@@ -63,6 +64,13 @@ fn check_within(bytes: &[u8], meta: &ParquetMetaData, max_rows: u64, mut budget:
                         page.uncompressed, page.values
                     ));
                 }
+                // The crate expects a dictionary page before any dictionary-encoded data page (it panics otherwise).
+                dictionary |= page.kind == DICTIONARY_PAGE;
+                if matches!(page.encoding, PLAIN_DICTIONARY | RLE_DICTIONARY) && !dictionary {
+                    return Err(format!(
+                        "row group {g}, column {name}: page at byte {pos} is dictionary-encoded without a dictionary"
+                    ));
+                }
                 budget -= page.uncompressed;
                 pos = pos.saturating_add(page.header_len).saturating_add(page.compressed);
             }
@@ -71,23 +79,34 @@ fn check_within(bytes: &[u8], meta: &ParquetMetaData, max_rows: u64, mut budget:
     Ok(())
 }
 
+/// parquet-format's `PageType::DICTIONARY_PAGE`.
+const DICTIONARY_PAGE: i64 = 2;
+/// parquet-format's `Encoding::PLAIN_DICTIONARY` and `Encoding::RLE_DICTIONARY`.
+const PLAIN_DICTIONARY: i64 = 2;
+const RLE_DICTIONARY: i64 = 8;
+
 /// What the checks need from one page header.
 #[derive(Debug, Default, PartialEq)]
 struct PageSizes {
     header_len: u64,
+    /// `PageHeader.type` (0 data, 2 dictionary, 3 data v2).
+    kind: i64,
     uncompressed: u64,
     compressed: u64,
     values: u64,
+    /// The data page's value encoding (-1 when the header has none).
+    encoding: i64,
 }
 
 /// Reads one Thrift-compact `PageHeader` at the start of `b`.
 fn page_header(b: &[u8]) -> Result<PageSizes, String> {
     let mut r = Reader { b, pos: 0 };
-    let mut out = PageSizes::default();
+    let mut out = PageSizes { encoding: -1, ..PageSizes::default() };
     let mut last = 0i64;
     loop {
         let Some((id, ty)) = r.field_header(&mut last)? else { break };
         match (id, ty) {
+            (1, 5) => out.kind = r.zigzag()?,
             (2 | 3, 5) => {
                 let v = u64::try_from(r.zigzag()?).map_err(|_| "negative page size")?;
                 if id == 2 {
@@ -100,8 +119,12 @@ fn page_header(b: &[u8]) -> Result<PageSizes, String> {
             (5 | 7 | 8, 12) => {
                 let mut inner_last = 0i64;
                 while let Some((inner, t)) = r.field_header(&mut inner_last)? {
+                    // DataPageHeader.encoding is field 2, DataPageHeaderV2.encoding field 4.
+                    let encoding_field = if id == 8 { 4 } else { 2 };
                     if inner == 1 && t == 5 {
                         out.values = u64::try_from(r.zigzag()?).map_err(|_| "negative num_values")?;
+                    } else if id != 7 && inner == encoding_field && t == 5 {
+                        out.encoding = r.zigzag()?;
                     } else {
                         r.skip(t, 1)?;
                     }
@@ -243,7 +266,7 @@ mod tests {
         // 600 = 0xd8 0x04; field 5 (delta 2, struct) { field 1 i32 zigzag(42) = 84 = 0x54; stop }; stop.
         let b = [0x15, 0x00, 0x15, 0xd0, 0x0f, 0x15, 0xd8, 0x04, 0x2c, 0x15, 0x54, 0x00, 0x00, 0xff];
         let p = page_header(&b).unwrap();
-        assert_eq!(p, PageSizes { header_len: 13, uncompressed: 1000, compressed: 300, values: 42 });
+        assert_eq!(p, PageSizes { header_len: 13, kind: 0, uncompressed: 1000, compressed: 300, values: 42, encoding: -1 });
         assert!(page_header(&b[..7]).is_err());
         // A list declaring more elements than bytes left is truncation, not a long loop.
         assert!(page_header(&[0x19, 0xf5, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
