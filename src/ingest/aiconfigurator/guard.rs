@@ -103,8 +103,7 @@ fn page_header(b: &[u8]) -> Result<PageSizes, String> {
     let mut r = Reader { b, pos: 0 };
     let mut out = PageSizes { encoding: -1, ..PageSizes::default() };
     let mut last = 0i64;
-    loop {
-        let Some((id, ty)) = r.field_header(&mut last)? else { break };
+    while let Some((id, ty)) = r.field_header(&mut last)? {
         match (id, ty) {
             (1, 5) => out.kind = r.zigzag()?,
             (2 | 3, 5) => {
