@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
             black_box(predict(&cfg, &learned).unwrap().iteration_time_s)
         })
     });
-    let shape = OpShape { class: OpClass::Linear, phase: Phase::Fwd, dims: [1, 8192, 4608, 6144] };
+    let shape = OpShape { class: OpClass::Linear, phase: Phase::Fwd, dims: [1, 8192, 4608, 6144, 0] };
     c.bench_function("operator_prediction_linear_with_regressor_cached", |b| {
         b.iter(|| black_box(learned.compute(black_box(&shape), Precision::Fp16).unwrap().time_us))
     });

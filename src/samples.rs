@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::Precision;
-use crate::op::{Collective, OpClass, Phase};
+use crate::op::{Collective, Dims, OpClass, Phase};
 
 /// Free-form string attributes of a sample: library versions, kernel names, launch configuration, CI labels.
 pub type Attributes = BTreeMap<String, String>;
@@ -26,8 +26,9 @@ pub struct OpSample {
     /// Device name as the file (or the upload's `gpu`/`system` parameter) gives it; the service resolves it to a
     /// catalog name.
     pub gpu: String,
-    /// Shape, per the class's dim names ([`crate::op`]).
-    pub dims: [u64; 4],
+    /// Shape, per the class's dim names ([`crate::op`]); unused trailing dims are 0.
+    #[schema(value_type = Vec<u64>)]
+    pub dims: Dims,
     /// Measured time, µs.
     pub time_us: f64,
     #[serde(default)]

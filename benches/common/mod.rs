@@ -16,18 +16,24 @@ pub fn regressor_texts(system: &System, dtype: Precision) -> Vec<(String, String
     let mut out = Vec::new();
     for class in OpClass::ALL {
         for phase in [Phase::Fwd, Phase::Bwd] {
+            if class.is_serving() && phase == Phase::Bwd {
+                continue;
+            }
             let mut set = TrainingSet::new(&OP_FEATURES);
             let mut key = 0u64;
             for a in [64u64, 256, 1024, 4096, 16384] {
                 for b in [64u64, 512, 2048, 8192] {
                     for c in [64u64, 128, 1024, 4096] {
-                        let dims: [u64; 4] = match class {
-                            OpClass::Linear | OpClass::Bmm => [1 + a / 1024, a, b, c],
-                            OpClass::FlashAttention => [1 + a / 4096, b, 16, 128],
-                            OpClass::Embedding => [a, b * 4, c, 0],
-                            OpClass::Optimizer => [a * b * c / 64, 0, 0, 0],
-                            OpClass::Elementwise => [a, b, 2, 0],
-                            _ => [a, b * c / 64, 0, 0],
+                        let dims: [u64; 5] = match class {
+                            OpClass::Linear | OpClass::Bmm => [1 + a / 1024, a, b, c, 0],
+                            OpClass::FlashAttention => [1 + a / 4096, b, 16, 128, 0],
+                            OpClass::AttentionPrefill => [1 + a / 4096, b, 16, 2, 128],
+                            OpClass::AttentionDecode => [1 + a / 64, b * 4, 16, 2, 128],
+                            OpClass::Moe => [a, 4096, b, 8, 2],
+                            OpClass::Embedding => [a, b * 4, c, 0, 0],
+                            OpClass::Optimizer => [a * b * c / 64, 0, 0, 0, 0],
+                            OpClass::Elementwise => [a, b, 2, 0, 0],
+                            _ => [a, b * c / 64, 0, 0, 0],
                         };
                         let shape = OpShape { class, phase, dims };
                         let Ok(cost) = estimate(&shape, dtype, &system.gpu) else { continue };

@@ -96,7 +96,7 @@ impl From<UploadOutcome> for UploadResponse {
 #[allow(dead_code)]
 pub struct UploadQuery {
     /// `perfcast_jsonl`, `perfcast_csv`, `neusight_csv`, `ncu_csv`, `rocprof_csv`, `torch_trace`, `tau`, `osu`,
-    /// `nccl_tests`, `nccl_tests_json` (detected from the content when absent).
+    /// `nccl_tests`, `nccl_tests_json`, `aiconfigurator` (detected from the content when absent).
     format: Option<String>,
     /// System the file was measured on (its GPU is the default device; communication samples belong to it).
     system: Option<String>,

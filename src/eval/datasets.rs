@@ -65,7 +65,7 @@ pub fn deepbench_gemm(path: &Path) -> Result<Vec<OpSample>, String> {
             phase: Phase::Fwd,
             dtype,
             gpu: get(dev).to_string(),
-            dims: [1, m, n, k],
+            dims: [1, m, n, k, 0],
             time_us: ms * 1e3,
             attributes: Attributes::from([("source_format".into(), "deepbench".into())]),
         });
@@ -108,7 +108,7 @@ pub fn xla_matmul(path: &Path) -> Result<Vec<OpSample>, String> {
             phase: Phase::Fwd,
             dtype,
             gpu: "H100-SXM5-80GB".into(),
-            dims: [b as u64, m as u64, n as u64, k as u64],
+            dims: [b as u64, m as u64, n as u64, k as u64, 0],
             time_us,
             attributes: Attributes::from([("source_format".into(), "xla_matmul_perf_table".into())]),
         });

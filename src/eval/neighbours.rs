@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use crate::op::{Dims, DIMS};
 use crate::samples::OpSample;
 
 /// Largest ratio between a test row's dimension and a neighbour's (each dimension separately).
@@ -17,18 +18,18 @@ pub const TOLERANCE: f64 = 1.25;
 
 type Key = (String, String, String, String);
 
-/// A (class, phase, dtype, GPU) key with the half-octave buckets of the four dims.
-type Cell = (Key, [i64; 4]);
+/// A (class, phase, dtype, GPU) key with the half-octave buckets of the dims.
+type Cell = (Key, [i64; DIMS]);
 
 /// A train sample's dims and measured time, µs.
-type Measured = ([u64; 4], f64);
+type Measured = (Dims, f64);
 
 fn key(s: &OpSample, gpu: &str) -> Key {
     (s.op.as_str().to_string(), s.phase.as_str().to_string(), s.dtype.as_str().to_string(), gpu.to_string())
 }
 
 /// Work of a shape: the product of its non-zero dims.
-fn work(dims: &[u64; 4]) -> f64 {
+fn work(dims: &Dims) -> f64 {
     dims.iter().filter(|&&d| d > 0).map(|&d| d as f64).product()
 }
 
@@ -59,7 +60,7 @@ impl Neighbours {
         let b = s.dims.map(bucket);
         let w = work(&s.dims);
         let mut times = Vec::new();
-        for code in 0..81 {
+        for code in 0..3_i64.pow(DIMS as u32) {
             let mut nb = b;
             let mut c = code;
             for v in nb.iter_mut() {
@@ -98,7 +99,7 @@ mod tests {
             phase: Phase::Fwd,
             dtype: Precision::Fp32,
             gpu: "T4".into(),
-            dims,
+            dims: crate::op::dims_from(&dims),
             time_us,
             attributes: Default::default(),
         }

@@ -6,7 +6,9 @@ use utoipa::ToSchema;
 /// Numeric precision of a computation. Decides which peak (tensor cores or not) and how many bytes per element.
 ///
 /// `tf32` is fp32 storage computed on tensor cores (Ampere and later); `fp8` is E4M3/E5M2 on Hopper/Ada tensor
-/// cores, stored as 1 byte.
+/// cores, stored as 1 byte, with one scale per tensor. `fp8_block` is FP8 E4M3 with DeepSeek-style block scales
+/// (128×128 weight blocks, 1×128 activation groups, fp32 scales) on the same FP8 tensor cores. `nvfp4` is NVIDIA's
+/// 4-bit E2M1 format with one FP8 (E4M3) scale per 16 elements (W4A4), on Blackwell's FP4 tensor cores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
@@ -16,20 +18,46 @@ pub enum Precision {
     Fp16,
     Bf16,
     Fp8,
+    #[serde(rename = "fp8_block")]
+    Fp8Block,
+    Nvfp4,
 }
 
 impl Precision {
-    /// Every precision, in the order of [`PeakTflops`]'s fields.
-    pub const ALL: [Precision; 6] =
-        [Precision::Fp64, Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16, Precision::Fp8];
+    /// Every precision (the first six in the order of [`PeakTflops`]'s fields; `fp8_block` runs at the `fp8`
+    /// peak, `nvfp4` at the `fp4` peak).
+    pub const ALL: [Precision; 8] = [
+        Precision::Fp64,
+        Precision::Fp32,
+        Precision::Tf32,
+        Precision::Fp16,
+        Precision::Bf16,
+        Precision::Fp8,
+        Precision::Fp8Block,
+        Precision::Nvfp4,
+    ];
 
     /// Bytes per stored element (tf32 is stored as fp32).
+    ///
+    /// `fp8_block` counts 1: its fp32 scales add 4 B per 128×128 weight block (0.02 %) and 4 B per 128
+    /// activations (3 %), left to the learned correction. `nvfp4` counts its scales: 0.5 B of data plus one 1-byte
+    /// scale per 16 elements = 0.5625 B.
     pub fn bytes(self) -> f64 {
         match self {
             Precision::Fp64 => 8.0,
             Precision::Fp32 | Precision::Tf32 => 4.0,
             Precision::Fp16 | Precision::Bf16 => 2.0,
-            Precision::Fp8 => 1.0,
+            Precision::Fp8 | Precision::Fp8Block => 1.0,
+            Precision::Nvfp4 => 0.5 + 1.0 / 16.0,
+        }
+    }
+
+    /// The [`PeakTflops`] field whose peak this precision runs at (`fp8_block` → `fp8`, `nvfp4` → `fp4`).
+    pub fn peak_field(self) -> &'static str {
+        match self {
+            Precision::Fp8Block => "fp8",
+            Precision::Nvfp4 => "fp4",
+            other => other.as_str(),
         }
     }
 
@@ -42,11 +70,13 @@ impl Precision {
             Precision::Fp16 => "fp16",
             Precision::Bf16 => "bf16",
             Precision::Fp8 => "fp8",
+            Precision::Fp8Block => "fp8_block",
+            Precision::Nvfp4 => "nvfp4",
         }
     }
 
     /// Parses the API name (case-insensitive; also accepts `float16`, `half`, `bfloat16`, `float32`, `float`,
-    /// `double`, `float64`). `None` for anything else.
+    /// `double`, `float64`, `fp8-block`, `fp4`). `None` for anything else.
     pub fn parse(s: &str) -> Option<Precision> {
         match s.trim().to_ascii_lowercase().as_str() {
             "fp64" | "float64" | "double" | "f64" => Some(Precision::Fp64),
@@ -55,6 +85,8 @@ impl Precision {
             "fp16" | "float16" | "half" | "f16" => Some(Precision::Fp16),
             "bf16" | "bfloat16" => Some(Precision::Bf16),
             "fp8" | "float8" | "e4m3" | "e5m2" | "f8" => Some(Precision::Fp8),
+            "fp8_block" | "fp8-block" | "fp8block" => Some(Precision::Fp8Block),
+            "nvfp4" | "fp4" | "nv_fp4" => Some(Precision::Nvfp4),
             _ => None,
         }
     }
@@ -91,8 +123,7 @@ pub struct PeakTflops {
     #[serde(default)]
     pub fp8: Option<f64>,
     /// Dense FP4 (NVFP4/MXFP4: E2M1 elements with block scales) tensor-core peak, TFLOP/s; `null`/absent before
-    /// Blackwell (sm_100, sm_103, sm_120). For reference only: no request precision is 4-bit yet, so no estimate
-    /// reads it.
+    /// Blackwell (sm_100, sm_103, sm_120). The peak of `nvfp4` operators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp4: Option<f64>,
     /// FP32 on matrix cores (AMD CDNA MFMA), TFLOP/s: what fp32 GEMMs reach there. `null` on NVIDIA, whose fp32
@@ -110,7 +141,8 @@ impl PeakTflops {
             Precision::Tf32 => self.tf32,
             Precision::Fp16 => Some(self.fp16),
             Precision::Bf16 => self.bf16,
-            Precision::Fp8 => self.fp8,
+            Precision::Fp8 | Precision::Fp8Block => self.fp8,
+            Precision::Nvfp4 => self.fp4,
         }
     }
 

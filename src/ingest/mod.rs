@@ -10,6 +10,7 @@
 //! May import: the domain core's vocabulary (`hw`, `op`, `samples`, `comm`). Must not import `store`, `service`,
 //! `jobs`, `api`, `app`, `cli` or `eval`.
 
+pub mod aiconfigurator;
 pub mod mt4g;
 pub mod nccl_tests;
 pub mod ncu;
@@ -58,11 +59,15 @@ pub enum Format {
     NcclTestsJson,
     /// MT4G GPU memory-topology JSON (or its legacy v1 CSV): a GPU description, not samples ([`mt4g`]).
     Mt4g,
+    /// NVIDIA aiconfigurator's performance database: its Parquet tables (or CSV copies), one or several, or a tar
+    /// archive of them ([`aiconfigurator`]).
+    Aiconfigurator,
 }
 
 impl Format {
     /// Every format, in detection order (the specific signatures first; the perfcast formats are strict too).
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 12] = [
+        Format::Aiconfigurator,
         Format::PerfcastJsonl,
         Format::NeusightCsv,
         Format::PerfcastCsv,
@@ -90,11 +95,12 @@ impl Format {
             Format::NcclTests => "nccl_tests",
             Format::NcclTestsJson => "nccl_tests_json",
             Format::Mt4g => "mt4g",
+            Format::Aiconfigurator => "aiconfigurator",
         }
     }
 
     /// Parses a wire name (also accepts `jsonl`, `csv`, `neusight`, `ncu`, `nsight_compute`, `rocprof`, `kineto`,
-    /// `pytorch_trace`, `chrome_trace`, `nccl`, `nccl_json`).
+    /// `pytorch_trace`, `chrome_trace`, `nccl`, `nccl_json`, `aic`).
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "perfcast_jsonl" | "jsonl" | "perfcast" => Some(Format::PerfcastJsonl),
@@ -108,6 +114,7 @@ impl Format {
             "nccl_tests" | "nccl" => Some(Format::NcclTests),
             "nccl_tests_json" | "nccl_json" => Some(Format::NcclTestsJson),
             "mt4g" => Some(Format::Mt4g),
+            "aiconfigurator" | "aic" => Some(Format::Aiconfigurator),
             _ => None,
         }
     }
@@ -193,6 +200,7 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
         Format::Osu => osu::parse(bytes, ctx),
         Format::NcclTests => nccl_tests::parse_text(bytes, ctx),
         Format::NcclTestsJson => nccl_tests::parse_json(bytes, ctx),
+        Format::Aiconfigurator => aiconfigurator::parse(bytes, ctx),
         Format::Mt4g => Err(ParseError::whole(
             "MT4G output describes a GPU, not measured samples: import it as a GPU (ingest::mt4g::parse)",
         )),
@@ -201,7 +209,8 @@ pub fn parse(format: Format, bytes: &[u8], ctx: &Context) -> Result<Parsed, Pars
 
 /// Parses several files of one upload (multipart) as `format`: TAU profiles and rocprof outputs are read
 /// together (ranks from the profile count; counters, device names and clocks joined to dispatches, companion
-/// files accepted); other formats are parsed file by file
+/// files accepted); aiconfigurator tables file by file, skipping their YAML side files; other formats are parsed
+/// file by file
 /// and merged (rejection lines then refer to their own file, named in the reason).
 ///
 /// Errors: the first file that cannot be parsed, named.
@@ -209,6 +218,7 @@ pub fn parse_files(format: Format, files: &[(&str, &[u8])], ctx: &Context) -> Re
     match format {
         Format::Tau => tau::parse_files(files, ctx),
         Format::RocprofCsv => rocprof::parse_files(files, ctx),
+        Format::Aiconfigurator => aiconfigurator::parse_files(files, ctx),
         _ => {
             let mut out = Parsed::default();
             for (name, bytes) in files {
@@ -239,9 +249,13 @@ pub fn detect_files(files: &[(&str, &[u8])]) -> Option<Format> {
 }
 
 /// Guesses the format from the first bytes; `None` when nothing matches. A gzip stream is looked into (its first
-/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`], a gzip'd tar archive [`Format::Tau`].
+/// 64 KiB): a gzip'd Chrome trace is [`Format::TorchTrace`], a gzip'd tar archive [`Format::Tau`] — unless it holds
+/// aiconfigurator tables, which (Parquet, CSV or archives of them) are recognized first.
 pub fn detect(bytes: &[u8]) -> Option<Format> {
     const HEAD: usize = 64 * 1024;
+    if aiconfigurator::looks_like(bytes) {
+        return Some(Format::Aiconfigurator);
+    }
     if text::is_gzip(bytes) {
         let inner = text::gunzip_head(bytes, HEAD);
         return if tau::is_tar(&inner) || tau::looks_like(&inner) {
@@ -268,6 +282,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         Format::NcclTests => nccl_tests::looks_like_text(head),
         Format::NcclTestsJson => nccl_tests::looks_like_json(head),
         Format::Mt4g => mt4g::looks_like(head),
+        Format::Aiconfigurator => aiconfigurator::looks_like(head),
     })
 }
 
@@ -283,7 +298,8 @@ pub fn utf8(bytes: &[u8]) -> Result<&str, ParseError> {
 }
 
 /// Parses an operator name: perfcast's classes, S1's Table I names and common aliases
-/// (`gemm`/`matmul`/`mm`/`addmm` → linear, `baddbmm` → bmm, `layer_norm` → layernorm, …). Case-insensitive.
+/// (`gemm`/`matmul`/`mm`/`addmm` → linear, `baddbmm` → bmm, `layer_norm` → layernorm, aiconfigurator's
+/// `context_attention`/`generation_attention` → attention_prefill/attention_decode, …). Case-insensitive.
 pub fn op_class(name: &str) -> Option<OpClass> {
     let n: String = name.trim().to_ascii_lowercase().chars().filter(|c| !matches!(c, ' ' | '-')).collect();
     Some(match n.as_str() {
@@ -309,6 +325,9 @@ pub fn op_class(name: &str) -> Option<OpClass> {
         "elementwise" | "elem" | "add" | "mul" | "dropout" | "relu" | "silu" | "tanh" | "sigmoid" => {
             OpClass::Elementwise
         }
+        "attention_prefill" | "context_attention" | "prefill_attention" => OpClass::AttentionPrefill,
+        "attention_decode" | "generation_attention" | "decode_attention" => OpClass::AttentionDecode,
+        "moe" | "fused_moe" | "fusedmoe" => OpClass::Moe,
         _ => return None,
     })
 }
@@ -462,5 +481,10 @@ mod tests {
         assert_eq!(op_class("Fused Softmax"), Some(OpClass::FusedSoftmax));
         assert_eq!(op_class("ln"), Some(OpClass::LayerNorm));
         assert_eq!(op_class("conv2d"), None);
+        // Every class by its wire name (the API and the sample format accept them all).
+        for class in OpClass::ALL {
+            assert_eq!(op_class(class.as_str()), Some(class), "{class}");
+        }
+        assert_eq!(op_class("generation_attention"), Some(OpClass::AttentionDecode));
     }
 }

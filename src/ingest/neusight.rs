@@ -97,7 +97,7 @@ pub fn parse(bytes: &[u8], ctx: &Context) -> Result<Parsed, ParseError> {
             phase: Phase::Fwd,
             dtype,
             gpu,
-            dims,
+            dims: crate::op::dims_from(&dims),
             time_us: latency_ms * 1e3,
             attributes,
         }));
@@ -125,7 +125,7 @@ linear,1.1338346401850383,NVIDIA L4,p2.1.0,8902,ampere_sgemm_128x64_tn,66.206894
         let p = parse(linear.as_bytes(), &Context::default()).unwrap();
         let Sample::Op(s) = &p.samples[0] else { panic!() };
         assert_eq!((s.op, s.dtype, s.gpu.as_str()), (OpClass::Linear, Precision::Fp32, "NVIDIA L4"));
-        assert_eq!(s.dims, [1, 1024, 2560, 2560]);
+        assert_eq!(s.dims, [1, 1024, 2560, 2560, 0]);
         assert!((s.time_us - 1133.8346401850383).abs() < 1e-9);
         assert_eq!(s.attributes["Kernel Name"], "ampere_sgemm_128x64_tn");
 
@@ -135,11 +135,11 @@ addu,0.1,Tesla V100-PCIE-32GB,p2.1.0,8902,k,1,1,1,1,1,1,1,1,cu121,64,64,False\n\
 conv,0.1,Tesla V100-PCIE-32GB,p2.1.0,8902,k,1,1,1,1,1,1,1,1,cu121,64,64,False\n";
         let p = parse(ln.as_bytes(), &Context::default()).unwrap();
         let Sample::Op(s) = &p.samples[0] else { panic!() };
-        assert_eq!((s.op, s.dims), (OpClass::LayerNorm, [32768, 1600, 0, 0]));
+        assert_eq!((s.op, s.dims), (OpClass::LayerNorm, [32768, 1600, 0, 0, 0]));
         let Sample::Op(u) = &p.samples[1] else { panic!() };
         assert_eq!(
             (u.op, u.dims, u.attributes["elementwise_op"].as_str()),
-            (OpClass::Elementwise, [64, 64, 1, 0], "addu")
+            (OpClass::Elementwise, [64, 64, 1, 0, 0], "addu")
         );
         assert_eq!(p.rejected, vec![Rejected { line: 4, reason: "unknown NeuSight operator \"conv\"".into() }]);
     }

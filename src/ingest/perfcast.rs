@@ -13,7 +13,8 @@
 //! per class, see [`crate::op`]), `time_us` (or `time_ms`), `attributes` (string → string|number|bool).
 //!
 //! **CSV** — a header row, then one sample per row. Columns by name: `op`, `phase`, `dtype`, `gpu`, `time_us` (or
-//! `time_ms`), and one column per dim (`B`, `M`, `N`, `K`, `H`, `I`, `L`, `A`, `D`, `T`, `V`, `P`; empty when unused).
+//! `time_ms`), and one column per dim (`B`, `M`, `N`, `K`, `H`, `I`, `L`, `A`, `D`, `T`, `V`, `P`, `G`, `C`, `F`, `E`;
+//! empty when unused).
 //! Every other column becomes an attribute.
 //!
 //! A syntactically broken line makes the whole upload fail (422 naming line and column): a truncated file is not
@@ -28,11 +29,11 @@ use super::{op_class, phase, utf8, Context, ParseError, Parsed};
 
 use crate::comm::Collective;
 use crate::hw::Precision;
-use crate::op::{OpClass, Phase};
+use crate::op::{Dims, OpClass, Phase, DIMS};
 use crate::samples::{Attributes, CommSample, OpSample, Rejected, Sample};
 
-/// The dim columns the CSV variant recognizes.
-pub const DIM_COLUMNS: [&str; 12] = ["B", "M", "N", "K", "H", "I", "L", "A", "D", "T", "V", "P"];
+/// The dim columns the CSV variant recognizes (every name of [`OpClass::dim_names`]).
+pub const DIM_COLUMNS: [&str; 16] = ["B", "M", "N", "K", "H", "I", "L", "A", "D", "T", "V", "P", "G", "C", "F", "E"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,9 +84,9 @@ fn attr_string(v: &serde_json::Value) -> String {
 }
 
 /// Places named dims into the class's slots. Errors name the unknown or missing dim.
-pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<[u64; 4], String> {
+pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<Dims, String> {
     let names = class.dim_names();
-    let mut dims = [0u64; 4];
+    let mut dims = [0u64; DIMS];
     for (k, v) in named {
         let Some(pos) = names.iter().position(|n| n == k) else {
             return Err(format!("dim {k:?} is not one of {class}'s dims {names:?}"));
@@ -134,6 +135,9 @@ fn op_sample(
         None => Phase::Fwd,
         Some(p) => phase(p).ok_or_else(|| format!("unknown phase {p:?} (fwd or bwd)"))?,
     };
+    if class.is_serving() && phase == Phase::Bwd {
+        return Err(format!("{class} is forward only (a serving operator)"));
+    }
     let dtype = Precision::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype:?}"))?;
     let gpu = gpu
         .filter(|g| !g.trim().is_empty())
@@ -336,6 +340,25 @@ mod tests {
         Context { gpu: Some("H100".into()), ..Default::default() }
     }
 
+    /// The serving classes with their five named dims; they are forward only.
+    #[test]
+    fn serving_classes_take_five_named_dims() {
+        let text = concat!(
+            r#"{"op": "moe", "dtype": "fp8_block", "gpu": "H100", "dims": {"T": 16, "H": 7168, "F": 512, "E": 256, "K": 8}, "time_us": 90}"#,
+            "\n",
+            r#"{"op": "attention_decode", "phase": "bwd", "dtype": "bf16", "gpu": "H100", "dims": {"B": 1, "C": 2, "A": 8, "G": 1, "D": 64}, "time_us": 9}"#,
+            "\n"
+        );
+        let p = parse_jsonl(text.as_bytes(), &Context::default()).unwrap();
+        let Sample::Op(m) = &p.samples[0] else { panic!("{:?}", p.samples) };
+        assert_eq!((m.op, m.dtype, m.dims), (OpClass::Moe, Precision::Fp8Block, [16, 7168, 512, 256, 8]));
+        assert_eq!((p.rejected[0].line, p.rejected[0].reason.contains("forward only")), (2, true));
+        let csv = "op,dtype,gpu,time_us,B,L,A,G,D\nattention_prefill,bf16,H100,50,2,1024,8,1,128\n";
+        let p = parse_csv(csv.as_bytes(), &Context::default()).unwrap();
+        let Sample::Op(a) = &p.samples[0] else { panic!("{:?}", p.rejected) };
+        assert_eq!(a.dims, [2, 1024, 8, 1, 128]);
+    }
+
     #[test]
     fn jsonl_ops_and_comm_with_rejections() {
         let input = br#"# perfcast samples
@@ -349,7 +372,7 @@ mod tests {
         let p = parse_jsonl(input, &ctx()).unwrap();
         assert_eq!(p.samples.len(), 3);
         let Sample::Op(a) = &p.samples[0] else { panic!() };
-        assert_eq!((a.op, a.dims, a.time_us), (OpClass::Linear, [1, 4096, 4096, 4096], 191.3));
+        assert_eq!((a.op, a.dims, a.time_us), (OpClass::Linear, [1, 4096, 4096, 4096, 0], 191.3));
         assert_eq!(a.attributes["warm"], "10");
         let Sample::Op(b) = &p.samples[1] else { panic!() };
         assert_eq!((b.op, b.phase, b.gpu.as_str(), b.time_us), (OpClass::Bmm, Phase::Bwd, "H100", 500.0));
@@ -380,7 +403,7 @@ mod tests {
         let p = parse_csv(input, &Context::default()).unwrap();
         assert_eq!(p.samples.len(), 1);
         let Sample::Op(s) = &p.samples[0] else { panic!() };
-        assert_eq!((s.dims, s.time_us, s.attributes["kernel"].as_str()), ([1, 128, 256, 64], 12.5, "sgemm"));
+        assert_eq!((s.dims, s.time_us, s.attributes["kernel"].as_str()), ([1, 128, 256, 64, 0], 12.5, "sgemm"));
         assert_eq!(p.rejected.iter().map(|r| r.line).collect::<Vec<_>>(), vec![3, 4]);
         assert!(p.rejected[0].reason.contains("dim H"));
         assert!(p.rejected[1].reason.contains("positive"));

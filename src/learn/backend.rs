@@ -91,7 +91,7 @@ impl LearnedBackend {
         }
         let gpu = &self.analytic.system().gpu.name;
         let fwd = self.registry.op(shape.class, Phase::Fwd, dtype, gpu)?;
-        let [b, m, n, k] = shape.dims;
+        let [b, m, n, k, _] = shape.dims;
         let (b, m) = if shape.class == OpClass::Linear { (1, b.max(1) * m) } else { (b, m) };
         let dgrad = OpShape::new(shape.class, Phase::Fwd, &[b, m, k, n]);
         let wgrad = OpShape::new(shape.class, Phase::Fwd, &[b, k, n, m]);

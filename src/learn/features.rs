@@ -20,7 +20,7 @@ use crate::op::OpShape;
 
 /// Names of [`op_features`]'s values, in order. Stored with every model so a model is only ever fed the vector
 /// it was trained on.
-pub const OP_FEATURES: [&str; 28] = [
+pub const OP_FEATURES: [&str; 29] = [
     "dim0_log2",
     "dim1_log2",
     "dim2_log2",
@@ -49,6 +49,7 @@ pub const OP_FEATURES: [&str; 28] = [
     "watts_per_sm",
     "tile_peak_us_log2",
     "tile_dram_us_log2",
+    "dim4_log2",
 ];
 
 fn log2p(v: f64) -> f64 {
@@ -68,7 +69,7 @@ fn per_tile(amount: f64, rate_per_s: f64, tiles: f64, sms: f64) -> f64 {
 
 /// The feature vector of `shape` in `dtype` on `gpu`, given its analytic cost (MODELS.md §4). Length
 /// [`OP_FEATURES`]`.len()`.
-pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 28] {
+pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 29] {
     let d = shape.dims;
     let bw = gpu.memory_bandwidth_bps();
     let balance = cost.peak_flops / bw;
@@ -109,6 +110,8 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         gpu.tdp_watts.map_or(f64::NAN, |w| w / f64::from(gpu.sm_count.max(1))),
         per_tile(cost.flops, cost.peak_flops, cost.tiles, sms),
         per_tile(cost.bytes, bw, cost.tiles, sms),
+        // The fifth dim (serving classes: attention head dim, MoE top-k) last, so the older indices hold.
+        log2p(d[4] as f64),
     ]
 }
 
@@ -123,10 +126,12 @@ mod tests {
     fn features_are_finite_and_describe_the_machine() {
         let gpu = lookup("A100-SXM4-40GB").unwrap().spec.clone();
         for (class, dims) in [
-            (OpClass::Linear, [1, 8192, 8192, 8192]),
-            (OpClass::LayerNorm, [1, 1, 0, 0]),
-            (OpClass::Elementwise, [4096, 1024, 1, 0]),
-            (OpClass::Optimizer, [1_000_000, 0, 0, 0]),
+            (OpClass::Linear, [1, 8192, 8192, 8192, 0]),
+            (OpClass::LayerNorm, [1, 1, 0, 0, 0]),
+            (OpClass::Elementwise, [4096, 1024, 1, 0, 0]),
+            (OpClass::Optimizer, [1_000_000, 0, 0, 0, 0]),
+            (OpClass::AttentionDecode, [32, 4096, 8, 1, 128]),
+            (OpClass::Moe, [16, 4096, 14336, 8, 2]),
         ] {
             let shape = OpShape::new(class, Phase::Fwd, &dims);
             let cost = estimate(&shape, Precision::Fp16, &gpu).unwrap();

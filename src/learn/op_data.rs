@@ -9,13 +9,13 @@ use super::features::{op_features, OP_FEATURES};
 use super::fit::TrainingSet;
 use crate::cost::roofline::estimate;
 use crate::hw::{GpuSpec, Precision};
-use crate::op::{OpClass, OpShape, Phase};
+use crate::op::{Dims, OpClass, OpShape, Phase, DIMS};
 
 /// One measured operator call on a known GPU.
 #[derive(Debug, Clone, Copy)]
 pub struct OpObservation<'a> {
     pub gpu: &'a GpuSpec,
-    pub dims: [u64; 4],
+    pub dims: Dims,
     pub time_us: f64,
     pub split_key: u64,
 }
@@ -26,8 +26,8 @@ pub struct SetSummary {
     /// Rows per GPU.
     pub gpus: BTreeMap<String, u64>,
     /// Smallest and largest value of each dim.
-    pub dims_min: [u64; 4],
-    pub dims_max: [u64; 4],
+    pub dims_min: Dims,
+    pub dims_max: Dims,
     /// Observations dropped (the analytic model cannot time them, or a non-finite feature).
     pub dropped: u64,
 }
@@ -40,7 +40,7 @@ pub fn op_training_set(
     observations: &[OpObservation<'_>],
 ) -> (TrainingSet, SetSummary) {
     let mut set = TrainingSet::new(&OP_FEATURES);
-    let mut summary = SetSummary { dims_min: [u64::MAX; 4], ..Default::default() };
+    let mut summary = SetSummary { dims_min: [u64::MAX; DIMS], ..Default::default() };
     for o in observations {
         let shape = OpShape { class, phase, dims: o.dims };
         let Ok(cost) = estimate(&shape, dtype, o.gpu) else {
@@ -50,7 +50,7 @@ pub fn op_training_set(
         let x = op_features(&shape, dtype, o.gpu, &cost);
         if set.push(&x, cost.time_us, o.time_us, o.split_key) {
             *summary.gpus.entry(o.gpu.name.clone()).or_default() += 1;
-            for k in 0..4 {
+            for k in 0..DIMS {
                 summary.dims_min[k] = summary.dims_min[k].min(o.dims[k]);
                 summary.dims_max[k] = summary.dims_max[k].max(o.dims[k]);
             }
@@ -59,7 +59,7 @@ pub fn op_training_set(
         }
     }
     if set.is_empty() {
-        summary.dims_min = [0; 4];
+        summary.dims_min = [0; DIMS];
     }
     (set, summary)
 }

@@ -437,7 +437,11 @@ mod tests {
 
     fn dims(ops: &[StageOp], name: OpName) -> [u64; 4] {
         match ops.iter().find(|o| o.name == name).unwrap().work {
-            Work::Compute { shape, .. } => shape.dims,
+            Work::Compute { shape, .. } => {
+                let [a, b, c, d, unused] = shape.dims;
+                assert_eq!(unused, 0, "training operators have at most four dims");
+                [a, b, c, d]
+            }
             _ => panic!("not a computation"),
         }
     }

@@ -2,7 +2,7 @@
 //! op or a fused kernel) with a class, a phase, a precision and a shape. S1's Table I operators (MODELS.md §1.1)
 //! map onto these classes — Linear1–4 and Final_Linear are all [`OpClass::Linear`] — so they share data.
 //!
-//! Shape convention (`dims`, four unsigned integers; NeuSight's names for GEMMs and vector ops):
+//! Shape convention (`dims`, [`DIMS`] unsigned integers; NeuSight's names for GEMMs and vector ops):
 //! | class | dims | meaning |
 //! |---|---|---|
 //! | `linear` | B, M, N, K | B·(M×K)·(K×N): y[M,N] = x[M,K]·W[K,N], B = 1 for a plain linear |
@@ -10,11 +10,22 @@
 //! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
 //! | `elementwise` | B, H, I | B rows of H elements, I input tensors (1 unary, 2 binary; 0 means 2) |
 //! | `rope` | B, H | B = tokens·heads rows of H = head_dim elements, applied to q and k |
-//! | `flash_attention` | B, L, A, D | batch, sequence, heads (on this GPU), head dim; causal |
+//! | `flash_attention` | B, L, A, D | batch, sequence, heads (on this GPU), head dim; causal (training: forward and backward) |
+//! | `attention_prefill` | B, L, A, G, D | B sequences of L new tokens each, A query heads and G key/value heads on this GPU, head dim D; causal, writes the new K/V into the KV cache |
+//! | `attention_decode` | B, C, A, G, D | B sequences decoding one token each, attending C cached tokens (history + the new one), A query heads, G key/value heads on this GPU, head dim D |
+//! | `moe` | T, H, F, E, K | T tokens entering the layer, hidden H, expert FFN width F on this GPU (inter_size / expert TP), E experts on this GPU (experts / EP), top-K routing; SwiGLU experts |
 //! | `embedding` | T, V, H | tokens, vocabulary rows (on this GPU), hidden |
 //! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU) |
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
 //! Unused trailing dims are 0.
+//!
+//! Training's flash attention is `flash_attention` (query heads = key/value heads); its forward pass is the same
+//! computation as an `attention_prefill` with G = A (without the KV-cache write). Its backward pass is timed as
+//! FlashAttention-2 counts it — about 2.5× the forward FLOPs (five GEMMs against two, Dao 2023 §3.1) — until
+//! measured backward samples exist for the serving classes.
+//!
+//! The serving classes (`attention_prefill`, `attention_decode`, `moe`) are forward only; their samples come from
+//! NVIDIA aiconfigurator's performance database ([`crate::ingest`]'s `aiconfigurator` format).
 //!
 //! Owns the vocabulary of timed work: operator classes, phases, shapes and collectives. May import: `hw`. Must not
 //! import anything else of the crate.
@@ -25,6 +36,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use collective::Collective;
+
+/// Number of dims of every [`OpShape`] (the widest class, `attention_*` and `moe`, needs five).
+pub const DIMS: usize = 5;
+
+/// An operator's dims: meaning per class in the module's table; unused trailing dims are 0.
+pub type Dims = [u64; DIMS];
 
 /// Operator class: what a regressor is keyed on (with phase and precision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
@@ -50,8 +67,17 @@ pub enum OpClass {
     Swiglu,
     /// Rotary position embedding on q and k.
     Rope,
-    /// FlashAttention (causal), replacing QK^T, mask, softmax and ·V.
+    /// FlashAttention (causal), replacing QK^T, mask, softmax and ·V (training; backward ≈ 2.5× forward FLOPs).
     FlashAttention,
+    /// Serving prefill attention: causal flash attention over the new tokens, with grouped key/value heads and
+    /// the write of the new K/V into the paged KV cache (vLLM's FlashAttention-2/3 path).
+    AttentionPrefill,
+    /// Serving decode attention: one new query token per sequence against its KV cache (memory-bound on the KV
+    /// read), with the write of the new token's K/V.
+    AttentionDecode,
+    /// Fused mixture-of-experts layer on one GPU: top-k routing, the routed tokens through gate+up and down GEMMs
+    /// of SwiGLU experts, weighted combine (vLLM FusedMoE). Excludes the router GEMM and communication.
+    Moe,
     /// Vocabulary-parallel embedding lookup.
     Embedding,
     /// Vocabulary-parallel cross-entropy.
@@ -64,7 +90,7 @@ pub enum OpClass {
 
 impl OpClass {
     /// Every class.
-    pub const ALL: [OpClass; 15] = [
+    pub const ALL: [OpClass; 18] = [
         OpClass::Linear,
         OpClass::Bmm,
         OpClass::LayerNorm,
@@ -80,6 +106,9 @@ impl OpClass {
         OpClass::CrossEntropy,
         OpClass::Optimizer,
         OpClass::Elementwise,
+        OpClass::AttentionPrefill,
+        OpClass::AttentionDecode,
+        OpClass::Moe,
     ];
 
     /// The wire name (`"fused_softmax"`).
@@ -100,6 +129,9 @@ impl OpClass {
             OpClass::CrossEntropy => "cross_entropy",
             OpClass::Optimizer => "optimizer",
             OpClass::Elementwise => "elementwise",
+            OpClass::AttentionPrefill => "attention_prefill",
+            OpClass::AttentionDecode => "attention_decode",
+            OpClass::Moe => "moe",
         }
     }
 
@@ -108,6 +140,9 @@ impl OpClass {
         match self {
             OpClass::Linear | OpClass::Bmm => &["B", "M", "N", "K"],
             OpClass::FlashAttention => &["B", "L", "A", "D"],
+            OpClass::AttentionPrefill => &["B", "L", "A", "G", "D"],
+            OpClass::AttentionDecode => &["B", "C", "A", "G", "D"],
+            OpClass::Moe => &["T", "H", "F", "E", "K"],
             OpClass::Embedding => &["T", "V", "H"],
             OpClass::CrossEntropy => &["T", "V"],
             OpClass::Optimizer => &["P"],
@@ -118,7 +153,23 @@ impl OpClass {
 
     /// True for classes that run on tensor/matrix cores (when the precision allows).
     pub fn is_matmul(self) -> bool {
-        matches!(self, OpClass::Linear | OpClass::Bmm | OpClass::FlashAttention)
+        matches!(
+            self,
+            OpClass::Linear
+                | OpClass::Bmm
+                | OpClass::FlashAttention
+                | OpClass::AttentionPrefill
+                | OpClass::AttentionDecode
+                | OpClass::Moe
+        )
+    }
+}
+
+impl OpClass {
+    /// True for the serving classes (`attention_prefill`, `attention_decode`, `moe`): forward only, measured by
+    /// serving frameworks rather than by perfcast's training collector.
+    pub fn is_serving(self) -> bool {
+        matches!(self, OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe)
     }
 }
 
@@ -151,17 +202,23 @@ impl Phase {
 pub struct OpShape {
     pub class: OpClass,
     pub phase: Phase,
-    /// Four dims; meaning per class in the module doc; unused ones are 0.
-    pub dims: [u64; 4],
+    /// [`DIMS`] dims; meaning per class in the module doc; unused ones are 0.
+    pub dims: Dims,
 }
 
 impl OpShape {
     /// Builds a shape, zero-filling unused dims.
     pub fn new(class: OpClass, phase: Phase, dims: &[u64]) -> OpShape {
-        let mut d = [0u64; 4];
-        for (slot, v) in d.iter_mut().zip(dims) {
-            *slot = *v;
-        }
-        OpShape { class, phase, dims: d }
+        OpShape { class, phase, dims: dims_from(dims) }
     }
+}
+
+/// [`Dims`] from the leading dims `dims` (a class's meaningful ones), zero-filling the rest; dims past [`DIMS`]
+/// are ignored.
+pub fn dims_from(dims: &[u64]) -> Dims {
+    let mut d = [0u64; DIMS];
+    for (slot, v) in d.iter_mut().zip(dims) {
+        *slot = *v;
+    }
+    d
 }

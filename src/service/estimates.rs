@@ -9,7 +9,7 @@ use crate::cost::CostBackend;
 use crate::hw::{GpuRef, Link, Precision, System};
 use crate::ingest::perfcast::place_dims;
 use crate::learn::backend::LearnedBackend;
-use crate::op::{OpClass, OpShape, Phase};
+use crate::op::{Dims, OpClass, OpShape, Phase};
 
 /// `POST /v1/estimates/operator`: one operator call on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -26,7 +26,10 @@ pub struct OperatorEstimateRequest {
     pub phase: Phase,
     pub dtype: Precision,
     /// Dims by name: `B, M, N, K` for linear/bmm; `B, H` for vector ops (`I` = inputs for elementwise);
-    /// `B, L, A, D` for flash_attention; `T, V, H` embedding; `T, V` cross_entropy; `P` optimizer.
+    /// `B, L, A, D` for flash_attention; `T, V, H` embedding; `T, V` cross_entropy; `P` optimizer; serving
+    /// (forward only): `B, L, A, G, D` attention_prefill (sequences, new tokens each, query heads, key/value heads,
+    /// head dim), `B, C, A, G, D` attention_decode (C = cached tokens attended), `T, H, F, E, K` moe (tokens,
+    /// hidden, expert FFN width and experts on this GPU, top-k).
     pub dims: std::collections::BTreeMap<String, u64>,
 }
 
@@ -42,8 +45,9 @@ pub struct OperatorEstimate {
     pub op: OpClass,
     pub phase: Phase,
     pub dtype: Precision,
-    /// Dims in the class's slots (see `op`'s dim names).
-    pub dims: [u64; 4],
+    /// Dims in the class's slots (see `op`'s dim names); unused trailing dims are 0.
+    #[schema(value_type = Vec<u64>)]
+    pub dims: Dims,
     /// Roofline estimate, µs.
     pub analytic_us: f64,
     /// Learned prediction (= analytic when no regressor covers it), µs.
@@ -69,6 +73,9 @@ impl Service {
             let names: Vec<&str> = OpClass::ALL.iter().map(|c| c.as_str()).collect();
             ServiceError::invalid("op", format!("unknown operator {:?}; classes: {}", req.op, names.join(", ")))
         })?;
+        if class.is_serving() && req.phase == Phase::Bwd {
+            return Err(ServiceError::invalid("phase", format!("{class} is forward only (a serving operator)")));
+        }
         let dims = place_dims(class, &req.dims).map_err(|m| ServiceError::invalid("dims", m))?;
         let shape = OpShape { class, phase: req.phase, dims };
         let analytic =

@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{Store, StoreError};
+use crate::op::Dims;
 use crate::samples::{CommSample, KernelSample, OpSample, Rejected, TimerSample};
 
 /// An upload to store: the raw (decoded) bytes and what parsing made of them.
@@ -72,7 +73,7 @@ pub enum Stored {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpRow {
     pub gpu: String,
-    pub dims: [u64; 4],
+    pub dims: Dims,
     pub time_us: f64,
     pub split_key: u64,
 }
@@ -119,7 +120,7 @@ fn decode_profile(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, StoreE
 
 const PROFILE_COLUMNS: &str = "id, sha256, format, system, gpu, labels, raw_bytes, samples, rejected, created_at";
 
-/// Rows per multi-row INSERT (13 bound values per op sample stays far below SQLite's variable limit).
+/// Rows per multi-row INSERT (14 bound values per op sample stays far below SQLite's variable limit).
 const BATCH: usize = 500;
 
 impl Store {
@@ -154,7 +155,7 @@ impl Store {
         .await?;
         for chunk in samples.ops.chunks(BATCH) {
             let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, time_us, attributes, split_key) ",
+                "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, split_key) ",
             );
             let mut err = None;
             q.push_values(chunk, |mut b, (s, key)| {
@@ -171,6 +172,7 @@ impl Store {
                     .push_bind(s.dims[1] as i64)
                     .push_bind(s.dims[2] as i64)
                     .push_bind(s.dims[3] as i64)
+                    .push_bind(s.dims[4] as i64)
                     .push_bind(s.time_us)
                     .push_bind(attrs)
                     .push_bind(*key as i64);
@@ -300,7 +302,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT kind, sid, data FROM (
                 SELECT 'op' AS kind, 0 AS ord, id AS sid, json_object('op', op, 'phase', phase, 'dtype', dtype,
-                    'gpu', gpu, 'dims', json_array(d0, d1, d2, d3), 'time_us', time_us,
+                    'gpu', gpu, 'dims', json_array(d0, d1, d2, d3, d4), 'time_us', time_us,
                     'attributes', json(attributes)) AS data
                 FROM op_samples WHERE profile_id = ?1
                 UNION ALL
@@ -366,7 +368,7 @@ impl Store {
     /// Every operator sample of (op, phase, dtype), for training.
     pub async fn op_rows(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<OpRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT gpu, d0, d1, d2, d3, time_us, split_key FROM op_samples WHERE op = ? AND phase = ? AND dtype = ? ORDER BY id",
+            "SELECT gpu, d0, d1, d2, d3, d4, time_us, split_key FROM op_samples WHERE op = ? AND phase = ? AND dtype = ? ORDER BY id",
         )
         .bind(op)
         .bind(phase)
@@ -382,6 +384,7 @@ impl Store {
                         r.try_get::<i64, _>("d1")? as u64,
                         r.try_get::<i64, _>("d2")? as u64,
                         r.try_get::<i64, _>("d3")? as u64,
+                        r.try_get::<i64, _>("d4")? as u64,
                     ],
                     time_us: r.try_get("time_us")?,
                     split_key: r.try_get::<i64, _>("split_key")? as u64,

@@ -169,3 +169,39 @@ async fn implausible_inline_gpus_are_refused_not_answered_with_nulls() {
     let t = r.json()["analytic_us"].as_f64().unwrap();
     assert!(t >= 2.0 * 1024.0 * 2560.0 * 2560.0 / 312e6, "{t}");
 }
+
+/// The serving classes through `POST /v1/estimates/operator` with their named dims.
+#[tokio::test]
+async fn serving_operator_classes_estimate_with_named_dims() {
+    let app = TestApp::new().await;
+    let req = json!({"gpu": "NVIDIA H100 80GB HBM3", "op": "attention_decode", "phase": "fwd", "dtype": "bf16",
+        "dims": {"B": 32, "C": 4096, "A": 8, "G": 1, "D": 128}});
+    let v = app.post_json("/v1/estimates/operator", &req).await.json();
+    assert_eq!(v["dims"], json!([32, 4096, 8, 1, 128]), "{v}");
+    // FLOPs 4·32·4096·8·128; bytes: new K/V 2·32·1·128·2 + cache 2·32·4096·1·128·2 + q/o 2·32·8·128·2.
+    assert_eq!(v["analytic"]["flops"], 536_870_912.0);
+    assert_eq!(v["analytic"]["bytes"], 16_384.0 + 67_108_864.0 + 131_072.0);
+    assert_eq!(v["analytic"]["bound"], "memory");
+    let moe = json!({"gpu": "H100", "op": "moe", "dtype": "fp8_block",
+        "dims": {"T": 16, "H": 7168, "F": 512, "E": 256, "K": 8}});
+    // 6·16·8·7168·512 FLOPs.
+    assert_eq!(app.post_json("/v1/estimates/operator", &moe).await.json()["analytic"]["flops"], 2_818_572_288.0);
+    let prefill = json!({"gpu": "H100", "op": "attention_prefill", "dtype": "bf16",
+        "dims": {"B": 2, "L": 1024, "A": 8, "G": 1, "D": 128}});
+    // 2·2·1024²·8·128 FLOPs (causal), (2·8 + 4·1)·2·1024·128·2 bytes.
+    let p = app.post_json("/v1/estimates/operator", &prefill).await.json();
+    assert_eq!((p["analytic"]["flops"].as_f64(), p["analytic"]["bytes"].as_f64()), (Some(4_294_967_296.0), Some(10_485_760.0)));
+    let problem = |r: crate::common::Reply| r.problem(422)["errors"][0]["field"].as_str().unwrap().to_string();
+    let mut bwd = req.clone();
+    bwd["phase"] = json!("bwd");
+    assert_eq!(problem(app.post_json("/v1/estimates/operator", &bwd).await), "phase");
+    let mut four = req.clone();
+    four["dims"] = json!({"B": 32, "C": 4096, "A": 8, "D": 128});
+    assert_eq!(problem(app.post_json("/v1/estimates/operator", &four).await), "dims");
+    // H100 has no FP4 tensor cores: nvfp4 is refused with the field that says so.
+    let mut fp4 = req.clone();
+    fp4["dtype"] = json!("nvfp4");
+    let r = app.post_json("/v1/estimates/operator", &fp4).await.problem(422);
+    assert_eq!(r["errors"][0]["field"], "dtype");
+    assert!(r["detail"].as_str().unwrap().contains("peak_tflops.fp4"), "{r}");
+}

@@ -166,3 +166,52 @@ async fn tau_fixtures_alone_and_as_one_run() {
     let s = samples(&app, &cpi["id"]).await;
     assert!(s.iter().any(|x| x["kind"] == "comm" && x["data"]["collective"] == "broadcast" && x["data"]["ranks"] == 4));
 }
+
+/// NVIDIA aiconfigurator's Parquet tables: each alone, all six with their YAML as one multipart upload, a CSV.gz copy,
+/// and a truncated table (422 problem+json). Row counts are pyarrow's reading of each file's footer.
+#[tokio::test]
+async fn aiconfigurator_tables_alone_together_and_damaged() {
+    let app = TestApp::new().await;
+    let dir = "aiconfigurator/a100_sxm_vllm_";
+    let tables = [
+        ("gemm_vllm_0.14.0_gemm_perf.parquet", 9240, "op"),
+        ("attention_vllm_0.14.0_context_attention_perf.parquet", 5457, "op"),
+        ("attention_vllm_0.14.0_generation_attention_perf.parquet", 5431, "op"),
+        ("comm_nccl_2.27.3_nccl_perf.parquet", 504, "comm"),
+        ("comm_vllm_0.14.0_custom_allreduce_perf.parquet", 138, "comm"),
+        ("moe_vllm_0.14.0_moe_perf.parquet", 6360, "op"),
+    ];
+    let mut ids = Vec::new();
+    for (file, rows, kind) in tables {
+        let p = single(&app, &format!("{dir}{file}"), "").await;
+        assert_eq!(p["format"], "aiconfigurator", "{file}");
+        assert_eq!(p["samples"], rows, "{file}: {p}");
+        assert_eq!(p["samples_by_kind"][kind], rows, "{file}: {p}");
+        ids.push(p["id"].clone());
+    }
+    // The GEMM's first row, stored: the device resolves to the catalog's name; five dims.
+    let first = &samples(&app, &ids[0]).await[0]["data"];
+    assert_eq!(first["op"], "linear");
+    assert_eq!(first["gpu"], "A100-SXM4-80GB");
+    assert_eq!(first["dims"], serde_json::json!([1, 8192, 65536, 4096, 0]));
+    // One database in one upload: the six tables and the collection metadata.
+    let mut parts: Vec<String> = tables.iter().map(|t| format!("{dir}{}", t.0)).collect();
+    parts.push(format!("{dir}gemm_vllm_0.14.0_collection_meta.yaml"));
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let all = multipart(&app, &refs, "").await;
+    assert_eq!(all["samples"], 9240 + 5457 + 5431 + 504 + 138 + 6360);
+    assert_eq!(all["samples_by_kind"]["comm"], 504 + 138);
+    // The CSV.gz copy of the same GEMM table (shared/data), as a raw body.
+    let csv = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/a100_sxm/gemm_perf.csv.gz"),
+    )
+    .unwrap();
+    let r = app.post_bytes("/v1/profiles", csv, &[]).await;
+    let v = created("gemm_perf.csv.gz", &r);
+    assert_eq!((v["format"].as_str(), v["samples"].as_u64()), (Some("aiconfigurator"), Some(9240)));
+    // A truncated table is a problem, not a crash.
+    let mut cut = fixture(&format!("{dir}moe_vllm_0.14.0_moe_perf.parquet"));
+    cut.truncate(cut.len() / 2);
+    let p = app.post_bytes("/v1/profiles?format=aiconfigurator", cut, &[]).await.problem(422);
+    assert!(p["detail"].as_str().unwrap().contains("Parquet"), "{p}");
+}

@@ -55,7 +55,7 @@ async fn upload_is_idempotent_by_content() {
     assert_eq!(samples["total"], 3);
     assert_eq!(samples["samples"].as_array().unwrap().len(), 2);
     assert_eq!(samples["samples"][0]["data"]["gpu"], "H100-SXM5-80GB");
-    assert_eq!(samples["samples"][0]["data"]["dims"], serde_json::json!([1, 4096, 4096, 4096]));
+    assert_eq!(samples["samples"][0]["data"]["dims"], serde_json::json!([1, 4096, 4096, 4096, 0]));
     let next = samples["next"].as_str().unwrap().to_string();
     let rest = app.get(&next).await.json();
     assert_eq!(rest["samples"][0]["kind"], "comm");

@@ -252,6 +252,9 @@ pub(super) fn dims_for(class: OpClass, name: &str, a: &OpArgs) -> Result<(OpClas
             }
         }
         OpClass::Optimizer => return Err("optimizer ops are not read from traces".into()),
+        OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe => {
+            return Err(format!("{class} (a serving operator) is not read from traces"))
+        }
     };
     let n = out.0.dim_names().len();
     Ok((out.0, positive(out.1, n)?))

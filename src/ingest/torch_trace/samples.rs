@@ -173,7 +173,7 @@ impl Joined {
             phase: if bwd { Phase::Bwd } else { Phase::Fwd },
             dtype,
             gpu,
-            dims,
+            dims: crate::op::dims_from(&dims),
             time_us,
             attributes,
         })

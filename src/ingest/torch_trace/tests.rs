@@ -49,7 +49,7 @@ fn minimal_backward_thread_joins_by_time_and_infers_linear_backward_dims() {
     let o = ops(&p);
     assert_eq!(o.len(), 1);
     assert_eq!((o[0].op, o[0].phase, o[0].dtype), (OpClass::Linear, Phase::Bwd, Precision::Fp32));
-    assert_eq!((o[0].dims, o[0].time_us, o[0].gpu.as_str()), ([1, 2048, 2048, 256], 45.0, "A100"));
+    assert_eq!((o[0].dims, o[0].time_us, o[0].gpu.as_str()), ([1, 2048, 2048, 256, 0], 45.0, "A100"));
     assert_eq!(o[0].attributes["dims_source"], "backward_gemm_shapes");
     assert!(p.rejected.is_empty(), "{:?}", p.rejected);
     // Without a GPU name the op is rejected with the reason; the kernel stays.
@@ -64,7 +64,7 @@ fn mi250_forward_and_backward_ops() {
     assert_eq!(kernels(&p).len(), 14);
     let o = ops(&p);
     let find = |class: OpClass, phase: Phase, dims: [u64; 4]| {
-        o.iter().find(|s| s.op == class && s.phase == phase && s.dims == dims).copied()
+        o.iter().find(|s| s.op == class && s.phase == phase && s.dims == crate::op::dims_from(&dims)).copied()
     };
     // aten::linear (ext 9) owns aten::addmm (ext 13) and its two kernels: the bias copy at 4203669603771.648 and the
     // GEMM at 4203669603847.969 lasting 17.6 µs; input [5, 128], weight [128, 128].
@@ -171,7 +171,7 @@ fn synthetic_trace_external_ids_nesting_and_collapsed_rejections() {
     let p = parse(trace.as_bytes(), &Context::default()).unwrap();
     let o = ops(&p);
     assert_eq!(o.len(), 1, "{:?}", p.rejected);
-    assert_eq!((o[0].op, o[0].dims, o[0].dtype), (OpClass::LayerNorm, [2048, 1024, 0, 0], Precision::Bf16));
+    assert_eq!((o[0].op, o[0].dims, o[0].dtype), (OpClass::LayerNorm, [2048, 1024, 0, 0, 0], Precision::Bf16));
     assert_eq!((o[0].time_us, o[0].gpu.as_str()), (12.5, "NVIDIA H100 80GB HBM3"));
     assert_eq!(o[0].attributes["rank"], "3");
     let c = comms(&p);

@@ -1,0 +1,74 @@
+//! Hand-computed checks of the operator roofline (training classes).
+
+use super::*;
+use crate::hw::lookup;
+
+fn a100() -> GpuSpec {
+    lookup("A100-SXM4-40GB").unwrap().spec.clone()
+}
+
+#[test]
+fn large_gemm_is_compute_bound_at_quantized_peak() {
+    // M=N=K=8192 fp16 on A100 (108 SMs, 312 TFLOP/s): 64·64 = 4096 tiles → ceil(4096/108) = 38 waves;
+    // per tile 2·128·128·8192 = 268,435,456 FLOP at 312e12/108 FLOP/s per SM = 92.92 µs; 38 waves = 3530.9 µs.
+    let c = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]), Precision::Fp16, &a100())
+        .unwrap();
+    assert_eq!(c.waves, 38.0);
+    let expected_compute_us = 38.0 * 268_435_456.0 / (312e12 / 108.0) * 1e6;
+    assert!((c.compute_us - expected_compute_us).abs() < 1e-6, "{}", c.compute_us);
+    assert!((expected_compute_us - 3530.9).abs() < 0.1);
+    assert_eq!(c.bound, Bound::Compute);
+    assert!((c.time_us - (expected_compute_us + 2.0)).abs() < 1e-6);
+    // Ideal FLOPs 2·8192³ = 1.0995e12.
+    assert!((c.flops - 1.099_511_627_776e12).abs() < 1.0);
+}
+
+#[test]
+fn small_output_gemms_use_small_tiles_and_split_k() {
+    // M = N = 128, K = 4096, fp32 on A100 (108 SMs, 19.5 TFLOP/s → 180.56 GFLOP/s per SM).
+    // One 128×128 tile alone: 2·128·128·4096 / 180.56e9 = 743.4 µs. Best plan by hand: 64×64 tiles (4 of
+    // them, efficiency 4096/128/64 = 0.5) with split-K 16 (K/s = 256): 64 tile-splits in one wave,
+    // 2·64·64·256 / (180.56e9 · 0.5) = 23.23 µs, plus the reduction 17·128·128·4 B / 1555e9 B/s = 0.72 µs.
+    let g = a100();
+    let plan = gemm_plan(1, 128, 128, 4096, 19.5e12, &g);
+    assert_eq!((plan.tile, plan.split_k, plan.waves), ((64, 64), 16, 1.0));
+    let expected = 2.0 * 64.0 * 64.0 * 256.0 / (19.5e12 / 108.0 * 0.5) + 17.0 * 128.0 * 128.0 * 4.0 / 1555e9;
+    assert!((plan.time_s - expected).abs() < 1e-12, "{} vs {expected}", plan.time_s);
+    assert_eq!(tile_efficiency(128, 64), (8192.0 / 192.0 / 64.0));
+}
+
+#[test]
+fn gemm_backward_is_two_gemms() {
+    let g = a100();
+    let fwd =
+        estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g).unwrap();
+    let bwd =
+        estimate(&OpShape::new(OpClass::Linear, Phase::Bwd, &[1, 4096, 4096, 4096]), Precision::Bf16, &g).unwrap();
+    assert_eq!(bwd.kernels, 2);
+    assert!((bwd.flops - 2.0 * fwd.flops).abs() < 1.0);
+    assert!((bwd.time_us - 2.0 * fwd.time_us).abs() < 1e-6);
+}
+
+#[test]
+fn layernorm_is_memory_bound() {
+    // 8192 rows × 6144 fp16 → read + write 2·8192·6144·2 B = 201,326,592 B over 1555 GB/s = 129.47 µs, + 2 µs.
+    let c =
+        estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100()).unwrap();
+    assert_eq!(c.bound, Bound::Memory);
+    assert!((c.bytes - 201_326_592.0).abs() < 1e-6);
+    assert!((c.time_us - (201_326_592.0 / 1555e9 * 1e6 + 2.0)).abs() < 1e-6);
+}
+
+#[test]
+fn unsupported_precision_is_an_error() {
+    let v100 = lookup("V100-SXM2").unwrap().spec.clone();
+    let err =
+        estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 64, 64, 64]), Precision::Bf16, &v100).unwrap_err();
+    assert_eq!(err.precision, Precision::Bf16);
+}
+
+#[test]
+fn tiny_ops_are_launch_bound() {
+    let c = estimate(&OpShape::new(OpClass::Gelu, Phase::Fwd, &[1, 1024]), Precision::Fp16, &a100()).unwrap();
+    assert_eq!(c.bound, Bound::Launch);
+}

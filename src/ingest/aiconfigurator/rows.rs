@@ -1,0 +1,260 @@
+//! One aiconfigurator row → one perfcast sample (the mapping of the module doc). A cell that cannot be read as
+//! its column's type is an error ([`ParseError`], naming row and column); a well-formed row perfcast cannot use
+//! (a precision it has no model for, a zero dim, a non-positive latency) is a rejection reason.
+
+use super::super::{Context, ParseError};
+use super::table::{Row, TableKind};
+use crate::hw::Precision;
+use crate::op::{Collective, OpClass, Phase};
+use crate::samples::{Attributes, CommSample, OpSample, Sample};
+
+/// What one row gives: a sample, or why the row is not kept.
+pub type Mapped = Result<Sample, String>;
+
+/// Columns copied into every sample's attributes when present (`gpu` of the CSV copies is aiconfigurator's system
+/// folder, kept as `aic_system`).
+const ATTRIBUTE_COLUMNS: [&str; 12] = [
+    "framework",
+    "version",
+    "kernel_source",
+    "backend",
+    "backend_version",
+    "attn_dtype",
+    "kv_cache_dtype",
+    "window_size",
+    "beam_width",
+    "distribution",
+    "moe_tp_size",
+    "moe_ep_size",
+];
+
+/// Maps `row` of a table of `kind`.
+pub fn map(kind: TableKind, row: &Row<'_>, ctx: &Context) -> Result<Mapped, ParseError> {
+    let latency_ms = row.float("latency")?;
+    let time_us = latency_ms * 1e3;
+    let mut attributes = attributes(row);
+    if !(time_us.is_finite() && time_us > 0.0) {
+        return Ok(Err(format!("latency must be a positive number of ms, got {latency_ms}")));
+    }
+    match kind {
+        TableKind::Gemm => gemm(row, ctx, time_us, attributes),
+        TableKind::Attention => attention(row, ctx, time_us, attributes),
+        TableKind::Moe => moe(row, ctx, time_us, attributes),
+        TableKind::Nccl | TableKind::CustomAllReduce => {
+            let custom = kind == TableKind::CustomAllReduce;
+            if custom {
+                // The CSV copies rename the table's own `backend` (vllm_graph / vllm_eager) to `ar_backend`.
+                let ar = if row.columns.position("ar_backend").is_some() { "ar_backend" } else { "backend" };
+                if let Some(v) = row.opt_text(ar) {
+                    attributes.insert("ar_backend".into(), v.into_owned());
+                }
+                if row.columns.position("ar_backend").is_none() {
+                    attributes.remove("backend");
+                }
+                attributes.insert("implementation".into(), "vllm_custom_allreduce".into());
+            } else {
+                attributes.insert("implementation".into(), "nccl".into());
+            }
+            comm(row, ctx, custom, time_us, attributes)
+        }
+    }
+}
+
+fn attributes(row: &Row<'_>) -> Attributes {
+    let mut a = Attributes::new();
+    a.insert("source".into(), "aiconfigurator".into());
+    for c in ATTRIBUTE_COLUMNS {
+        if let Some(v) = row.opt_text(c) {
+            a.insert(c.into(), v.into_owned());
+        }
+    }
+    if let Some(v) = row.opt_text("gpu") {
+        a.insert("aic_system".into(), v.into_owned());
+    }
+    a
+}
+
+fn device(row: &Row<'_>, ctx: &Context) -> Result<String, String> {
+    row.opt_text("device")
+        .map(|d| d.into_owned())
+        .or_else(|| ctx.gpu.clone())
+        .ok_or_else(|| "no device: give the upload's gpu or system parameter".into())
+}
+
+fn precision(column: &str, name: &str) -> Result<Precision, String> {
+    Precision::parse(name).ok_or_else(|| format!("{column} {name:?} has no perfcast precision"))
+}
+
+fn op(class: OpClass, dtype: Precision, gpu: String, dims: [u64; 5], time_us: f64, attributes: Attributes) -> Mapped {
+    let names = class.dim_names();
+    if let Some((n, _)) = names.iter().zip(&dims).find(|(_, d)| **d == 0) {
+        return Err(format!("dim {n} of {class} is 0"));
+    }
+    Ok(Sample::Op(OpSample { op: class, phase: Phase::Fwd, dtype, gpu, dims, time_us, attributes }))
+}
+
+fn gemm(row: &Row<'_>, ctx: &Context, time_us: f64, attributes: Attributes) -> Result<Mapped, ParseError> {
+    let (m, n, k) = (row.uint("m")?, row.uint("n")?, row.uint("k")?);
+    let dtype = row.text("gemm_dtype")?;
+    Ok((|| {
+        let dtype = precision("gemm_dtype", &dtype)?;
+        op(OpClass::Linear, dtype, device(row, ctx)?, [1, m, n, k, 0], time_us, attributes)
+    })())
+}
+
+/// (major, minor) of a version string (`0.14.0`, `v0.24.1rc2`).
+fn major_minor(v: &str) -> Option<(u64, u64)> {
+    let mut parts = v.trim().trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts.next()?.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((major, minor.parse().ok()?))
+}
+
+/// Cached tokens a decode row attends: `step + 1` (history and the new token), except for the vLLM collector
+/// before 0.24 (the a100 file's 0.14.0), whose kernel attended `step` (SOURCE.txt). An unreadable version is taken
+/// as the current collector's.
+fn attended(step: u64, version: Option<&str>) -> u64 {
+    match version.and_then(major_minor) {
+        Some(v) if v < (0, 24) => step,
+        _ => step.saturating_add(1),
+    }
+}
+
+fn attention(row: &Row<'_>, ctx: &Context, time_us: f64, mut attributes: Attributes) -> Result<Mapped, ParseError> {
+    let (b, isl, a, g, d) = (
+        row.uint("batch_size")?,
+        row.uint("isl")?,
+        row.uint("num_heads")?,
+        row.uint("num_key_value_heads")?,
+        row.uint("head_dim")?,
+    );
+    let step = row.uint("step")?;
+    let window = row.opt_uint("window_size")?.unwrap_or(0);
+    let kind = row.text("op_name")?;
+    let kv = row.text("kv_cache_dtype")?;
+    let version = row.opt_text("version").or_else(|| row.opt_text("backend_version"));
+    Ok((|| {
+        // The KV cache's precision sets the dominant traffic (and FlashAttention-3's fp8 path computes in it).
+        let dtype = precision("kv_cache_dtype", &kv)?;
+        let gpu = device(row, ctx)?;
+        if g > a {
+            return Err(format!("{g} key/value heads for {a} query heads"));
+        }
+        match kind.as_ref() {
+            "context_attention" => {
+                if window > 0 {
+                    return Err(format!(
+                        "sliding-window prefill (window_size {window}) is not attention_prefill's full causal shape"
+                    ));
+                }
+                op(OpClass::AttentionPrefill, dtype, gpu, [b, isl, a, g, d], time_us, attributes)
+            }
+            "generation_attention" => {
+                let mut c = attended(step, version.as_deref());
+                if window > 0 {
+                    c = c.min(window);
+                }
+                attributes.insert("step".into(), step.to_string());
+                op(OpClass::AttentionDecode, dtype, gpu, [b, c, a, g, d], time_us, attributes)
+            }
+            other => Err(format!("op_name {other:?} is neither context_attention nor generation_attention")),
+        }
+    })())
+}
+
+fn moe(row: &Row<'_>, ctx: &Context, time_us: f64, mut attributes: Attributes) -> Result<Mapped, ParseError> {
+    let (t, h, inter, k) =
+        (row.uint("num_tokens")?, row.uint("hidden_size")?, row.uint("inter_size")?, row.uint("topk")?);
+    let (experts, tp, ep) = (row.uint("num_experts")?, row.uint("moe_tp_size")?, row.uint("moe_ep_size")?);
+    let dtype = row.text("moe_dtype")?;
+    Ok((|| {
+        let dtype = precision("moe_dtype", &dtype)?;
+        let gpu = device(row, ctx)?;
+        if tp == 0 || ep == 0 || inter % tp != 0 || experts % ep != 0 {
+            return Err(format!(
+                "inter_size {inter} / moe_tp_size {tp} or num_experts {experts} / moe_ep_size {ep} is not whole"
+            ));
+        }
+        attributes.insert("inter_size".into(), inter.to_string());
+        attributes.insert("num_experts".into(), experts.to_string());
+        op(OpClass::Moe, dtype, gpu, [t, h, inter / tp, experts / ep, k], time_us, attributes)
+    })())
+}
+
+/// Bytes of one element of a collective's dtype as nccl-tests and PyTorch name them.
+fn element_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype.trim().to_ascii_lowercase().as_str() {
+        "half" | "fp16" | "float16" | "bfloat16" | "bf16" => 2,
+        "float" | "float32" | "fp32" | "int32" | "int" | "uint32" => 4,
+        "double" | "float64" | "fp64" | "int64" | "uint64" => 8,
+        "int8" | "uint8" | "char" | "fp8" | "float8" | "e4m3" | "e5m2" => 1,
+        _ => return None,
+    })
+}
+
+fn collective(op_name: &str) -> Option<Collective> {
+    Some(match op_name.trim() {
+        "all_reduce" | "allreduce" => Collective::AllReduce,
+        "all_gather" | "allgather" => Collective::AllGather,
+        "reduce_scatter" | "reducescatter" => Collective::ReduceScatter,
+        "alltoall" | "all_to_all" => Collective::AllToAll,
+        _ => return None,
+    })
+}
+
+fn comm(
+    row: &Row<'_>,
+    ctx: &Context,
+    custom: bool,
+    time_us: f64,
+    mut attributes: Attributes,
+) -> Result<Mapped, ParseError> {
+    let dtype_column = if custom { "allreduce_dtype" } else { "nccl_dtype" };
+    let dtype = row.text(dtype_column)?;
+    let (gpus, elements) = (row.uint("num_gpus")?, row.uint("message_size")?);
+    let op_name = row.text("op_name")?;
+    Ok((|| {
+        let c = collective(&op_name).ok_or_else(|| format!("op_name {op_name:?} is not a collective"))?;
+        if custom && c != Collective::AllReduce {
+            return Err(format!("custom all-reduce row measures {op_name:?}"));
+        }
+        let size = element_bytes(&dtype).ok_or_else(|| format!("{dtype_column} {dtype:?}: unknown element size"))?;
+        let bytes = elements.checked_mul(size).ok_or("message_size × element size overflows")?;
+        let ranks = u32::try_from(gpus).ok().filter(|&r| r >= 1).ok_or(format!("num_gpus {gpus} is not 1–2³²"))?;
+        if bytes == 0 {
+            return Err("message_size is 0".into());
+        }
+        if let Ok(gpu) = device(row, ctx) {
+            attributes.insert("gpu".into(), gpu);
+        }
+        Ok(Sample::Comm(CommSample {
+            nodes: Some(1),
+            gpus_per_node: Some(ranks),
+            dtype: Some(dtype.into_owned()),
+            attributes,
+            ..CommSample::timed(c, bytes, ranks, time_us)
+        }))
+    })())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_attends_step_before_vllm_0_24_and_step_plus_one_after() {
+        assert_eq!(attended(1023, Some("0.14.0")), 1023);
+        assert_eq!(attended(1023, Some("0.24.0")), 1024);
+        assert_eq!(attended(1023, Some("v0.25.1rc2")), 1024);
+        assert_eq!(attended(1023, None), 1024);
+        assert_eq!(attended(1023, Some("nightly")), 1024);
+    }
+
+    #[test]
+    fn element_sizes_and_collectives() {
+        assert_eq!((element_bytes("half"), element_bytes("int8"), element_bytes("float")), (Some(2), Some(1), Some(4)));
+        assert_eq!(element_bytes("complex"), None);
+        assert_eq!(collective("alltoall"), Some(Collective::AllToAll));
+        assert_eq!(collective("broadcast"), None);
+    }
+}
