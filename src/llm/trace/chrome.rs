@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{Lane, Trace};
 
 /// The whole trace file.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChromeTrace {
     /// Metadata events first, then the complete events of every stage.
@@ -17,11 +17,12 @@ pub struct ChromeTrace {
     /// `ms`: how the viewers show times.
     pub display_time_unit: &'static str,
     /// The prediction behind the trace: `model` (eq7 / simulated) and `iteration_time_s`.
+    #[schema(value_type = Object)]
     pub other_data: Value,
 }
 
 /// One event: a complete event (`ph` `X`) or a metadata event (`ph` `M`, no `ts`/`dur`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChromeEvent {
     pub name: String,
     /// The span's kind (complete events only).
@@ -38,6 +39,8 @@ pub struct ChromeEvent {
     pub pid: u32,
     /// The lane ([`lane_tid`]; 0 for process metadata).
     pub tid: u32,
+    /// `name` of a process or thread (metadata); `stage`, `chunk`, `micro_batch` of a span.
+    #[schema(value_type = Object)]
     pub args: Value,
 }
 

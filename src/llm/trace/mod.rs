@@ -29,6 +29,35 @@ use super::schedule::Step;
 use super::timing::{pass_seconds, TimedOp, TimedTraining};
 use crate::op::Phase;
 
+/// How a timeline is rendered: `chrome` (the default: Trace Event Format JSON, [`chrome`]) or `svg` (a Gantt
+/// chart, [`svg`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    #[default]
+    Chrome,
+    Svg,
+}
+
+impl TraceFormat {
+    /// The format named `s` (`chrome` or `svg`, lower case), `None` for any other.
+    pub fn parse(s: &str) -> Option<TraceFormat> {
+        match s {
+            "chrome" => Some(TraceFormat::Chrome),
+            "svg" => Some(TraceFormat::Svg),
+            _ => None,
+        }
+    }
+
+    /// Its media type: `application/json` or `image/svg+xml`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            TraceFormat::Chrome => "application/json",
+            TraceFormat::Svg => "image/svg+xml",
+        }
+    }
+}
+
 /// The stream of a stage a span runs on (one thread per lane in the Chrome trace, one row in the SVG).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
