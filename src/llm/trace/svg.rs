@@ -65,10 +65,11 @@ pub fn svg(trace: &Trace, width: u32) -> Result<String, RenderError> {
             .build_cartesian_2d(0.0..end_ms.max(1e-9), (0..n).into_segmented())
             .map_err(|e| err(&e))?;
         let label = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) => rows
-                .get(n.saturating_sub(1 + *r))
+            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) if *r < n => rows
+                .get(n - 1 - *r)
                 .map(|(s, l)| format!("stage {s} {}", l.name()))
                 .unwrap_or_default(),
+            SegmentValue::CenterOf(_) | SegmentValue::Exact(_) => String::new(),
             SegmentValue::Last => String::new(),
         };
         chart
