@@ -14,6 +14,7 @@ mod eval;
 mod import;
 mod keys;
 mod predict;
+mod progress;
 mod search;
 mod serve;
 mod timeline;
@@ -40,6 +41,10 @@ struct Cli {
     /// SQLite database file (overrides `db` in the config and PERFCAST_DB).
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
+    /// No progress bars or progress lines on stderr (`eval`, `import`, `search`). Bars show only when stderr is
+    /// a terminal; elsewhere progress stays plain lines.
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -103,15 +108,16 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let progress = progress::Mode::detect(cli.quiet);
     match cli.command {
         Command::Serve { .. } => serve::run(config).await,
         Command::Predict { request } => predict::run(&request, &config).await,
-        Command::Search { request } => search::run(&request, &config).await,
+        Command::Search { request } => search::run(&request, &config, progress).await,
         Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),
         Command::Keys { what } => keys::run(what, &config).await,
-        Command::Import(args) => import::run(args, &config).await,
-        Command::Eval { what } => eval::run(what, &config).await,
+        Command::Import(args) => import::run(args, &config, progress).await,
+        Command::Eval { what } => eval::run(what, &config, progress).await,
     }
 }
 

@@ -41,7 +41,10 @@ async fn chrome_trace_spans_the_predicted_iteration_with_a_process_per_stage() {
         let events = trace["traceEvents"].as_array().unwrap();
         for stage in 0..pp {
             let named = events.iter().any(|e| {
-                e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == stage && e["args"]["name"] == format!("stage {stage}")
+                e["ph"] == "M"
+                    && e["name"] == "process_name"
+                    && e["pid"] == stage
+                    && e["args"]["name"] == format!("stage {stage}")
             });
             assert!(named, "{file}: stage {stage} has no process_name");
             for cat in ["forward", "backward", "optimizer"] {
@@ -60,7 +63,8 @@ async fn overlapped_gradient_reduction_overlaps_the_last_backward() {
     let trace = app.post_json(&format!("{PATH}?format=chrome"), &req).await.json();
     let x = spans(&trace);
     for stage in 0..4 {
-        let last_bwd = x.iter().filter(|e| e["pid"] == stage && e["cat"] == "backward").map(|e| end(e)).fold(0.0, f64::max);
+        let last_bwd =
+            x.iter().filter(|e| e["pid"] == stage && e["cat"] == "backward").map(|e| end(e)).fold(0.0, f64::max);
         let sync = x.iter().find(|e| e["pid"] == stage && e["cat"] == "grad_reduce").unwrap();
         assert!(sync["ts"].as_f64().unwrap() < last_bwd, "stage {stage}: {sync} starts after {last_bwd}");
         assert_ne!(sync["tid"], x.iter().find(|e| e["cat"] == "backward").unwrap()["tid"], "own track");

@@ -261,7 +261,12 @@ fn span(lane: Lane, kind: SpanKind, p: &Placed, start_s: f64, end_s: f64) -> Spa
 /// [`super::decompose`], [`super::timing`] and [`super::schedule`]).
 ///
 /// Errors: a pipeline the simulation cannot run (field `parallelism`; validation rules it out).
-pub fn trace(cfg: &TrainingConfig, work: &Decomposition, timed: &TimedTraining, step: &Step) -> Result<Trace, ConfigError> {
+pub fn trace(
+    cfg: &TrainingConfig,
+    work: &Decomposition,
+    timed: &TimedTraining,
+    step: &Step,
+) -> Result<Trace, ConfigError> {
     let (pp, v, m) = (cfg.pp.max(1), work.v.max(1), cfg.grad_accum.max(1));
     let n = (pp * v) as usize;
     let eq7 = step.timeline.model == "eq7";
@@ -333,7 +338,13 @@ pub fn trace(cfg: &TrainingConfig, work: &Decomposition, timed: &TimedTraining, 
         if !p.fwd && zero_full > 0.0 {
             // The reduce-scatter runs bucket by bucket during the backward; only its excess shows after it.
             let end = t + zero_exposed;
-            out.spans.push(span(Lane::DpCollectives, SpanKind::ZeroCollective, p, (end - zero_full).max(p.start_s), end));
+            out.spans.push(span(
+                Lane::DpCollectives,
+                SpanKind::ZeroCollective,
+                p,
+                (end - zero_full).max(p.start_s),
+                end,
+            ));
             t = end;
         }
         if send_s > 0.0 {
@@ -361,7 +372,13 @@ pub fn trace(cfg: &TrainingConfig, work: &Decomposition, timed: &TimedTraining, 
         }
         out.spans.sort_by(|a, b| a.lane.cmp(&b.lane).then(a.start_s.total_cmp(&b.start_s)));
     }
-    Ok(Trace { model: step.timeline.model, iteration_s: step.timeline.iteration_s(), chunks: v, micro_batches: m, stages })
+    Ok(Trace {
+        model: step.timeline.model,
+        iteration_s: step.timeline.iteration_s(),
+        chunks: v,
+        micro_batches: m,
+        stages,
+    })
 }
 
 #[cfg(test)]

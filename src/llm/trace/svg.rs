@@ -65,10 +65,9 @@ pub fn svg(trace: &Trace, width: u32) -> Result<String, RenderError> {
             .build_cartesian_2d(0.0..end_ms.max(1e-9), (0..n).into_segmented())
             .map_err(|e| err(&e))?;
         let label = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) if *r < n => rows
-                .get(n - 1 - *r)
-                .map(|(s, l)| format!("stage {s} {}", l.name()))
-                .unwrap_or_default(),
+            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) if *r < n => {
+                rows.get(n - 1 - *r).map(|(s, l)| format!("stage {s} {}", l.name())).unwrap_or_default()
+            }
             SegmentValue::CenterOf(_) | SegmentValue::Exact(_) => String::new(),
             SegmentValue::Last => String::new(),
         };
@@ -90,10 +89,8 @@ pub fn svg(trace: &Trace, width: u32) -> Result<String, RenderError> {
                     .flat_map(|st| &st.spans)
                     .filter(move |s| s.kind == *kind && s.lane == *lane)
                     .map(move |s| {
-                        let (a, b): ((f64, SegmentValue<usize>), (f64, SegmentValue<usize>)) = (
-                            (s.start_s * 1e3, SegmentValue::Exact(y)),
-                            (s.end_s * 1e3, SegmentValue::Exact(y + 1)),
-                        );
+                        let (a, b): ((f64, SegmentValue<usize>), (f64, SegmentValue<usize>)) =
+                            ((s.start_s * 1e3, SegmentValue::Exact(y)), (s.end_s * 1e3, SegmentValue::Exact(y + 1)));
                         Rectangle::new([a, b], colour(*kind).filled())
                     })
             });
