@@ -103,6 +103,7 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(systems::calibrate_system))
         .routes(routes!(predictions::predict_training))
         .routes(routes!(predictions::search_training))
+        .routes(routes!(predictions::training_timeline))
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))
         .routes(routes!(gpus::list_gpus))

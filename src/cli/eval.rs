@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use super::print_json;
+use super::progress::Steps;
 use crate::config::Config;
 use crate::cost::Efficiency;
 use crate::eval::training::Mode;
@@ -86,11 +87,13 @@ pub(super) enum EvalWhat {
     },
 }
 
-/// Runs one evaluation. Exit codes: 2 for a bad `--grid`; 1 when the evaluation fails.
-pub(super) async fn run(what: EvalWhat, config: &Config) -> ExitCode {
+/// Runs one evaluation, its steps reported as `progress` says (a spinner on a terminal, lines otherwise). Exit
+/// codes: 2 for a bad `--grid`; 1 when the evaluation fails.
+pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progress::Mode) -> ExitCode {
+    let steps = &mut progress.steps();
     match what {
-        EvalWhat::Operators { data, out, grid } => operators(data, out, &grid, config).await,
-        EvalWhat::Comm { data, out, grid } => comm(&data, &out, &grid).await,
+        EvalWhat::Operators { data, out, grid } => operators(data, out, &grid, config, steps).await,
+        EvalWhat::Comm { data, out, grid } => comm(&data, &out, &grid, steps).await,
         EvalWhat::Kernels { fixtures } => kernels(&fixtures),
         EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline } => {
             let mode = if cross_validate {
@@ -100,15 +103,10 @@ pub(super) async fn run(what: EvalWhat, config: &Config) -> ExitCode {
             } else {
                 Mode::Fixed(Efficiency::CALIBRATED)
             };
-            training(&data, &out, &mode)
+            training(&data, &out, &mode, steps)
         }
-        EvalWhat::CrossGpu { data, grid, mask } => cross_gpu(&data, &grid, &mask),
+        EvalWhat::CrossGpu { data, grid, mask } => cross_gpu(&data, &grid, &mask, steps),
     }
-}
-
-/// Progress lines of an evaluation, on stderr.
-fn progress(message: &str) {
-    eprintln!("{message}");
 }
 
 /// An evaluation's error on stderr; exit code 1.
@@ -126,7 +124,7 @@ fn parse_grid(grid: &str) -> Option<Grid> {
     g
 }
 
-async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config) -> ExitCode {
+async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config, steps: &mut Steps) -> ExitCode {
     let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
     let opts = crate::eval::operators::Options {
         data,
@@ -134,7 +132,7 @@ async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config) -> 
         grid,
         per_gpu_min_samples: config.per_gpu_min_samples,
     };
-    match crate::eval::operators::run(&opts, &mut |m| progress(m)).await {
+    match crate::eval::operators::run(&opts, &mut |m| steps.step(m)).await {
         Ok(report) => {
             println!("{}", crate::eval::operators::markdown(&report));
             eprintln!("wrote {0}/operators.md, {0}/operators.json, {0}/operators.svg", out.display());
@@ -144,9 +142,9 @@ async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config) -> 
     }
 }
 
-async fn comm(data: &Path, out: &Path, grid: &str) -> ExitCode {
+async fn comm(data: &Path, out: &Path, grid: &str, steps: &mut Steps) -> ExitCode {
     let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
-    match crate::eval::comm::run(data, out, grid, &mut |m| progress(m)).await {
+    match crate::eval::comm::run(data, out, grid, &mut |m| steps.step(m)).await {
         Ok(report) => {
             println!("{}", crate::eval::comm::markdown(&report));
             ExitCode::SUCCESS
@@ -165,8 +163,8 @@ fn kernels(fixtures: &Path) -> ExitCode {
     }
 }
 
-fn training(data: &Path, out: &Path, mode: &Mode) -> ExitCode {
-    let report = match crate::eval::training::run(data, mode, &mut |m| progress(m)) {
+fn training(data: &Path, out: &Path, mode: &Mode, steps: &mut Steps) -> ExitCode {
+    let report = match crate::eval::training::run(data, mode, &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };
@@ -178,9 +176,9 @@ fn training(data: &Path, out: &Path, mode: &Mode) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn cross_gpu(data: &Path, grid: &str, mask: &[String]) -> ExitCode {
+fn cross_gpu(data: &Path, grid: &str, mask: &[String], steps: &mut Steps) -> ExitCode {
     let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
-    match crate::eval::logo::run(data, grid, mask, &mut |m| progress(m)) {
+    match crate::eval::logo::run(data, grid, mask, &mut |m| steps.step(m)) {
         Ok(rows) => print_json(&rows),
         Err(e) => failed(e),
     }

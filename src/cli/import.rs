@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use indicatif::ProgressBar;
 
+use super::progress::Mode;
 use super::{open_store, print_json, print_problem};
 use crate::api::gpus::GpuImportResponse;
 use crate::api::profiles::UploadResponse;
@@ -51,8 +53,8 @@ pub(super) struct ImportArgs {
 
 /// Reads the files, then imports them into the configured database with its models loaded. Exit codes: 2 for an
 /// unreadable file, a malformed `--label` or refused content; 1 when the database cannot be opened.
-pub(super) async fn run(args: ImportArgs, config: &Config) -> ExitCode {
-    let files = match read_files(&args.files) {
+pub(super) async fn run(args: ImportArgs, config: &Config, progress: Mode) -> ExitCode {
+    let files = match read_files(&args.files, progress) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
@@ -71,11 +73,16 @@ pub(super) async fn run(args: ImportArgs, config: &Config) -> ExitCode {
         Err(code) => return code,
     };
     let service = Service::new(store.clone());
+    let size: usize = files.iter().map(|(_, b)| b.len()).sum();
+    let spinner = if size >= BAR_MIN_BYTES { progress.spinner("parsing and storing") } else { None };
     let code = match service.load_models().await {
         Ok(_) if is_mt4g(args.format.as_deref(), &files) => import_gpu(&service, &files[0].1, &args).await,
         Ok(_) => upload(&service, &files, args, labels).await,
         Err(e) => print_problem(e),
     };
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
     store.close().await;
     code
 }
@@ -123,20 +130,40 @@ async fn upload(
     }
 }
 
-/// Each file's name (without its directory) and content, in the order given. Errors: the message to print.
-fn read_files(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, String> {
-    paths
+/// Imports of at least this many bytes show a bar while they are read and a spinner while they are parsed and
+/// stored (on a terminal).
+const BAR_MIN_BYTES: usize = 1 << 20;
+
+/// Each file's name (without its directory) and content, in the order given, with a bar of the bytes read when
+/// they are large (`progress`). Errors: the message to print.
+fn read_files(paths: &[PathBuf], progress: Mode) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let bar = if total >= BAR_MIN_BYTES as u64 { progress.bytes("reading", total) } else { None };
+    let files = paths
         .iter()
         .map(|f| {
             let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            read_import_file(f).map(|bytes| (name, bytes))
+            read_import_file(f, bar.as_ref()).map(|bytes| (name, bytes))
         })
-        .collect()
+        .collect();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    files
 }
 
-/// Reads a file to import, decompressing `.gz` unless its content is a format read inside gzip (traces, tars).
-fn read_import_file(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+/// Reads a file to import (advancing `bar` by its bytes), decompressing `.gz` unless its content is a format read
+/// inside gzip (traces, tars).
+fn read_import_file(path: &Path, bar: Option<&ProgressBar>) -> Result<Vec<u8>, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let bytes = match bar {
+        None => std::fs::read(path).map_err(cannot)?,
+        Some(b) => {
+            let mut out = Vec::new();
+            b.wrap_read(std::fs::File::open(path).map_err(cannot)?).read_to_end(&mut out).map_err(cannot)?;
+            out
+        }
+    };
     let gz = bytes.starts_with(&[0x1f, 0x8b]);
     if gz && detect(&bytes).is_none() {
         let mut out = Vec::new();

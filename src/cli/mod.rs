@@ -1,4 +1,4 @@
-//! The `perfcast` command line: `serve` the HTTP API, `predict` or `search` from a request file, print the
+//! The `perfcast` command line: `serve` the HTTP API, `predict`, `search` or draw the `timeline` from a request file, print the
 //! `openapi` document, manage API `keys`, `import` measurements, `eval` accuracy.
 //!
 //! The top layer: it parses the command line (clap derive), loads the configuration and calls what the API calls
@@ -14,8 +14,10 @@ mod eval;
 mod import;
 mod keys;
 mod predict;
+mod progress;
 mod search;
 mod serve;
+mod timeline;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -39,6 +41,10 @@ struct Cli {
     /// SQLite database file (overrides `db` in the config and PERFCAST_DB).
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
+    /// No progress bars or progress lines on stderr (`eval`, `import`, `search`). Bars show only when stderr is
+    /// a terminal; elsewhere progress stays plain lines.
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,6 +70,10 @@ enum Command {
         /// Request file.
         request: PathBuf,
     },
+    /// The timeline of one training iteration from a request file (the body of
+    /// POST /v1/predictions/training/timeline; `-` reads stdin): Trace Event Format JSON for Perfetto UI or
+    /// chrome://tracing, or an SVG Gantt chart.
+    Timeline(timeline::TimelineArgs),
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
     /// Manage API keys (only their hashes are stored).
@@ -98,14 +108,16 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let progress = progress::Mode::detect(cli.quiet);
     match cli.command {
         Command::Serve { .. } => serve::run(config).await,
         Command::Predict { request } => predict::run(&request, &config).await,
-        Command::Search { request } => search::run(&request, &config).await,
+        Command::Search { request } => search::run(&request, &config, progress).await,
+        Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),
         Command::Keys { what } => keys::run(what, &config).await,
-        Command::Import(args) => import::run(args, &config).await,
-        Command::Eval { what } => eval::run(what, &config).await,
+        Command::Import(args) => import::run(args, &config, progress).await,
+        Command::Eval { what } => eval::run(what, &config, progress).await,
     }
 }
 
@@ -179,36 +191,43 @@ where
     F: FnOnce(Service, T) -> Fut,
     Fut: std::future::Future<Output = Result<R, ServiceError>>,
 {
+    match answer_request(request, config, run).await {
+        Ok(answer) => print_json(&answer),
+        Err(code) => code,
+    }
+}
+
+/// [`run_request`] without the printing: the answer, or the exit code after printing why there is none.
+async fn answer_request<T, R, F, Fut>(request: &Path, config: &Config, run: F) -> Result<R, ExitCode>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+    F: FnOnce(Service, T) -> Fut,
+    Fut: std::future::Future<Output = Result<R, ServiceError>>,
+{
     let req: T = match read_request(request) {
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
         Ok(bytes) => match parse_json(&bytes) {
             Ok(r) => r,
             Err(problem) => {
                 eprintln!("{}", serde_json::to_string_pretty(&problem.problem()).unwrap_or_default());
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
         },
     };
-    let store = match open_store(config).await {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let store = open_store(config).await?;
     let service = Service::new(store.clone());
     let result = match service.load_models().await {
         Ok(_) => run(service, req).await,
         Err(e) => Err(e),
     };
     store.close().await;
-    match result {
-        Ok(answer) => print_json(&answer),
-        Err(e) => {
-            eprintln!("{}", serde_json::to_string_pretty(&ApiError::from(e).problem()).unwrap_or_default());
-            ExitCode::from(2)
-        }
-    }
+    result.map_err(|e| {
+        eprintln!("{}", serde_json::to_string_pretty(&ApiError::from(e).problem()).unwrap_or_default());
+        ExitCode::from(2)
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod schedule;
 pub mod search;
 pub mod sizing;
 pub mod timing;
+pub mod trace;
 pub mod validate;
 
 #[cfg(test)]

@@ -30,6 +30,24 @@ pub struct Simulated {
     pub stage_end_s: Vec<f64>,
 }
 
+/// One operation as the simulation placed it: a forward or backward pass of one model chunk of one stage for one
+/// micro-batch (the pipeline send included, as in S1), with its start and end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placed {
+    /// Pipeline stage, 0-based.
+    pub stage: u32,
+    /// Model chunk of the stage, 0-based (virtual stage chunk·pp + stage).
+    pub chunk: u32,
+    /// Micro-batch, 0-based.
+    pub micro: u32,
+    /// Forward (true) or backward pass.
+    pub fwd: bool,
+    /// When the operation starts, s from the step's start.
+    pub start_s: f64,
+    /// When it ends, s.
+    pub end_s: f64,
+}
+
 /// One scheduled operation: forward or backward of (chunk, micro-batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Step {
@@ -78,6 +96,13 @@ fn warmup(pp: u32, v: u32, m: u32, s: u32) -> u32 {
 /// Simulates one step's pipeline. Returns `None` only for an inconsistent spec (slices shorter than pp·v, or an
 /// interleaved schedule whose micro-batches are not a multiple of pp — rejected by validation).
 pub fn simulate(spec: &PipelineSpec) -> Option<Simulated> {
+    simulate_placing(spec, None)
+}
+
+/// [`simulate`], also appending every operation as it is placed to `placed` when given (in placement order: by
+/// stage within a sweep, not sorted by time). Without a sink it allocates nothing more than [`simulate`]: the
+/// search's hot path calls it that way.
+pub fn simulate_placing(spec: &PipelineSpec, mut placed: Option<&mut Vec<Placed>>) -> Option<Simulated> {
     let (pp, v, m) = (spec.pp.max(1), spec.v.max(1), spec.m.max(1));
     let chunks = (pp * v) as usize;
     if spec.fwd_s.len() < chunks || spec.bwd_s.len() < chunks || (v > 1 && m % pp != 0) {
@@ -114,8 +139,19 @@ pub fn simulate(spec: &PipelineSpec) -> Option<Simulated> {
                 }
                 let c = (s * v + st.chunk) as usize;
                 let dur = if st.fwd { spec.fwd_s[c] } else { spec.bwd_s[c] };
-                let end = clock[s as usize].max(ready) + dur;
+                let start = clock[s as usize].max(ready);
+                let end = start + dur;
                 clock[s as usize] = end;
+                if let Some(sink) = placed.as_deref_mut() {
+                    sink.push(Placed {
+                        stage: s,
+                        chunk: st.chunk,
+                        micro: st.micro,
+                        fwd: st.fwd,
+                        start_s: start,
+                        end_s: end,
+                    });
+                }
                 if st.fwd {
                     f_end[idx(vs, st.micro)] = end;
                 } else {
@@ -237,6 +273,26 @@ mod tests {
         assert_eq!(s.stage_end_s, vec![33.0, 31.0, 29.0, 27.0]);
         // Fewer micro-batches than stages: m 2, pp 4 → (2 + 3)·3 = 15.
         assert_eq!(sim(4, 1, 2, &[1.0; 4], &[2.0; 4]).makespan_s, 15.0);
+    }
+
+    #[test]
+    fn placed_operations_match_the_simulation() {
+        // The slow-last-stage case of `unequal_stages_by_hand`: s1 F1 [1,4] B1 [4,10] F2 [10,13] B2 [13,19].
+        let (f, b) = ([1.0, 3.0], [2.0, 6.0]);
+        let spec = PipelineSpec { pp: 2, v: 1, m: 2, fwd_s: &f, bwd_s: &b };
+        let mut placed = Vec::new();
+        let s = simulate_placing(&spec, Some(&mut placed)).unwrap();
+        assert_eq!(s, simulate(&spec).unwrap());
+        assert_eq!(placed.len(), 2 * 2 * 2);
+        let mut s1: Vec<(bool, u32, f64, f64)> =
+            placed.iter().filter(|p| p.stage == 1).map(|p| (p.fwd, p.micro, p.start_s, p.end_s)).collect();
+        s1.sort_by(|a, b| a.2.total_cmp(&b.2));
+        assert_eq!(s1, vec![(true, 0, 1.0, 4.0), (false, 0, 4.0, 10.0), (true, 1, 10.0, 13.0), (false, 1, 13.0, 19.0)]);
+        // Every stage's last operation ends at its end time.
+        for st in 0..2 {
+            let last = placed.iter().filter(|p| p.stage == st).map(|p| p.end_s).fold(0.0, f64::max);
+            assert_eq!(last, s.stage_end_s[st as usize]);
+        }
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //!    throughput, warnings.
 
 use super::config::{ConfigError, TrainingConfig};
-use super::decompose::decompose;
+use super::decompose::{decompose, Decomposition};
 use super::report::{report, TrainingPrediction};
-use super::schedule::schedule;
-use super::timing::{time_training, Timer};
+use super::schedule::{schedule, Step};
+use super::timing::{time_training, TimedTraining, Timer};
+use super::trace::{trace, Trace};
 use crate::cost::CostBackend;
 use crate::hw::{GpuSpec, Precision};
 
@@ -23,12 +24,32 @@ use crate::hw::{GpuSpec, Precision};
 /// Errors: a precision the GPU cannot compute in (`precision`). Configuration errors are caught earlier by
 /// [`super::validate`].
 pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<TrainingPrediction, ConfigError> {
+    let (work, timed, step) = stages(cfg, backend)?;
+    Ok(report(cfg, backend.system(), backend.efficiency(), &work, &timed, &step))
+}
+
+/// Stages 1–3: decompose, time, schedule.
+fn stages(
+    cfg: &TrainingConfig,
+    backend: &dyn CostBackend,
+) -> Result<(Decomposition, TimedTraining, Step), ConfigError> {
     let system = backend.system();
     check_precision(cfg, &system.gpu)?;
     let work = decompose(cfg, system);
     let timed = time_training(&work, &mut Timer::new(backend))?;
     let step = schedule(cfg, &timed)?;
-    Ok(report(cfg, system, backend.efficiency(), &work, &timed, &step))
+    Ok((work, timed, step))
+}
+
+/// [`predict`] and the iteration's timeline ([`super::trace`]) from the same stages' outputs: the trace's span is
+/// the prediction's `iteration_time_s`. Errors as [`predict`].
+pub fn predict_traced(
+    cfg: &TrainingConfig,
+    backend: &dyn CostBackend,
+) -> Result<(TrainingPrediction, Trace), ConfigError> {
+    let (work, timed, step) = stages(cfg, backend)?;
+    let timeline = trace(cfg, &work, &timed, &step)?;
+    Ok((report(cfg, backend.system(), backend.efficiency(), &work, &timed, &step), timeline))
 }
 
 /// Refuses fp8 training on a GPU without fp8 tensor cores (field `precision`).

@@ -12,7 +12,7 @@ use crate::op::{OpClass, OpShape, Phase};
 
 /// Every compute operator 10 µs forward and 20 µs backward, the optimizer 50 µs; all-reduce 5 µs, send/recv
 /// 3 µs, all-gather 7 µs.
-struct FixedBackend(System);
+pub(super) struct FixedBackend(pub(super) System);
 
 impl CostBackend for FixedBackend {
     fn system(&self) -> &System {
@@ -37,7 +37,7 @@ impl CostBackend for FixedBackend {
     }
 }
 
-fn small_system() -> System {
+pub(super) fn small_system() -> System {
     SystemSpec {
         name: "small".into(),
         gpu: GpuRef::Name("A100-SXM4-40GB".into()),
@@ -55,13 +55,13 @@ fn model(v: serde_json::Value) -> ModelSpec {
     serde_json::from_value(v).unwrap()
 }
 
-fn par(v: serde_json::Value) -> ParallelSpec {
+pub(super) fn par(v: serde_json::Value) -> ParallelSpec {
     serde_json::from_value(v).unwrap()
 }
 
 /// The small configuration of the eq. 7 tests: 4 layers, hidden 64, 4 heads, seq 32, vocab 1000, no RoPE;
 /// tp 2 · pp 2 · dp 2, micro-batch 1, 3 micro-batches, ZeRO-1, fp16, 8 GPUs.
-fn eq7_config() -> super::TrainingConfig {
+pub(super) fn eq7_config() -> super::TrainingConfig {
     let m = model(serde_json::json!({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 1000,
         "rotary": false}));
     let p = par(serde_json::json!({"tp": 2, "pp": 2, "dp": 2, "micro_batch": 1, "grad_accum": 3, "zero_stage": 1}));
@@ -140,11 +140,11 @@ fn parallel_residual_saves_one_forward_all_reduce_per_encoder() {
     assert!((t(base).stages[0].forward_s - t(pr).stages[0].forward_s - 15e-6).abs() < 1e-12);
 }
 
-fn preset(name: &str) -> System {
+pub(super) fn preset(name: &str) -> System {
     presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap()
 }
 
-fn gpt20b() -> ModelSpec {
+pub(super) fn gpt20b() -> ModelSpec {
     model(serde_json::json!({"name": "GPT-20B", "layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048,
         "vocab": 50257, "norm": "layernorm", "attention": "fused_softmax", "activation": "gelu",
         "parallel_residual": true}))

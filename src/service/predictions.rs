@@ -11,8 +11,14 @@ use crate::jobs::{self, Job};
 use crate::learn::backend::LearnedBackend;
 use crate::llm::run::run_estimate;
 use crate::llm::search::{count_candidates, search, SearchRequest, SearchResult};
+use crate::llm::trace::chrome::chrome_trace;
+use crate::llm::trace::svg::svg;
+use crate::llm::trace::TraceFormat;
 use crate::llm::{self, TrainingPrediction, TrainingRequest};
 use crate::store::jobs::JobRecord;
+
+/// Width of a timeline SVG, pixels.
+pub const TIMELINE_SVG_WIDTH: u32 = 1400;
 
 /// A search answered now, or queued as a job.
 #[derive(Debug)]
@@ -36,17 +42,39 @@ impl Service {
     /// efficiencies ([`Efficiency::CALIBRATED`]), and the whole-run estimate when `run` is given. Errors: `NotFound`
     /// for an unknown system (field `system`), `Invalid` for an impossible configuration, naming the field.
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
-        let context = self.system_context(&req.system, "system").await?;
-        let cfg = llm::validate(&req.model, &req.parallelism, req.precision, context.system.total_gpus())?;
-        if let Some(run) = &req.run {
-            llm::validate_run(run)?;
-        }
-        let backend = self.training_backend(&context);
+        let (cfg, backend) = self.training_inputs(req).await?;
         let mut p = llm::predict(&cfg, &backend)?;
         if let Some(run) = &req.run {
             p.run = Some(run_estimate(&p, run, req.model.seq_len));
         }
         Ok(p)
+    }
+
+    /// The validated configuration of `req` and the backend to cost it with. Errors as
+    /// [`Service::predict_training`].
+    async fn training_inputs(
+        &self,
+        req: &TrainingRequest,
+    ) -> Result<(llm::TrainingConfig, Derated<LearnedBackend>), ServiceError> {
+        let context = self.system_context(&req.system, "system").await?;
+        let cfg = llm::validate(&req.model, &req.parallelism, req.precision, context.system.total_gpus())?;
+        if let Some(run) = &req.run {
+            llm::validate_run(run)?;
+        }
+        Ok((cfg, self.training_backend(&context)))
+    }
+
+    /// The timeline of the iteration [`Service::predict_training`] predicts for `req` ([`llm::trace`]), rendered
+    /// in `format`: Trace Event Format JSON (its span = the prediction's `iteration_time_s`) or an SVG Gantt
+    /// chart. Errors as [`Service::predict_training`].
+    pub async fn training_timeline(&self, req: &TrainingRequest, format: TraceFormat) -> Result<String, ServiceError> {
+        let (cfg, backend) = self.training_inputs(req).await?;
+        let (_, trace) = llm::predict::predict_traced(&cfg, &backend)?;
+        let internal = |m: String| ServiceError::Internal(crate::store::StoreError::Corrupt(m));
+        match format {
+            TraceFormat::Chrome => serde_json::to_string(&chrome_trace(&trace)).map_err(|e| internal(e.to_string())),
+            TraceFormat::Svg => svg(&trace, TIMELINE_SVG_WIDTH).map_err(|e| internal(e.to_string())),
+        }
     }
 
     /// Searches for the fastest configurations: inline when the space has at most `search_inline_max` candidates,

@@ -110,7 +110,10 @@ impl Service {
         };
         let dtype = match &params.dtype {
             Some(d) => Some(Precision::parse(d).ok_or_else(|| {
-                ServiceError::invalid("dtype", format!("unknown dtype {d:?} (fp64, fp32, tf32, fp16, bf16, fp8, fp8_block, nvfp4)"))
+                ServiceError::invalid(
+                    "dtype",
+                    format!("unknown dtype {d:?} (fp64, fp32, tf32, fp16, bf16, fp8, fp8_block, nvfp4)"),
+                )
             })?),
             None => None,
         };

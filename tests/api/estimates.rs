@@ -190,7 +190,10 @@ async fn serving_operator_classes_estimate_with_named_dims() {
         "dims": {"B": 2, "L": 1024, "A": 8, "G": 1, "D": 128}});
     // 2·2·1024²·8·128 FLOPs (causal), (2·8 + 4·1)·2·1024·128·2 bytes.
     let p = app.post_json("/v1/estimates/operator", &prefill).await.json();
-    assert_eq!((p["analytic"]["flops"].as_f64(), p["analytic"]["bytes"].as_f64()), (Some(4_294_967_296.0), Some(10_485_760.0)));
+    assert_eq!(
+        (p["analytic"]["flops"].as_f64(), p["analytic"]["bytes"].as_f64()),
+        (Some(4_294_967_296.0), Some(10_485_760.0))
+    );
     let problem = |r: crate::common::Reply| r.problem(422)["errors"][0]["field"].as_str().unwrap().to_string();
     let mut bwd = req.clone();
     bwd["phase"] = json!("bwd");

@@ -203,7 +203,8 @@ async fn aiconfigurator_tables_alone_together_and_damaged() {
     assert_eq!(all["samples_by_kind"]["comm"], 504 + 138);
     // The CSV.gz copy of the same GEMM table (shared/data), as a raw body.
     let csv = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/a100_sxm/gemm_perf.csv.gz"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/aiconfigurator/a100_sxm/gemm_perf.csv.gz"),
     )
     .unwrap();
     let r = app.post_bytes("/v1/profiles", csv, &[]).await;

@@ -24,3 +24,4 @@ mod profiles;
 mod search;
 mod store;
 mod systems;
+mod timeline;

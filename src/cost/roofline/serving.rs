@@ -142,8 +142,8 @@ mod tests {
         // Every kernel memory-bound here (a GEMM of 2 rows): time = 5 launches + bytes / 1555 GB/s.
         assert!(close(c.time_us, 10.0 + 705_044_480.0 / 1555e9 * 1e6), "{}", c.time_us);
         // 4096 tokens: every expert touched, weights 3·8·4096·14336·2 B.
-        let big = estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[4096, 4096, 14336, 8, 2]), Precision::Bf16, &g)
-            .unwrap();
+        let big =
+            estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[4096, 4096, 14336, 8, 2]), Precision::Bf16, &g).unwrap();
         let acts = (4096.0 * 2.0 * (3.0 * 4096.0 + 6.0 * 14336.0) + 4096.0 * 4096.0) * 2.0;
         assert_eq!(big.bytes, 3.0 * 8.0 * 4096.0 * 14336.0 * 2.0 + acts);
         assert_eq!(big.flops, 6.0 * 4096.0 * 2.0 * 4096.0 * 14336.0);

@@ -11,8 +11,8 @@ fn a100() -> GpuSpec {
 fn large_gemm_is_compute_bound_at_quantized_peak() {
     // M=N=K=8192 fp16 on A100 (108 SMs, 312 TFLOP/s): 64·64 = 4096 tiles → ceil(4096/108) = 38 waves;
     // per tile 2·128·128·8192 = 268,435,456 FLOP at 312e12/108 FLOP/s per SM = 92.92 µs; 38 waves = 3530.9 µs.
-    let c = estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]), Precision::Fp16, &a100())
-        .unwrap();
+    let c =
+        estimate(&OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 8192]), Precision::Fp16, &a100()).unwrap();
     assert_eq!(c.waves, 38.0);
     let expected_compute_us = 38.0 * 268_435_456.0 / (312e12 / 108.0) * 1e6;
     assert!((c.compute_us - expected_compute_us).abs() < 1e-6, "{}", c.compute_us);
@@ -52,8 +52,7 @@ fn gemm_backward_is_two_gemms() {
 #[test]
 fn layernorm_is_memory_bound() {
     // 8192 rows × 6144 fp16 → read + write 2·8192·6144·2 B = 201,326,592 B over 1555 GB/s = 129.47 µs, + 2 µs.
-    let c =
-        estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100()).unwrap();
+    let c = estimate(&OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 6144]), Precision::Fp16, &a100()).unwrap();
     assert_eq!(c.bound, Bound::Memory);
     assert!((c.bytes - 201_326_592.0).abs() < 1e-6);
     assert!((c.time_us - (201_326_592.0 / 1555e9 * 1e6 + 2.0)).abs() < 1e-6);

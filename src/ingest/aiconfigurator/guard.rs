@@ -265,7 +265,10 @@ mod tests {
         // 600 = 0xd8 0x04; field 5 (delta 2, struct) { field 1 i32 zigzag(42) = 84 = 0x54; stop }; stop.
         let b = [0x15, 0x00, 0x15, 0xd0, 0x0f, 0x15, 0xd8, 0x04, 0x2c, 0x15, 0x54, 0x00, 0x00, 0xff];
         let p = page_header(&b).unwrap();
-        assert_eq!(p, PageSizes { header_len: 13, kind: 0, uncompressed: 1000, compressed: 300, values: 42, encoding: -1 });
+        assert_eq!(
+            p,
+            PageSizes { header_len: 13, kind: 0, uncompressed: 1000, compressed: 300, values: 42, encoding: -1 }
+        );
         assert!(page_header(&b[..7]).is_err());
         // A list declaring more elements than bytes left is truncation, not a long loop.
         assert!(page_header(&[0x19, 0xf5, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());

@@ -25,10 +25,7 @@ pub fn is_parquet(bytes: &[u8]) -> bool {
 /// them): such a panic inside the decoder is caught here and reported as a damaged file, so hostile input
 /// never takes the service down. Nothing is shared across the boundary but the rows already handed to `each`,
 /// which the caller drops with the error.
-pub fn for_each_row(
-    bytes: &[u8],
-    each: &mut dyn FnMut(&Row<'_>) -> Result<(), ParseError>,
-) -> Result<(), ParseError> {
+pub fn for_each_row(bytes: &[u8], each: &mut dyn FnMut(&Row<'_>) -> Result<(), ParseError>) -> Result<(), ParseError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_rows(bytes, each))).unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<&str>()
@@ -49,12 +46,8 @@ fn read_rows(bytes: &[u8], each: &mut dyn FnMut(&Row<'_>) -> Result<(), ParseErr
     let columns = Columns::new(names).map_err(|e| ParseError::whole(format!("Parquet schema: {}", e.message)))?;
     let mut line = 0u64;
     for g in 0..reader.num_row_groups() {
-        let group = reader
-            .get_row_group(g)
-            .map_err(|e| ParseError::whole(format!("Parquet row group {g}: {e}")))?;
-        let rows = group
-            .get_row_iter(None)
-            .map_err(|e| ParseError::whole(format!("Parquet row group {g}: {e}")))?;
+        let group = reader.get_row_group(g).map_err(|e| ParseError::whole(format!("Parquet row group {g}: {e}")))?;
+        let rows = group.get_row_iter(None).map_err(|e| ParseError::whole(format!("Parquet row group {g}: {e}")))?;
         for row in rows {
             line += 1;
             let row = row.map_err(|e| ParseError::at(line, format!("Parquet row group {g}: {e}")))?;

@@ -34,9 +34,16 @@ impl TableKind {
             TableKind::Attention => {
                 &["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
             }
-            TableKind::Moe => {
-                &["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
-            }
+            TableKind::Moe => &[
+                "moe_dtype",
+                "num_tokens",
+                "hidden_size",
+                "inter_size",
+                "topk",
+                "num_experts",
+                "moe_tp_size",
+                "moe_ep_size",
+            ],
             TableKind::Nccl => &["nccl_dtype", "num_gpus", "message_size"],
             TableKind::CustomAllReduce => &["allreduce_dtype", "num_gpus", "message_size"],
         }

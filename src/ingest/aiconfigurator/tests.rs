@@ -69,7 +69,10 @@ fn first_rows_map_by_hand() {
     // gemm: bfloat16, m 8192, n 65536, k 4096, latency 15.287540011935763 ms.
     let p = parse(&fixture("gemm_perf"), &ctx).unwrap();
     let g = first_op(&p);
-    assert_eq!((g.op, g.phase, g.dtype, g.dims), (OpClass::Linear, Phase::Fwd, Precision::Bf16, [1, 8192, 65536, 4096, 0]));
+    assert_eq!(
+        (g.op, g.phase, g.dtype, g.dims),
+        (OpClass::Linear, Phase::Fwd, Precision::Bf16, [1, 8192, 65536, 4096, 0])
+    );
     assert!(close(g.time_us, 15_287.540011935763), "{}", g.time_us);
     assert_eq!(g.gpu, "NVIDIA A100-SXM4-80GB");
     assert_eq!((g.attributes["kernel_source"].as_str(), g.attributes["version"].as_str()), ("vllm_default", "0.14.0"));
@@ -88,7 +91,10 @@ fn first_rows_map_by_hand() {
     // nccl: all_gather, half, 2 GPUs, 256 elements = 512 bytes, 0.00898 ms = 8.98 µs.
     let p = parse(&fixture("nccl_perf"), &ctx).unwrap();
     let c = first_comm(&p);
-    assert_eq!((c.collective, c.bytes, c.ranks, c.nodes, c.gpus_per_node), (Collective::AllGather, 512, 2, Some(1), Some(2)));
+    assert_eq!(
+        (c.collective, c.bytes, c.ranks, c.nodes, c.gpus_per_node),
+        (Collective::AllGather, 512, 2, Some(1), Some(2))
+    );
     assert!(close(c.time_us, 8.98), "{}", c.time_us);
     assert_eq!((c.dtype.as_deref(), c.attributes["implementation"].as_str()), (Some("half"), "nccl"));
     // custom all-reduce: bfloat16, 2 GPUs, 128 elements = 256 bytes, 0.004866879880428314 ms, vllm_graph.
@@ -97,7 +103,10 @@ fn first_rows_map_by_hand() {
     assert_eq!((c.collective, c.bytes, c.ranks), (Collective::AllReduce, 256, 2));
     assert!(close(c.time_us, 4.866879880428314), "{}", c.time_us);
     assert_eq!(c.attributes["implementation"], "vllm_custom_allreduce");
-    assert_eq!((c.attributes["ar_backend"].as_str(), c.attributes["kernel_source"].as_str()), ("vllm_graph", "vLLM_custom_graph"));
+    assert_eq!(
+        (c.attributes["ar_backend"].as_str(), c.attributes["kernel_source"].as_str()),
+        ("vllm_graph", "vLLM_custom_graph")
+    );
     assert!(!c.attributes.contains_key("backend"));
     assert_eq!(c.attributes["gpu"], "NVIDIA A100-SXM4-80GB");
     // moe: bfloat16, 1 token, hidden 4096, inter 14336 (tp 1), top-2 of 8 experts (ep 1), power_law_1.01,
@@ -169,9 +178,14 @@ fn bad_cells_fail_and_unusable_rows_are_rejected_with_their_line() {
     assert_eq!(first_op(&p).dtype, Precision::Fp8Block);
     assert_eq!(p.rejected.len(), 1);
     assert_eq!(p.rejected[0].line, 3);
-    assert!(p.rejected[0].reason.contains("w4a16_mxfp4") && p.rejected[0].reason.contains("(2 times)"), "{:?}", p.rejected);
+    assert!(
+        p.rejected[0].reason.contains("w4a16_mxfp4") && p.rejected[0].reason.contains("(2 times)"),
+        "{:?}",
+        p.rejected
+    );
     // A text where a number belongs fails the upload, naming line and column.
-    let bad = format!("{header}{good}VLLM,0.24.0,NVIDIA H100 80GB HBM3,moe,k,fp8,sixteen,7168,2048,8,256,1,1,balanced,0.2\n");
+    let bad =
+        format!("{header}{good}VLLM,0.24.0,NVIDIA H100 80GB HBM3,moe,k,fp8,sixteen,7168,2048,8,256,1,1,balanced,0.2\n");
     let e = parse(bad.as_bytes(), &Context::default()).unwrap_err();
     assert_eq!((e.line, e.column), (Some(3), Some(7)));
     assert!(e.message.contains("num_tokens"), "{e}");
