@@ -28,7 +28,7 @@
 //! time = latency + bytes / (1000 · bw) µs, with its base and per-hop latencies ([`NCCL_BASE_LATENCY_US`],
 //! [`NCCL_HW_LATENCY_US`]) as priors.
 //!
-//! [`Collective::busbw_factor`]: super::Collective::busbw_factor
+//! [`Collective::busbw_factor`]: crate::op::Collective::busbw_factor
 
 mod collectives;
 mod links;
@@ -319,7 +319,7 @@ pub fn fit_postal_piecewise(points: &[Point], switch_bytes: f64) -> Result<Piece
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::Collective;
+    use crate::op::Collective;
     use crate::samples::CommSample;
 
     /// Deterministic noise in [−1 %, +1 %].

@@ -21,7 +21,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::calibrate::{fit_collectives, fit_link_classes, CollectiveGroupFit, LinkClass, LinkClassFit};
-use super::{estimate, Collective, CommEstimate, Group, GroupLinks};
+use super::{estimate, CommEstimate, Group, GroupLinks};
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// What the calibration of one system found.

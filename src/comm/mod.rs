@@ -14,9 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::hw::System;
-/// Collectives are part of the shared vocabulary of timed work ([`crate::op::Collective`]); re-exported here
-/// because every communication model is keyed on them.
-pub use crate::op::Collective;
+use crate::op::Collective;
 use algorithms::*;
 
 /// Where a communication group sits: `ranks` = `ranks_per_node` × `nodes`.

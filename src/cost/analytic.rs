@@ -2,8 +2,9 @@
 
 use super::roofline::{self, UnsupportedPrecision};
 use super::{CostBackend, Source, Timed};
-use crate::comm::{self, Collective, Group, GroupLinks};
+use crate::comm::{self, Group, GroupLinks};
 use crate::hw::{Precision, System};
+use crate::op::Collective;
 use crate::op::OpShape;
 
 /// Answers from the hardware description only.

@@ -13,8 +13,9 @@ use utoipa::ToSchema;
 
 use super::roofline::{UnsupportedPrecision, LAUNCH_OVERHEAD_US};
 use super::{CostBackend, Source, Timed};
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
 use crate::hw::{Precision, System};
+use crate::op::Collective;
 use crate::op::OpShape;
 
 /// The constants of [`Derated`].

@@ -18,8 +18,10 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
+
 use crate::hw::{Precision, System};
+use crate::op::Collective;
 use crate::op::OpShape;
 use roofline::UnsupportedPrecision;
 

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
+
 use crate::cost::CostBackend;
 use crate::hw::{GpuRef, Link, SystemSpec};
 use crate::jobs::retrain::retrain;
@@ -23,6 +24,7 @@ use crate::learn::backend::LearnedBackend;
 use crate::learn::comm_data::sample_group;
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::{registry, Grid, Registry};
+use crate::op::Collective;
 use crate::samples::CommSample;
 use crate::service::profiles::UploadParams;
 use crate::service::Service;

@@ -27,8 +27,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::comm::Collective;
 use crate::hw::Precision;
+use crate::op::Collective;
 use crate::op::{OpClass, Phase};
 use crate::samples::{Rejected, Sample};
 

@@ -36,7 +36,7 @@ use serde_json::Value;
 
 use super::text::{number, whole};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::{Attributes, CommSample, Rejected, Sample};
 
 /// Parses a nccl-tests text log (see the module doc).

@@ -29,7 +29,7 @@
 
 use super::text::{number, whole};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::{Attributes, CommSample, Rejected, Sample};
 
 /// Parses OSU Micro-Benchmarks output (see the module doc).

@@ -27,9 +27,9 @@ use serde::Deserialize;
 
 use super::{op_class, phase, utf8, Context, ParseError, Parsed};
 
-use crate::comm::Collective;
 use crate::hw::Precision;
-use crate::op::{Dims, OpClass, Phase, DIMS};
+use crate::op::Collective;
+use crate::op::{place_dims, Phase};
 use crate::samples::{Attributes, CommSample, OpSample, Rejected, Sample};
 
 /// The dim columns the CSV variant recognizes (every name of [`OpClass::dim_names`]).
@@ -81,29 +81,6 @@ fn attr_string(v: &serde_json::Value) -> String {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-/// Places named dims into the class's slots. Errors name the unknown or missing dim.
-pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<Dims, String> {
-    let names = class.dim_names();
-    let mut dims = [0u64; DIMS];
-    for (k, v) in named {
-        let Some(pos) = names.iter().position(|n| n == k) else {
-            return Err(format!("dim {k:?} is not one of {class}'s dims {names:?}"));
-        };
-        dims[pos] = *v;
-    }
-    for (pos, n) in names.iter().enumerate() {
-        // The batch of a linear layer defaults to 1; elementwise arity defaults to binary.
-        let optional = (matches!(class, OpClass::Linear) && *n == "B") || (class == OpClass::Elementwise && *n == "I");
-        if dims[pos] == 0 && !optional {
-            return Err(format!("dim {n} of {class} is missing or 0 (dims are {names:?})"));
-        }
-    }
-    if class == OpClass::Linear && dims[0] == 0 {
-        dims[0] = 1;
-    }
-    Ok(dims)
 }
 
 fn time_us(time_us: Option<f64>, time_ms: Option<f64>) -> Result<f64, String> {
@@ -335,6 +312,7 @@ pub fn looks_like_csv(head: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::op::OpClass;
 
     fn ctx() -> Context {
         Context { gpu: Some("H100".into()), ..Default::default() }

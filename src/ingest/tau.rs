@@ -67,7 +67,7 @@ use serde::Serialize;
 
 use super::text::{bytes_u64, gunzip, is_gzip, number};
 use super::{utf8, Context, ParseError, Parsed};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::{Attributes, CommSample, Rejected, Sample, TimerSample};
 
 /// Most bytes a gzip'd archive may inflate to.

@@ -10,13 +10,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
-use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
+use crate::comm::{self, CommEstimate, Group, GroupLinks};
 use crate::cost::roofline::{self, UnsupportedPrecision};
 use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::hw::{Precision, System};
 use crate::learn::comm_features::{comm_features, comm_key};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
 use crate::learn::{features::op_features, ActiveRegressor, Registry};
+use crate::op::Collective;
 use crate::op::{OpClass, OpShape, Phase};
 
 /// Analytic times corrected by the registry's active models.

@@ -8,8 +8,9 @@ use serde::Serialize;
 use super::comm_features::{comm_features, COMM_FEATURES};
 use super::fit::TrainingSet;
 use crate::comm::calibrated::SystemCalibration;
-use crate::comm::{Collective, Group, GroupLinks};
+use crate::comm::{Group, GroupLinks};
 use crate::hw::System;
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// The placements a communication regressor was trained on: it corrects only collectives within them (a

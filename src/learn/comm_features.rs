@@ -2,7 +2,9 @@
 //! model; MODELS.md §4): the collective, its size and placement, the link parameters the baseline used, and the
 //! baseline time.
 
-use crate::comm::{Collective, Group, GroupLinks};
+use crate::comm::{Group, GroupLinks};
+
+use crate::op::Collective;
 
 /// Names of [`comm_features`]'s values, in order.
 pub const COMM_FEATURES: [&str; 12] = [

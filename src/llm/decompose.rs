@@ -16,8 +16,8 @@ use super::operators::{
 };
 use super::partition::{chunk_layers, StageRole};
 use super::sizing::{embedding_params, layer_params, padded_vocab, stage_params_of};
-use crate::comm::Collective;
 use crate::hw::System;
+use crate::op::Collective;
 use crate::op::Phase;
 
 /// One training iteration's work on one GPU of every pipeline stage.

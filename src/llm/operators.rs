@@ -33,8 +33,9 @@ use utoipa::ToSchema;
 
 use super::config::{Activation, Attention, Norm, Recompute, TrainingConfig};
 use super::layout::Layout;
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
 use crate::hw::{GpuSpec, Precision};
+use crate::op::Collective;
 use crate::op::{OpClass, OpShape, Phase};
 
 /// S1 Table I operator names, and the Megatron-LM operators beyond them.

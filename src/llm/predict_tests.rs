@@ -4,10 +4,11 @@
 use super::config::{ModelSpec, ParallelSpec};
 use super::predict::predict;
 use super::validate::validate;
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
 use crate::cost::roofline::UnsupportedPrecision;
 use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
 use crate::hw::{presets, GpuRef, Link, Precision, System, SystemSpec};
+use crate::op::Collective;
 use crate::op::{OpClass, OpShape, Phase};
 
 /// Every compute operator 10 µs forward and 20 µs backward, the optimizer 50 µs; all-reduce 5 µs, send/recv

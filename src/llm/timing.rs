@@ -21,8 +21,9 @@ use super::operators::{
     comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpPrecisions, StageOp, Work,
 };
 use super::pipeline::StageTail;
-use crate::comm::{Collective, Group};
+use crate::comm::Group;
 use crate::cost::{CostBackend, Timed};
+use crate::op::Collective;
 use crate::op::{OpShape, Phase};
 
 #[derive(PartialEq, Eq, Hash, Clone, Copy)]

@@ -32,6 +32,8 @@
 
 mod collective;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -221,4 +223,30 @@ pub fn dims_from(dims: &[u64]) -> Dims {
         *slot = *v;
     }
     d
+}
+
+/// Places named dims (`{"M": 4096, …}`, the names of the table above) into the class's slots — the contract the
+/// sample format, the operator-estimate API and the learner share. A linear layer's `B` defaults to 1 and
+/// elementwise's `I` to binary; every other dim of the class is required and positive. Errors name the unknown
+/// or missing dim.
+pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<Dims, String> {
+    let names = class.dim_names();
+    let mut dims = [0u64; DIMS];
+    for (k, v) in named {
+        let Some(pos) = names.iter().position(|n| n == k) else {
+            return Err(format!("dim {k:?} is not one of {class}'s dims {names:?}"));
+        };
+        dims[pos] = *v;
+    }
+    for (pos, n) in names.iter().enumerate() {
+        // The batch of a linear layer defaults to 1; elementwise arity defaults to binary.
+        let optional = (matches!(class, OpClass::Linear) && *n == "B") || (class == OpClass::Elementwise && *n == "I");
+        if dims[pos] == 0 && !optional {
+            return Err(format!("dim {n} of {class} is missing or 0 (dims are {names:?})"));
+        }
+    }
+    if class == OpClass::Linear && dims[0] == 0 {
+        dims[0] = 1;
+    }
+    Ok(dims)
 }

@@ -7,10 +7,11 @@ use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
-use crate::comm::{self, Collective, CommEstimate, Group, GroupLinks};
+use crate::comm::{self, CommEstimate, Group, GroupLinks};
 use crate::cost::CostBackend;
 use crate::jobs::calibrate::{calibrate_system, load_calibration};
 use crate::learn::backend::LearnedBackend;
+use crate::op::Collective;
 
 /// `POST /v1/estimates/comm`: one collective on a system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -7,9 +7,9 @@ use super::{Service, ServiceError};
 use crate::cost::roofline::{self, AnalyticCost};
 use crate::cost::CostBackend;
 use crate::hw::{GpuRef, Link, Precision, System};
-use crate::ingest::perfcast::place_dims;
+
 use crate::learn::backend::LearnedBackend;
-use crate::op::{Dims, OpClass, OpShape, Phase};
+use crate::op::{place_dims, Dims, OpClass, OpShape, Phase};
 
 /// `POST /v1/estimates/operator`: one operator call on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -149,7 +149,7 @@ impl Service {
                 .transpose()
         };
         let collective = match &params.collective {
-            Some(c) => Some(serde_json::from_value::<crate::comm::Collective>(serde_json::Value::String(c.clone())).map_err(|_| {
+            Some(c) => Some(serde_json::from_value::<crate::op::Collective>(serde_json::Value::String(c.clone())).map_err(|_| {
                 ServiceError::invalid("collective", format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv)"))
             })?),
             None => None,

@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// A stored calibration (the JSON of [`crate::comm::calibrated::SystemCalibration`]).

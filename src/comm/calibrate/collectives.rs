@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{check_points, fit_postal, CalibrationError, FitStats, Point};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// Ring steps of a collective over `p` ranks (module doc): the count its latency term multiplies.

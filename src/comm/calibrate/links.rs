@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{fit_postal, Point, PostalFit};
-use crate::comm::Collective;
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// A link class of the postal model (MODELS.md §3.1).

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::CalibrationError;
-use crate::comm::Collective;
+use crate::op::Collective;
 
 /// NCCL algorithm (the two its cost model covers for every NVIDIA system).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

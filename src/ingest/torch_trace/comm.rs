@@ -19,8 +19,8 @@ use super::collector::Kernel;
 use super::join::Joined;
 use super::ops::{precision, type_bytes, OpArgs};
 use super::MAX_DEPTH;
-use crate::comm::Collective;
 use crate::ingest::Context;
+use crate::op::Collective;
 use crate::samples::CommSample;
 
 /// True for NCCL/RCCL device kernels.

@@ -1,6 +1,6 @@
 use super::*;
-use crate::comm::Collective;
 use crate::hw::Precision;
+use crate::op::Collective;
 use crate::op::{OpClass, Phase};
 use crate::samples::{kernel_metrics as km, CommSample, KernelSample, OpSample, Sample};
 
