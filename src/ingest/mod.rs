@@ -258,7 +258,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
     }
     if text::is_gzip(bytes) {
         let inner = text::gunzip_head(bytes, HEAD);
-        return if tau::is_tar(&inner) || tau::looks_like(&inner) {
+        return if text::is_tar(&inner) || tau::looks_like(&inner) {
             Some(Format::Tau)
         } else if torch_trace::looks_like(&inner) {
             Some(Format::TorchTrace)
@@ -267,7 +267,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         };
     }
     let head = &bytes[..bytes.len().min(HEAD)];
-    if tau::is_tar(head) {
+    if text::is_tar(head) {
         return Some(Format::Tau);
     }
     Format::ALL.into_iter().find(|f| match f {

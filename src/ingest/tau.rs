@@ -61,11 +61,10 @@
 //! `run1_profile.0.0.0` is allowed).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 
 use serde::Serialize;
 
-use super::text::{bytes_u64, gunzip, is_gzip, number};
+use super::text::{bytes_u64, for_each_tar_file, gunzip, is_gzip, is_tar, named, number};
 use super::{utf8, Context, ParseError, Parsed};
 use crate::op::Collective;
 use crate::samples::{Attributes, CommSample, Rejected, Sample, TimerSample};
@@ -367,43 +366,22 @@ fn who(p: &TauProfile) -> String {
     }
 }
 
-fn named(mut e: ParseError, name: &str) -> ParseError {
-    if !name.is_empty() {
-        e.message = format!("{name}: {}", e.message);
-    }
-    e
-}
-
 fn read_tar(bytes: &[u8], profiles: &mut Vec<TauProfile>) -> Result<(), ParseError> {
-    let tar_error = |e: std::io::Error| ParseError::whole(format!("invalid tar archive: {e}"));
-    let mut archive = tar::Archive::new(bytes);
-    for entry in archive.entries().map_err(tar_error)? {
-        let mut entry = entry.map_err(tar_error)?;
-        if !entry.header().entry_type().is_file() {
-            continue;
-        }
-        let path = entry.path().map_err(tar_error)?.to_string_lossy().into_owned();
-        let base = path.rsplit('/').next().unwrap_or(&path);
+    let keep = |path: &str| {
+        let base = path.rsplit('/').next().unwrap_or(path);
         let other_metric = path.split('/').any(|c| c.starts_with("MULTI__") && c != "MULTI__TIME");
-        if !(base.starts_with("profile.") || profile_ids(base).is_some()) || other_metric {
-            continue;
-        }
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).map_err(tar_error)?;
-        profiles.push(parse_profile(&path, &content).map_err(|e| named(e, &path))?);
-    }
-    Ok(())
+        (base.starts_with("profile.") || profile_ids(base).is_some()) && !other_metric
+    };
+    for_each_tar_file(bytes, keep, |path, content| {
+        profiles.push(parse_profile(path, content).map_err(|e| named(e, path))?);
+        Ok(())
+    })
 }
 
 /// A TAU profile's first line (`<n> templated_functions…`).
 pub fn looks_like(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head);
     text.lines().next().and_then(count_line).is_some_and(|(_, kind)| kind.starts_with("templated_functions"))
-}
-
-/// A tar archive (`ustar` magic at offset 257).
-pub fn is_tar(head: &[u8]) -> bool {
-    head.get(257..262) == Some(b"ustar")
 }
 
 /// How TAU's size event relates to nccl-tests' byte count.

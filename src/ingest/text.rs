@@ -66,6 +66,45 @@ pub(crate) fn gunzip(bytes: &[u8], limit: u64) -> Result<Vec<u8>, ParseError> {
     Ok(out)
 }
 
+/// A tar archive (`ustar` magic at offset 257).
+pub(crate) fn is_tar(head: &[u8]) -> bool {
+    head.get(257..262) == Some(b"ustar")
+}
+
+/// Calls `each(path, content)` for every regular file of the tar archive `bytes` whose path `keep` accepts, in
+/// archive order; the other entries are skipped unread. Errors: an unreadable archive (`invalid tar archive: …`),
+/// or the first error of `each`.
+pub(crate) fn for_each_tar_file(
+    bytes: &[u8],
+    keep: impl Fn(&str) -> bool,
+    mut each: impl FnMut(&str, &[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let tar_error = |e: std::io::Error| ParseError::whole(format!("invalid tar archive: {e}"));
+    let mut archive = tar::Archive::new(bytes);
+    for entry in archive.entries().map_err(tar_error)? {
+        let mut entry = entry.map_err(tar_error)?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = entry.path().map_err(tar_error)?.to_string_lossy().into_owned();
+        if !keep(&path) {
+            continue;
+        }
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content).map_err(tar_error)?;
+        each(&path, &content)?;
+    }
+    Ok(())
+}
+
+/// `e` with its message prefixed by the file `name` it came from (`name: message`); unchanged for an empty name.
+pub(crate) fn named(mut e: ParseError, name: &str) -> ParseError {
+    if !name.is_empty() {
+        e.message = format!("{name}: {}", e.message);
+    }
+    e
+}
+
 /// Collapses repeated rejections into one [`Rejected`] per key, counting them, so a large file with one recurring
 /// problem yields one entry (at the line of its first occurrence) instead of thousands.
 #[derive(Default)]

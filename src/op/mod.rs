@@ -25,7 +25,7 @@
 //! measured backward samples exist for the serving classes.
 //!
 //! The serving classes (`attention_prefill`, `attention_decode`, `moe`) are forward only; their samples come from
-//! NVIDIA aiconfigurator's performance database ([`crate::ingest`]'s `aiconfigurator` format).
+//! NVIDIA aiconfigurator's performance database (the `aiconfigurator` upload format).
 //!
 //! Owns the vocabulary of timed work: operator classes, phases, shapes and collectives. May import: `hw`. Must not
 //! import anything else of the crate.

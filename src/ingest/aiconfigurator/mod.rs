@@ -40,7 +40,7 @@ mod tests;
 
 use std::io::Read;
 
-use super::text::{gunzip, gunzip_head, is_gzip, Tally};
+use super::text::{for_each_tar_file, gunzip, gunzip_head, is_gzip, is_tar, named, Tally};
 use super::{Context, ParseError, Parsed};
 use table::{Cell, Columns, Row};
 
@@ -58,7 +58,7 @@ pub fn looks_like(bytes: &[u8]) -> bool {
     }
     let head: std::borrow::Cow<[u8]> =
         if is_gzip(bytes) { gunzip_head(bytes, 64 * 1024).into() } else { bytes[..bytes.len().min(64 * 1024)].into() };
-    if super::tau::is_tar(&head) {
+    if is_tar(&head) {
         return first_entry_is_table(&head);
     }
     csv_header(&head).is_some_and(|h| TableKind::detect(&h).is_some())
@@ -116,41 +116,19 @@ fn is_side_file(name: &str) -> bool {
     [".yaml", ".yml", ".txt", ".md", ".json"].iter().any(|ext| lower.ends_with(ext))
 }
 
-fn named(mut e: ParseError, name: &str) -> ParseError {
-    if !name.is_empty() {
-        e.message = format!("{name}: {}", e.message);
-    }
-    e
-}
-
 fn read_upload(name: &str, bytes: &[u8], ctx: &Context, out: &mut Parsed) -> Result<(), ParseError> {
-    if is_gzip(bytes) && super::tau::is_tar(&gunzip_head(bytes, 1024)) {
+    if is_gzip(bytes) && is_tar(&gunzip_head(bytes, 1024)) {
         let inflated = gunzip(bytes, MAX_INFLATED_BYTES).map_err(|e| named(e, name))?;
         return read_tar(&inflated, ctx, out);
     }
-    if super::tau::is_tar(bytes) {
+    if is_tar(bytes) {
         return read_tar(bytes, ctx, out);
     }
     read_table(bytes, ctx, out).map_err(|e| named(e, name))
 }
 
 fn read_tar(bytes: &[u8], ctx: &Context, out: &mut Parsed) -> Result<(), ParseError> {
-    let tar_error = |e: std::io::Error| ParseError::whole(format!("invalid tar archive: {e}"));
-    let mut archive = tar::Archive::new(bytes);
-    for entry in archive.entries().map_err(tar_error)? {
-        let mut entry = entry.map_err(tar_error)?;
-        if !entry.header().entry_type().is_file() {
-            continue;
-        }
-        let path = entry.path().map_err(tar_error)?.to_string_lossy().into_owned();
-        if !is_table_name(&path) {
-            continue;
-        }
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).map_err(tar_error)?;
-        read_table(&content, ctx, out).map_err(|e| named(e, &path))?;
-    }
-    Ok(())
+    for_each_tar_file(bytes, is_table_name, |path, content| read_table(content, ctx, out).map_err(|e| named(e, path)))
 }
 
 /// Reads one table, adding its samples and rejections (prefixed with `label`) to `out`.
