@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use crate::learn::Grid;
 use crate::llm::search::SearchRequest;
-use crate::store::jobs::JobRecord;
+use crate::store::jobs::{FollowUpJob, JobRecord};
 use crate::store::{Store, StoreError};
 
 pub mod calibrate;
@@ -187,6 +187,11 @@ impl Job {
 /// ([`WorkerHandle::wake`]).
 pub async fn enqueue(store: &Store, job: &Job) -> Result<JobRecord, StoreError> {
     store.create_job(job.kind().as_str(), &job.params(), job.dedupe()).await
+}
+
+/// `job` as a follow-up of another write, queued in that write's transaction (see [`FollowUpJob`]).
+pub fn follow_up(job: &Job) -> FollowUpJob {
+    FollowUpJob { kind: job.kind().as_str().to_string(), params: job.params(), dedupe: job.dedupe() }
 }
 
 /// Settings of the job runner (built from the service configuration by `app`).

@@ -224,17 +224,16 @@ impl Service {
             raw,
             rejected,
         };
-        match self.store.insert_profile(&new, &batch).await? {
+        // Communication samples of a system: recalibrate it in the background. The job is queued in the upload's
+        // transaction, so a crash cannot keep the samples and lose the calibration they call for.
+        let calibrate = match (&new.system, batch.comms.is_empty()) {
+            (Some(system), false) => Some(jobs::follow_up(&Job::Calibrate(CalibrateParams { system: system.clone() }))),
+            _ => None,
+        };
+        match self.store.insert_profile(&new, &batch, calibrate.as_ref()).await? {
             Stored::Created(profile) => {
                 let kinds: Vec<(&str, u64)> = by_kind.iter().map(|(k, v)| (*k, *v)).collect();
                 crate::metrics::upload(format.as_str(), false, &kinds);
-                // Communication samples of a system: recalibrate it in the background.
-                if !batch.comms.is_empty() {
-                    if let Some(system) = &profile.system {
-                        let job = Job::Calibrate(CalibrateParams { system: system.clone() });
-                        jobs::enqueue(&self.store, &job).await?;
-                    }
-                }
                 self.worker.samples_changed();
                 Ok(UploadOutcome { profile, duplicate: false, by_kind })
             }

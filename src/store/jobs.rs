@@ -87,28 +87,9 @@ impl Store {
         dedupe: bool,
     ) -> Result<JobRecord, StoreError> {
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        if dedupe {
-            if let Some(r) = sqlx::query(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE kind = ? AND state = 'queued' AND json(params) = json(?)
-                 ORDER BY id LIMIT 1"
-            ))
-            .bind(kind)
-            .bind(params.to_string())
-            .fetch_optional(&mut *tx)
-            .await?
-            {
-                tx.commit().await?;
-                return decode(&r);
-            }
-        }
-        let r =
-            sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES (?, 'queued', ?) RETURNING {COLUMNS}"))
-                .bind(kind)
-                .bind(params.to_string())
-                .fetch_one(&mut *tx)
-                .await?;
+        let r = create_job_in(&mut tx, kind, params, dedupe).await?;
         tx.commit().await?;
-        decode(&r)
+        Ok(r)
     }
 
     /// One job. Errors: [`StoreError::NotFound`].
@@ -182,4 +163,44 @@ impl Store {
         .rows_affected();
         Ok(n)
     }
+}
+
+/// A job to queue in the same transaction as another write (an upload and the calibration it calls for), so a
+/// crash cannot commit the one without the other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowUpJob {
+    /// Job kind (`calibrate`, …).
+    pub kind: String,
+    /// The job's parameters (JSON).
+    pub params: serde_json::Value,
+    /// Reuse a queued job of the same kind and parameters instead of adding one.
+    pub dedupe: bool,
+}
+
+/// [`Store::create_job`] inside the caller's transaction `tx`.
+pub(super) async fn create_job_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    kind: &str,
+    params: &serde_json::Value,
+    dedupe: bool,
+) -> Result<JobRecord, StoreError> {
+    if dedupe {
+        if let Some(r) = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM jobs WHERE kind = ? AND state = 'queued' AND json(params) = json(?)
+             ORDER BY id LIMIT 1"
+        ))
+        .bind(kind)
+        .bind(params.to_string())
+        .fetch_optional(&mut **tx)
+        .await?
+        {
+            return decode(&r);
+        }
+    }
+    let r = sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES (?, 'queued', ?) RETURNING {COLUMNS}"))
+        .bind(kind)
+        .bind(params.to_string())
+        .fetch_one(&mut **tx)
+        .await?;
+    decode(&r)
 }

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 
 use sqlx::{QueryBuilder, Row, Sqlite};
 
+use super::jobs::{create_job_in, FollowUpJob};
 use super::{Store, StoreError};
 use crate::op::Dims;
 use crate::samples::{CommSample, KernelSample, OpSample, Rejected, TimerSample};
@@ -126,7 +127,12 @@ const BATCH: usize = 500;
 impl Store {
     /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
     /// transaction, or finds the identical earlier upload. Either everything is committed or nothing is.
-    pub async fn insert_profile(&self, p: &NewProfile<'_>, samples: &SampleBatch) -> Result<Stored, StoreError> {
+    pub async fn insert_profile(
+        &self,
+        p: &NewProfile<'_>,
+        samples: &SampleBatch,
+        follow_up: Option<&FollowUpJob>,
+    ) -> Result<Stored, StoreError> {
         let raw_gzip = gzip(p.raw)?;
         let id: String = p.sha256.chars().take(16).collect();
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
@@ -240,6 +246,9 @@ impl Store {
             .bind(&id)
             .fetch_one(&mut *tx)
             .await?;
+        if let Some(job) = follow_up {
+            create_job_in(&mut tx, &job.kind, &job.params, job.dedupe).await?;
+        }
         tx.commit().await?;
         Ok(Stored::Created(decode_profile(&row)?))
     }
@@ -391,5 +400,48 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::Collective;
+    use crate::store::jobs::JobState;
+
+    fn upload(raw: &[u8]) -> NewProfile<'_> {
+        NewProfile {
+            sha256: hex::encode(raw).repeat(4),
+            format: "nccl_tests".into(),
+            system: Some("dgx-h100".into()),
+            gpu: None,
+            labels: BTreeMap::new(),
+            raw,
+            rejected: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_follow_up_job_commits_with_the_upload_and_not_for_a_duplicate() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("perfcast.db")).await.unwrap();
+        let batch = SampleBatch {
+            comms: vec![CommSample::timed(Collective::AllReduce, 1 << 20, 8, 50.0)],
+            ..SampleBatch::default()
+        };
+        let job =
+            FollowUpJob { kind: "calibrate".into(), params: serde_json::json!({"system": "dgx-h100"}), dedupe: true };
+        let first = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
+        assert!(matches!(first, Stored::Created(_)));
+        let queued = store.get_job(1).await.unwrap();
+        assert_eq!((queued.kind.as_str(), queued.state, &queued.params), ("calibrate", JobState::Queued, &job.params));
+        // The same bytes again: a duplicate, no second job; other bytes: deduplicated onto the queued job.
+        let again = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
+        assert!(matches!(again, Stored::Duplicate(_)));
+        store.insert_profile(&upload(b"run 2"), &batch, Some(&job)).await.unwrap();
+        assert!(
+            matches!(store.get_job(2).await, Err(StoreError::NotFound(_))),
+            "exactly one calibrate job: the duplicate queues none, the second upload reuses the queued one"
+        );
     }
 }
