@@ -96,6 +96,7 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(regressors::retrain))
         .routes(routes!(regressors::list_regressors))
         .routes(routes!(regressors::get_regressor))
+        .routes(routes!(regressors::regressor_plot))
         .routes(routes!(regressors::get_job))
         .routes(routes!(estimates::estimate_operator))
         .routes(routes!(estimates::estimate_kernel))

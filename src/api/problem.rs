@@ -130,6 +130,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(what) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", "Already exists", format!("{what} already exists"))
             }
+            ServiceError::NotReady { detail } => {
+                ApiError::new(StatusCode::CONFLICT, "not-ready", "Not available in the current state", detail)
+            }
             ServiceError::Invalid { field, message } => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-configuration",

@@ -2,6 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -188,6 +189,25 @@ pub async fn get_regressor(
         training_set: newest.summary.clone(),
         versions: versions.iter().map(Into::into).collect(),
     }))
+}
+
+/// Accuracy plot of a key's active version (SVG).
+///
+/// Predicted vs measured times on the active version's validation rows (the 20 % of the seeded split it was not
+/// trained on; at most 2,000 evenly thinned rows are stored per version), log–log with the y = x line: the learned
+/// times (its hold-out model, what `validation_mape` measures) and the analytic times. The title names the version
+/// and its validation MAPE, the subtitle the number of validation rows. Stored at training time: no refit.
+#[utoipa::path(get, path = "/v1/regressors/{key}/plot.svg", tag = "regressors",
+    params(("key" = String, Path, description = "Regressor key", example = "linear.fwd.fp32")),
+    responses(
+        (status = 200, description = "The plot", content_type = "image/svg+xml", body = String),
+        (status = 404, description = "No model with this key", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key has no active version, or its active version has no stored validation rows (trained before they were stored: retrain with `force`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn regressor_plot(State(state): State<AppState>, Path(key): Path<String>) -> Result<Response, ApiError> {
+    let svg = state.service.regressor_plot(&key).await?;
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml"), (header::CACHE_CONTROL, "no-cache")], svg).into_response())
 }
 
 /// Show a job's state and progress.

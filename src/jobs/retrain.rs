@@ -162,6 +162,7 @@ pub(crate) fn new_regressor(
         importance: json!(f.importance.iter().map(|(n, g)| json!({"feature": n, "gain": g})).collect::<Vec<_>>()),
         promotion: json!({}),
         activate: false,
+        validation_points: f.validation_points.clone(),
     }
 }
 

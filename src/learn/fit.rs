@@ -17,6 +17,10 @@ pub const SPLIT_SEED: u64 = 0x5EED_CAFE_F00D_0001;
 /// Rows below which no model is fitted: with fewer, a 20 % validation split says nothing.
 pub const MIN_ROWS: usize = 30;
 
+/// Most validation rows a fit keeps for its accuracy plot ([`Fitted::validation_points`]), evenly thinned: enough
+/// to show the spread, small enough to store with every version (about 70 kB as JSON).
+pub const MAX_VALIDATION_POINTS: usize = 2000;
+
 /// Largest |r̂| a model may answer: exp(±3) is a factor of 20 off the analytic time, beyond which the analytic
 /// model, not the correction, is wrong.
 pub const MAX_ABS_LOG_RATIO: f64 = 3.0;
@@ -199,6 +203,17 @@ pub fn predict_rows(model: &Model, set: &TrainingSet, rows: &[usize]) -> Result<
         .collect())
 }
 
+/// One validation row as the chosen candidate's hold-out model saw it: the times its accuracy plot draws.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ValidationPoint {
+    /// The measured time, µs.
+    pub measured_us: f64,
+    /// The analytic model's time, µs.
+    pub analytic_us: f64,
+    /// The hold-out model's time (analytic · exp(r̂)), µs.
+    pub predicted_us: f64,
+}
+
 /// The outcome of [`fit`].
 #[derive(Debug, Clone)]
 pub struct Fitted {
@@ -217,6 +232,9 @@ pub struct Fitted {
     pub validation_rows: usize,
     /// Gain importance of each feature in the final model.
     pub importance: Vec<(String, f64)>,
+    /// The validation rows with the chosen candidate's hold-out predictions (what [`Fitted::validation`]
+    /// measures), in the set's order, evenly thinned to at most [`MAX_VALIDATION_POINTS`].
+    pub validation_points: Vec<ValidationPoint>,
 }
 
 /// Why no model was fitted.
@@ -252,18 +270,18 @@ pub fn fit(set: &TrainingSet, grid: Grid, progress: &mut dyn FnMut(f64)) -> Resu
     let cands = candidates(grid, set.len());
     let meas: Vec<f64> = val_rows.iter().map(|&i| set.measured_us[i]).collect();
     let mut scores = Vec::with_capacity(cands.len());
-    let mut best: Option<(usize, String, Accuracy)> = None;
+    let mut best: Option<(usize, String, Accuracy, Vec<f64>)> = None;
     for (k, c) in cands.iter().enumerate() {
         let text = lgbm::train(&x, &y, n, &c.params, c.num_iterations)?;
         let pred = predict_rows(&Model::from_text(&text)?, set, &val_rows)?;
         let acc = accuracy(&pred, &meas);
         scores.push((c.name.clone(), acc.mape));
-        if best.as_ref().is_none_or(|(_, _, b)| acc.mape < b.mape) {
-            best = Some((k, text, acc));
+        if best.as_ref().is_none_or(|(_, _, b, _)| acc.mape < b.mape) {
+            best = Some((k, text, acc, pred));
         }
         progress((k + 1) as f64 / (cands.len() + 1) as f64);
     }
-    let (k, holdout_text, validation) = best.ok_or(FitError::EmptySplit)?;
+    let (k, holdout_text, validation, best_pred) = best.ok_or(FitError::EmptySplit)?;
     let chosen = cands[k].clone();
     let all: Vec<usize> = (0..set.len()).collect();
     let (xa, ya) = set.subset(&all);
@@ -271,6 +289,9 @@ pub fn fit(set: &TrainingSet, grid: Grid, progress: &mut dyn FnMut(f64)) -> Resu
     let importance = Model::from_text(&model_text)?.importance_gain()?;
     progress(1.0);
     let analytic: Vec<f64> = val_rows.iter().map(|&i| set.analytic_us[i]).collect();
+    let points = (0..val_rows.len())
+        .map(|j| ValidationPoint { measured_us: meas[j], analytic_us: analytic[j], predicted_us: best_pred[j] })
+        .collect();
     Ok(Fitted {
         model_text,
         holdout_text,
@@ -281,6 +302,7 @@ pub fn fit(set: &TrainingSet, grid: Grid, progress: &mut dyn FnMut(f64)) -> Resu
         train_rows: train_rows.len(),
         validation_rows: val_rows.len(),
         importance: set.feature_names.iter().cloned().zip(importance).collect(),
+        validation_points: thin_evenly(points, MAX_VALIDATION_POINTS),
     })
 }
 
@@ -334,9 +356,32 @@ mod tests {
         assert!(fitted.validation.mape < 0.02, "{:?}", fitted.validation);
         assert_eq!(fitted.train_rows + fitted.validation_rows, 400);
         assert_eq!(fitted.candidates.len(), 2);
+        // The kept validation rows are the validation side's, with the predictions its MAPE was computed from.
+        assert_eq!(fitted.validation_points.len(), fitted.validation_rows);
+        let val_meas: Vec<f64> = (0..set.len()).filter(|&i| set.is_validation(i)).map(|i| set.measured_us[i]).collect();
+        let kept_meas: Vec<f64> = fitted.validation_points.iter().map(|p| p.measured_us).collect();
+        assert_eq!(kept_meas, val_meas);
+        let pred: Vec<f64> = fitted.validation_points.iter().map(|p| p.predicted_us).collect();
+        assert!((accuracy(&pred, &kept_meas).mape - fitted.validation.mape).abs() < 1e-12);
+        let ana: Vec<f64> = fitted.validation_points.iter().map(|p| p.analytic_us).collect();
+        assert!((accuracy(&ana, &kept_meas).mape - fitted.analytic_validation.mape).abs() < 1e-12);
         let f0_gain = fitted.importance.iter().find(|(n, _)| n == "f0").unwrap().1;
         let f1_gain = fitted.importance.iter().find(|(n, _)| n == "f1").unwrap().1;
         assert!(f0_gain > f1_gain);
+    }
+
+    #[test]
+    fn validation_points_are_thinned_evenly_to_the_maximum() {
+        let mut set = TrainingSet::new(&["f0"]);
+        for i in 0..12_000u64 {
+            set.push(&[(i % 97) as f64], 10.0, 10.0 + (i % 7) as f64, i);
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        assert!(fitted.validation_rows > MAX_VALIDATION_POINTS, "{}", fitted.validation_rows);
+        let val_meas: Vec<f64> = (0..set.len()).filter(|&i| set.is_validation(i)).map(|i| set.measured_us[i]).collect();
+        let kept: Vec<f64> = fitted.validation_points.iter().map(|p| p.measured_us).collect();
+        assert_eq!(kept, thin_evenly(val_meas, MAX_VALIDATION_POINTS));
+        assert!(kept.len() <= MAX_VALIDATION_POINTS);
     }
 
     #[test]

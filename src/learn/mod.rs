@@ -5,6 +5,7 @@
 //! May import: `hw`, `op`, `samples`, `comm`, `kernel`, `cost`. Must not import `llm` or anything outside the
 //! domain core (the retrain job in `jobs` does the IO).
 
+pub mod accuracy_plot;
 pub mod backend;
 pub mod comm_data;
 pub mod comm_features;

@@ -2,6 +2,7 @@
 
 use super::{Service, ServiceError};
 use crate::jobs::{self, Job, RetrainJob, RetrainParams};
+use crate::learn::accuracy_plot;
 use crate::store::jobs::JobRecord;
 use crate::store::regressors::RegressorRecord;
 
@@ -31,5 +32,50 @@ impl Service {
     /// All versions of one key, newest first. Errors: `NotFound`.
     pub async fn regressor(&self, key: &str) -> Result<Vec<RegressorRecord>, ServiceError> {
         Ok(self.store.regressor_versions(key).await?)
+    }
+
+    /// The accuracy plot of `key`'s active version (SVG): its stored validation rows, measured vs the hold-out
+    /// model's prediction and the analytic time, log–log with the y = x line; the title names the version and its
+    /// validation MAPE on all its validation rows.
+    ///
+    /// Errors: `NotFound` for an unknown key; `NotReady` when the key has no active version, or its active version
+    /// has no stored validation rows (trained before they were stored: a forced retrain stores them).
+    pub async fn regressor_plot(&self, key: &str) -> Result<String, ServiceError> {
+        let versions = self.store.regressor_versions(key).await?;
+        let Some(active) = versions.iter().find(|v| v.active) else {
+            return Err(ServiceError::NotReady {
+                detail: format!(
+                    "regressor {key:?} has no active version ({} trained, none promoted): there is no model to plot",
+                    versions.len()
+                ),
+            });
+        };
+        let points = match self.store.validation_points(active.id).await? {
+            Some(p) if !p.is_empty() => p,
+            _ => {
+                return Err(ServiceError::NotReady {
+                    detail: format!(
+                        "version {} of regressor {key:?} has no stored validation rows (it was trained before they \
+                         were stored); POST /v1/regressors/retrain with {{\"keys\": [{key:?}], \"force\": true}} \
+                         stores them with a new version",
+                        active.version
+                    ),
+                })
+            }
+        };
+        let title = format!(
+            "{key} v{}: MAPE {:.1} % (analytic {:.1} %)",
+            active.version,
+            active.validation_mape * 100.0,
+            active.analytic_validation_mape * 100.0
+        );
+        let shown = if points.len() as u64 == active.validation_rows {
+            String::new()
+        } else {
+            format!(", {} shown", points.len())
+        };
+        let subtitle = format!("predicted vs measured on {} validation rows{shown}", active.validation_rows);
+        accuracy_plot::svg(&title, &subtitle, &points)
+            .map_err(|e| ServiceError::Internal(crate::store::StoreError::Corrupt(e.to_string())))
     }
 }

@@ -31,6 +31,10 @@ pub enum ServiceError {
     /// The thing to create exists already.
     #[error("{0} already exists")]
     Conflict(String),
+    /// The thing exists but cannot give what was asked in its current state (e.g. a model key without an active
+    /// version has no accuracy plot); `detail` says why and what would change it.
+    #[error("{detail}")]
+    NotReady { detail: String },
     /// The request is well-formed but impossible; `field` is its path in the request.
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },

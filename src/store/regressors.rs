@@ -3,6 +3,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError};
+use crate::learn::fit::ValidationPoint;
 
 /// A model version to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,9 @@ pub struct NewRegressor {
     pub promotion: serde_json::Value,
     /// Activate it (deactivating the key's previous active version).
     pub activate: bool,
+    /// The validation rows with the hold-out predictions, for the accuracy plot (already thinned by the fit; stored
+    /// as f32 triples, about 35 bytes a row).
+    pub validation_points: Vec<ValidationPoint>,
 }
 
 /// A stored model version (model texts only where asked for).
@@ -93,6 +97,19 @@ fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorReco
     })
 }
 
+/// `[[measured_us, analytic_us, predicted_us], ...]` at f32 precision (plenty for a plot, half the text of f64).
+fn encode_points(points: &[ValidationPoint]) -> String {
+    let rows: Vec<[f32; 3]> =
+        points.iter().map(|p| [p.measured_us as f32, p.analytic_us as f32, p.predicted_us as f32]).collect();
+    serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()) // ok: finite f32 arrays always serialize
+}
+
+fn decode_points(text: &str) -> Result<Vec<ValidationPoint>, StoreError> {
+    let rows: Vec<[f64; 3]> =
+        serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("regressor validation points: {e}")))?;
+    Ok(rows.into_iter().map(|[m, a, p]| ValidationPoint { measured_us: m, analytic_us: a, predicted_us: p }).collect())
+}
+
 impl Store {
     /// Stores new versions (each the key's next version number) and applies their activation, all in one
     /// transaction: a crash leaves either all of them or none. Returns the stored records (without model texts).
@@ -143,7 +160,13 @@ impl Store {
             .bind(job_id)
             .fetch_one(&mut *tx)
             .await?;
-            out.push(decode(&r, false)?);
+            let rec = decode(&r, false)?;
+            sqlx::query("INSERT INTO regressor_validation (regressor_id, points) VALUES (?, ?)")
+                .bind(rec.id)
+                .bind(encode_points(&n.validation_points))
+                .execute(&mut *tx)
+                .await?;
+            out.push(rec);
         }
         tx.commit().await?;
         Ok(out)
@@ -193,5 +216,15 @@ impl Store {
             return Err(StoreError::NotFound(format!("regressor {key:?}")));
         }
         rows.iter().map(|r| decode(r, false)).collect()
+    }
+
+    /// The stored validation points of version `regressor_id` (a [`RegressorRecord::id`]); `None` for a version
+    /// trained before they were stored.
+    pub async fn validation_points(&self, regressor_id: i64) -> Result<Option<Vec<ValidationPoint>>, StoreError> {
+        let text: Option<String> = sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = ?")
+            .bind(regressor_id)
+            .fetch_optional(self.pool())
+            .await?;
+        text.map(|t| decode_points(&t)).transpose()
     }
 }

@@ -19,6 +19,7 @@ mod ingest_props;
 mod learning;
 mod openapi;
 mod operations;
+mod plots;
 mod predictions;
 mod profiles;
 mod search;
