@@ -38,9 +38,9 @@ pub enum AppError {
     Start(String),
 }
 
-/// The complete HTTP application over `service`: API routes, `/openapi.json`, Swagger UI at `/docs`, and the
-/// layers (request id, tracing span per request, body limit, timeout, panic → 500, problem+json for every
-/// error).
+/// The complete HTTP application over `service`: API routes, `/openapi.json`, Swagger UI at `/docs`, the dashboard
+/// at `/ui/`, and the layers (request id, tracing span per request, body limit, timeout, panic → 500, problem+json
+/// for every error).
 pub fn build(service: Service, config: &Config) -> Router {
     crate::metrics::handle();
     let (api, openapi) = api::router(config.upload_limit_bytes);
@@ -53,6 +53,8 @@ pub fn build(service: Service, config: &Config) -> Router {
         .with_state(state)
         // SwaggerUi serves both the UI (vendored assets, no CDN) and the document at /openapi.json.
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
+        // The dashboard: static pages that call the API from the browser.
+        .merge(api::ui::router())
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(middleware::from_fn(api::problem_for_every_error))

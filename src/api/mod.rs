@@ -17,6 +17,7 @@ pub mod problem;
 pub mod profiles;
 pub mod regressors;
 pub mod systems;
+pub mod ui;
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};

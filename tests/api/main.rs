@@ -11,7 +11,9 @@
 mod common;
 
 mod auth;
+mod browser;
 mod collector;
+mod dashboard;
 mod estimates;
 mod fixtures_upload;
 mod fuzz_json;
