@@ -22,13 +22,13 @@ use super::layout::Layout;
 use super::memory::{stage_memory, ActivationFacts, StageMemoryInput};
 use super::operators::OpPrecisions;
 use super::partition::partition;
-use super::pipeline::{self, makespan_lower_bound, step_lower_bound, PipelineSpec, StageTail};
+use super::pipeline::{self, makespan_lower_bound, step_lower_bound, StageTail};
 use super::predict::predict;
 use super::report::TrainingPrediction;
 use super::run::run_estimate;
-use super::schedule::eq7;
+use super::schedule::{eq7, pipeline_spec};
 use super::sizing::{layer_params, padded_vocab};
-use super::timing::{chunk_times, pieces, stage_tail, P2pTimes, Pieces, Timer};
+use super::timing::{chunk_times, pieces, stage_tail, ChunkTimes, P2pTimes, Pieces, Timer};
 use super::validate::{validate, validate_run};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
@@ -87,6 +87,23 @@ pub struct SearchTraining {
     /// Megatron-Core's `overlap_grad_reduce`. Default `false`.
     #[serde(default)]
     pub overlap_grad_reduce: bool,
+    /// Megatron-Core's `overlap_param_gather` (needs `distributed_optimizer` and `overlap_grad_reduce`). Default
+    /// `false`.
+    #[serde(default)]
+    pub overlap_param_gather: bool,
+    /// Megatron-Core's `align_param_gather`. Default `false`.
+    #[serde(default)]
+    pub align_param_gather: bool,
+    /// Megatron-Core's DDP `bucket_size`, parameters. Default max(40 M, 1 M · dp) per candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_size: Option<u64>,
+    /// Transformer Engine's `tp_comm_overlap` (in effect for candidates with sequence parallelism). Default
+    /// `false`.
+    #[serde(default)]
+    pub tp_comm_overlap: bool,
+    /// Megatron-Core's `overlap_p2p_comm` (in effect for interleaved candidates). Default `false`.
+    #[serde(default)]
+    pub overlap_p2p_comm: bool,
     /// `uniform` (Megatron-LM; allows interleaving) or `s1` (S1's split, no interleaving; eq. 7). Default
     /// `uniform`.
     #[serde(default = "uniform")]
@@ -99,6 +116,11 @@ impl Default for SearchTraining {
             zero_stage: 1,
             distributed_optimizer: false,
             overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            align_param_gather: false,
+            bucket_size: None,
+            tp_comm_overlap: false,
+            overlap_p2p_comm: false,
             layer_split: LayerSplit::Uniform,
         }
     }
@@ -206,6 +228,11 @@ impl Candidate {
             recompute: self.recompute,
             distributed_optimizer: req.training.distributed_optimizer,
             overlap_grad_reduce: req.training.overlap_grad_reduce,
+            overlap_param_gather: req.training.overlap_param_gather,
+            align_param_gather: req.training.align_param_gather,
+            bucket_size: req.training.bucket_size,
+            tp_comm_overlap: req.training.tp_comm_overlap,
+            overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
             layer_split: Some(req.training.layer_split),
         }
@@ -256,6 +283,11 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         recompute: Recompute::None,
         distributed_optimizer: t.distributed_optimizer,
         overlap_grad_reduce: t.overlap_grad_reduce,
+        overlap_param_gather: t.overlap_param_gather,
+        align_param_gather: t.align_param_gather,
+        bucket_size: t.bucket_size,
+        tp_comm_overlap: t.tp_comm_overlap,
+        overlap_p2p_comm: false,
         context_parallel: 1,
         layer_split: Some(LayerSplit::S1),
     };
@@ -389,8 +421,7 @@ struct Evaluator<'a> {
     gpus_per_node: u32,
     capacity: f64,
     layers: Vec<u32>,
-    fwd: Vec<f64>,
-    bwd: Vec<f64>,
+    times: ChunkTimes,
     tails: Vec<StageTail>,
 }
 
@@ -403,7 +434,7 @@ struct Costed {
 }
 
 impl<'a> Evaluator<'a> {
-    fn configure(cfg: &mut TrainingConfig, c: &Candidate, global_batch: u64) {
+    fn configure(cfg: &mut TrainingConfig, req: &SearchTraining, c: &Candidate, global_batch: u64) {
         cfg.tp = c.tp;
         cfg.cp = c.cp;
         cfg.pp = c.pp;
@@ -414,6 +445,9 @@ impl<'a> Evaluator<'a> {
         cfg.virtual_stages = c.virtual_stages;
         cfg.recompute = c.recompute;
         cfg.sequence_parallel = c.sequence_parallel;
+        cfg.overlap_p2p_comm = req.overlap_p2p_comm && c.pp > 1 && c.virtual_stages > 1;
+        cfg.bucket_params =
+            req.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(c.dp), |b| b as f64);
     }
 
     fn fill_layers(&mut self, cfg: &TrainingConfig) {
@@ -450,13 +484,13 @@ impl<'a> Evaluator<'a> {
             }
         };
         self.fill_layers(cfg);
-        chunk_times(cfg, &layout, &self.layers, &p, &sends, v_padded, &mut self.timer, &mut self.fwd, &mut self.bwd)?;
+        chunk_times(cfg, &layout, &self.layers, &p, &sends, v_padded, &mut self.timer, &mut self.times)?;
         let facts = ActivationFacts::of(cfg);
         let lp = layer_params(cfg);
         let v = cfg.virtual_stages.max(1) as usize;
         self.tails.clear();
         let mut fits = true;
-        let mut memo: Option<(f64, StageTail)> = None;
+        let mut memo: Option<(f64, bool, StageTail)> = None;
         for s in 0..cfg.pp {
             let params = stage_params(cfg, s, &self.layers, v_padded);
             let layers: u32 = self.layers[s as usize * v..(s as usize + 1) * v].iter().sum();
@@ -475,15 +509,15 @@ impl<'a> Evaluator<'a> {
                 self.capacity,
             );
             fits &= mem.fits;
-            let window: f64 = self.bwd[s as usize * v..(s as usize + 1) * v].iter().sum();
+            let window: f64 = self.times.bwd[s as usize * v..(s as usize + 1) * v].iter().sum();
             let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
             let tail = match memo {
-                Some((p, t)) if p == params && !tied => StageTail { overlap_window_s: window, ..t },
+                Some((p, first, t)) if p == params && first == (s == 0) && !tied => StageTail { overlap_window_s: window, ..t },
                 _ => {
                     let parts = tail_parts(cfg, s, params, v_padded);
-                    let t = stage_tail(cfg, &layout, &parts, window, self.prec, &mut self.timer)?;
+                    let t = stage_tail(cfg, &layout, s, &parts, window, self.prec, &mut self.timer)?;
                     if !tied {
-                        memo = Some((params, t));
+                        memo = Some((params, s == 0, t));
                     }
                     t
                 }
@@ -496,7 +530,13 @@ impl<'a> Evaluator<'a> {
     /// Hands the backend every operator shape the candidates will ask for, so a learned backend can run each
     /// model once over all of them: the layer, embedding and head operators of every distinct (tp, cp,
     /// micro_batch, SP, recompute) and the optimizer of every distinct stage size.
-    fn prefetch(&mut self, base: &TrainingConfig, candidates: &[Candidate], global_batch: u64) {
+    fn prefetch(
+        &mut self,
+        base: &TrainingConfig,
+        req_training: &SearchTraining,
+        candidates: &[Candidate],
+        global_batch: u64,
+    ) {
         let mut cfg = base.clone();
         let mut keys = std::collections::HashSet::new();
         let mut params_seen = std::collections::HashSet::new();
@@ -509,7 +549,7 @@ impl<'a> Evaluator<'a> {
             }))
         };
         for c in candidates {
-            Self::configure(&mut cfg, c, global_batch);
+            Self::configure(&mut cfg, req_training, c, global_batch);
             let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
             if keys.insert((c.tp, c.cp, c.micro_batch, cfg.sp(), c.recompute)) {
                 let layout = Layout::new(&cfg, self.gpus_per_node);
@@ -542,14 +582,14 @@ impl<'a> Evaluator<'a> {
         let fits = self.cost(cfg)?;
         if cfg.s1_pipeline() {
             let pp = cfg.pp as usize;
-            debug_assert_eq!(self.fwd.len(), pp);
+            debug_assert_eq!(self.times.fwd.len(), pp);
             let upd: Vec<f64> = self.tails.iter().map(|t| t.update_s).collect();
             let first = self.tails[0].grad_sync_s + self.tails[0].after_sync_s;
-            let e = eq7(&self.fwd[..pp], &self.bwd[..pp], &upd, first, cfg.grad_accum);
+            let e = eq7(&self.times.fwd[..pp], &self.times.bwd[..pp], &upd, first, cfg.grad_accum);
             return Ok(Costed { bound_s: e.iteration_s(), exact: true, fits });
         }
-        let spec =
-            PipelineSpec { pp: cfg.pp, v: cfg.virtual_stages, m: cfg.grad_accum, fwd_s: &self.fwd, bwd_s: &self.bwd };
+        let t = &self.times;
+        let spec = pipeline_spec(cfg, &t.fwd, &t.bwd, &t.send_fwd, &t.send_bwd, &self.tails);
         let lb = step_lower_bound(makespan_lower_bound(&spec), &self.tails, cfg.overlap_grad_reduce);
         Ok(Costed { bound_s: lb, exact: false, fits })
     }
@@ -557,8 +597,8 @@ impl<'a> Evaluator<'a> {
     /// The exact (simulated) iteration time of a candidate.
     fn exact(&mut self, cfg: &TrainingConfig) -> Result<f64, ConfigError> {
         self.cost(cfg)?;
-        let spec =
-            PipelineSpec { pp: cfg.pp, v: cfg.virtual_stages, m: cfg.grad_accum, fwd_s: &self.fwd, bwd_s: &self.bwd };
+        let t = &self.times;
+        let spec = pipeline_spec(cfg, &t.fwd, &t.bwd, &t.send_fwd, &t.send_bwd, &self.tails);
         let sim = pipeline::simulate(&spec)
             .ok_or_else(|| bad("constraints", "a candidate's pipeline schedule cannot be simulated"))?;
         Ok(pipeline::step_time(&sim, &self.tails, cfg.overlap_grad_reduce).iteration_s())
@@ -593,17 +633,16 @@ pub fn search(
         gpus_per_node: system.gpus_per_node,
         capacity: system.gpu.memory_bytes(),
         layers: Vec::new(),
-        fwd: Vec::new(),
-        bwd: Vec::new(),
+        times: ChunkTimes::default(),
         tails: Vec::new(),
     };
     let gb = req.global_batch as u64;
-    ev.prefetch(&base, &candidates, gb);
+    ev.prefetch(&base, &req.training, &candidates, gb);
     // Phase 1: cost, memory-check and bound every candidate.
     let mut ranked: Vec<(f64, bool, u32)> = Vec::new();
     let mut cfg = base.clone();
     for (i, c) in candidates.iter().enumerate() {
-        Evaluator::configure(&mut cfg, c, gb);
+        Evaluator::configure(&mut cfg, &req.training, c, gb);
         let costed = ev.bound(&cfg)?;
         if costed.fits {
             ranked.push((costed.bound_s, costed.exact, i as u32));
@@ -625,7 +664,7 @@ pub fn search(
         let t = if exact {
             bound
         } else {
-            Evaluator::configure(&mut cfg, &candidates[i as usize], gb);
+            Evaluator::configure(&mut cfg, &req.training, &candidates[i as usize], gb);
             simulated += 1;
             ev.exact(&cfg)?
         };
@@ -713,7 +752,7 @@ mod tests {
             assert_eq!(cfg.gpus(), 16);
             let mut mine = sp.base.clone();
             mine.layer_split = LayerSplit::Uniform;
-            Evaluator::configure(&mut mine, &c, 64);
+            Evaluator::configure(&mut mine, &req.training, &c, 64);
             assert_eq!(mine, cfg);
             n += 1;
         });
