@@ -26,6 +26,8 @@ pub mod trace;
 pub mod validate;
 
 #[cfg(test)]
+mod overlap_tests;
+#[cfg(test)]
 mod predict_tests;
 
 pub use config::{ConfigError, ModelSpec, ParallelSpec, RunSpec, TrainingConfig, TrainingRequest};
