@@ -10,6 +10,7 @@
 pub mod config;
 pub mod decompose;
 pub mod flops;
+pub mod interval;
 pub mod layout;
 pub mod memory;
 pub mod operators;

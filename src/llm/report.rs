@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 use super::config::{LayerSplit, Recompute, TrainingConfig};
 use super::decompose::Decomposition;
 use super::flops::{mfu, model_flops_of};
+use super::interval::{interval, Interval, ResidualClass};
 use super::layout::Layout;
 use super::memory::{stage_memory, ActivationFacts, MemoryBreakdown, StageMemoryInput};
 use super::operators::{OpName, StageOp, Work};
@@ -149,6 +150,9 @@ pub struct RunEstimate {
 pub struct TrainingPrediction {
     /// Predicted time of one training iteration (optimizer step), s.
     pub iteration_time_s: f64,
+    /// 10 %–90 % prediction interval of the iteration time from perfcast's cross-validated end-to-end residuals
+    /// (split conformal per GPU generation and scale, [`super::interval`]; README, accuracy).
+    pub interval: Interval,
     /// The system it was predicted for.
     pub system: String,
     /// The GPU (catalog name).
@@ -345,6 +349,7 @@ pub fn report(
 
     TrainingPrediction {
         iteration_time_s,
+        interval: interval(iteration_time_s, &ResidualClass::of(system, cfg.gpus())),
         system: system.name.clone(),
         gpu: gpu.name.clone(),
         schedule: if v > 1 { "interleaved_1f1b" } else { "1f1b" },

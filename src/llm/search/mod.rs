@@ -274,6 +274,7 @@ pub fn search(
             rank: rank as u32 + 1,
             parallelism,
             iteration_time_s: prediction.iteration_time_s,
+            interval: prediction.interval.clone(),
             memory_gib: prediction.memory.total_gib,
             prediction,
         });

@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use crate::hw::Precision;
 use crate::llm::config::{LayerSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
+use crate::llm::interval::Interval;
 use crate::llm::report::TrainingPrediction;
 
 fn fp16() -> Precision {
@@ -147,8 +148,11 @@ pub struct SearchHit {
     pub rank: u32,
     /// The `parallelism` object to send to `POST /v1/predictions/training`.
     pub parallelism: ParallelSpec,
-    /// Predicted iteration time, s.
+    /// Predicted iteration time, s (the rank's key).
     pub iteration_time_s: f64,
+    /// Its 10 %–90 % prediction interval ([`crate::llm::interval`]): configurations whose intervals overlap are
+    /// not clearly ordered.
+    pub interval: Interval,
     /// Memory per GPU of the fullest stage, GiB.
     pub memory_gib: f64,
     /// The full prediction (memory breakdown, stages, operators, throughput, run estimate).
