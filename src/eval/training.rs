@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
-use crate::llm::interval::ResidualClass;
 use crate::learn::fit::{accuracy, Accuracy};
+use crate::llm::interval::ResidualClass;
 use crate::llm::{validate, TrainingPrediction};
 
 /// One evaluated row.

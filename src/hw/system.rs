@@ -350,7 +350,10 @@ mod tests {
         assert_eq!(find("dgx-a100-80g").inter_node.bandwidth_gbs, 8.0 * 200.0 / 8.0);
         assert_eq!(find("dgx-h100").inter_node.bandwidth_gbs, 8.0 * 400.0 / 8.0);
         // Published NCCL bus bandwidths within a node (cited at the presets), datasheets elsewhere.
-        assert_eq!((find("dgx-a100-80g").intra_node.bandwidth_gbs, find("dgx-a100-80g").intra_node.achieved), (230.0, true));
+        assert_eq!(
+            (find("dgx-a100-80g").intra_node.bandwidth_gbs, find("dgx-a100-80g").intra_node.achieved),
+            (230.0, true)
+        );
         assert_eq!((find("dgx-h100").intra_node.bandwidth_gbs, find("dgx-h100").intra_node.achieved), (350.0, true));
         assert!(systems.iter().all(|s| !s.inter_node.achieved));
         assert!(!perlmutter.intra_node.achieved && !find("dgx-b200").intra_node.achieved);

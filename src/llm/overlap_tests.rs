@@ -65,8 +65,10 @@ fn an_overlapped_step_by_hand() {
     // B1 [6, 8.5]; s0 B0 [5, 7] B1 [8.5, 10.5] → 10.5 + stage 0's reduction 1 (stage 1's 8.5 + 1 is earlier)
     // + optimizer 0.3 + the larger gather 2 = 13.8.
     let (f0, b0) = ([1.5, 1.0], [2.0, 2.5]);
-    let plain: Vec<StageTail> =
-        tails.iter().map(|t| StageTail { update_s: t.update_s + t.param_gather_s, param_gather_s: 0.0, ..*t }).collect();
+    let plain: Vec<StageTail> = tails
+        .iter()
+        .map(|t| StageTail { update_s: t.update_s + t.param_gather_s, param_gather_s: 0.0, ..*t })
+        .collect();
     let sim0 = simulate(&PipelineSpec::new(2, 1, 2, &f0, &b0)).unwrap();
     assert!(close(sim0.makespan_s, 10.5));
     assert!(close(step_time(&sim0, &plain, false).iteration_s(), 13.8));
@@ -178,9 +180,9 @@ fn the_timeline_shows_overlapped_collectives_beside_the_computation() {
         let compute: Vec<_> = st.spans.iter().filter(|s| s.lane == Lane::Compute).collect();
         // Every pass's tensor-parallel collectives start inside its computation (TE's userbuffers overlap).
         for tp in st.spans.iter().filter(|s| s.kind == SpanKind::TpCollective) {
-            let pass = compute
-                .iter()
-                .find(|c| c.chunk == tp.chunk && c.micro == tp.micro && c.kind != SpanKind::Recompute && overlaps(c, tp));
+            let pass = compute.iter().find(|c| {
+                c.chunk == tp.chunk && c.micro == tp.micro && c.kind != SpanKind::Recompute && overlaps(c, tp)
+            });
             assert!(pass.is_some(), "stage {}: {tp:?} overlaps no computation", st.stage);
         }
         // Overlapped sends run beside a later pass of the same stage.
@@ -191,7 +193,8 @@ fn the_timeline_shows_overlapped_collectives_beside_the_computation() {
         // optimizer lane holds only the optimizer step.
         let gather = st.spans.iter().find(|s| s.kind == SpanKind::ParamGather).unwrap();
         assert_eq!((gather.lane, gather.start_s), (Lane::DpCollectives, 0.0));
-        let first = compute.iter().filter(|c| c.kind == SpanKind::Forward).min_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        let first =
+            compute.iter().filter(|c| c.kind == SpanKind::Forward).min_by(|a, b| a.start_s.total_cmp(&b.start_s));
         assert!(gather.end_s > first.unwrap().start_s || st.stage > 0);
         assert!(st.spans.iter().filter(|s| s.lane == Lane::Optimizer).all(|s| s.kind == SpanKind::Optimizer));
     }

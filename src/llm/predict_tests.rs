@@ -298,8 +298,7 @@ fn simulating_s1_configurations_with_their_own_stage_times_never_exceeds_eq7() {
     let p = predict(&cfg, &AnalyticBackend::new(s.clone())).unwrap();
     let f: Vec<f64> = p.stages.iter().map(|s| s.forward_s).collect();
     let b: Vec<f64> = p.stages.iter().map(|s| s.backward_s).collect();
-    let sim =
-        super::pipeline::simulate(&super::pipeline::PipelineSpec::new(4, 1, 16, &f, &b)).unwrap();
+    let sim = super::pipeline::simulate(&super::pipeline::PipelineSpec::new(4, 1, 16, &f, &b)).unwrap();
     assert!(sim.makespan_s < p.components.pipeline_s);
     // The middle stages (13 layers) pace the steady state: at least 16 of their slots.
     assert!(sim.makespan_s > 16.0 * (p.components.max_fwd_s + p.components.max_bwd_s));

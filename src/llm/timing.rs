@@ -416,7 +416,16 @@ pub fn stage_tail(
     };
     let optimizer_s = timer.optimizer_s(parts.optimizer_params, prec.other)?;
     let kappa = timer.contention();
-    Ok(compose_tail(cfg, grad_sync_s, overlap_window_s, sync_buckets(cfg, s, parts), after_sync_s, optimizer_s, gather, kappa))
+    Ok(compose_tail(
+        cfg,
+        grad_sync_s,
+        overlap_window_s,
+        sync_buckets(cfg, s, parts),
+        after_sync_s,
+        optimizer_s,
+        gather,
+        kappa,
+    ))
 }
 
 /// A [`Decomposition`] timed.
@@ -482,11 +491,7 @@ fn seconds(t: &Timed) -> f64 {
 
 /// Times every operator of `d`, the decomposition of `cfg` (each distinct piece of work once) and composes every chunk's per-micro-batch
 /// times and every stage's tail. Errors: a precision the GPU has no path for (field `precision`).
-pub fn time_training(
-    cfg: &TrainingConfig,
-    d: &Decomposition,
-    timer: &mut Timer,
-) -> Result<TimedTraining, ConfigError> {
+pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer) -> Result<TimedTraining, ConfigError> {
     let layer = time_ops(&d.layer, timer)?;
     let embedding = time_ops(&d.embedding, timer)?;
     let head = time_ops(&d.head, timer)?;

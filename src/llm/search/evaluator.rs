@@ -69,8 +69,7 @@ impl<'a> Evaluator<'a> {
         cfg.recompute = c.recompute;
         cfg.sequence_parallel = c.sequence_parallel;
         cfg.overlap_p2p_comm = req.overlap_p2p_comm && c.pp > 1 && c.virtual_stages > 1;
-        cfg.bucket_params =
-            req.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(c.dp), |b| b as f64);
+        cfg.bucket_params = req.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(c.dp), |b| b as f64);
     }
 
     fn fill_layers(&mut self, cfg: &TrainingConfig) {
@@ -135,7 +134,9 @@ impl<'a> Evaluator<'a> {
             let window: f64 = self.times.bwd[s as usize * v..(s as usize + 1) * v].iter().sum();
             let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
             let tail = match memo {
-                Some((p, first, t)) if p == params && first == (s == 0) && !tied => StageTail { overlap_window_s: window, ..t },
+                Some((p, first, t)) if p == params && first == (s == 0) && !tied => {
+                    StageTail { overlap_window_s: window, ..t }
+                }
                 _ => {
                     let parts = tail_parts(cfg, s, params, v_padded);
                     let t = stage_tail(cfg, &layout, s, &parts, window, self.prec, &mut self.timer)?;
