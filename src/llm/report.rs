@@ -414,8 +414,8 @@ pub fn network_warning(cfg: &TrainingConfig, system: &System, calibrated: bool) 
     }
     (!links.is_empty()).then(|| {
         format!(
-            "the {} network of {} is uncalibrated: its datasheet bandwidth derated by a generic efficiency, not \
-             what NCCL achieves there; upload nccl-tests or OSU results of this system to calibrate it \
+            "network uncalibrated: the {} bandwidth of {} is a datasheet figure derated by a generic efficiency, \
+             not what NCCL achieves there; upload nccl-tests or OSU results of this system to calibrate it \
              (POST /v1/profiles?system={})",
             links.join(" and "),
             system.name,

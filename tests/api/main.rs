@@ -11,6 +11,7 @@
 mod common;
 
 mod auth;
+mod calibration;
 mod collector;
 mod estimates;
 mod fixtures_upload;
