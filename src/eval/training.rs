@@ -316,4 +316,24 @@ mod tests {
         assert!(by_source(&shipped, "vtrain").mape < 0.09, "{:?}", by_source(&shipped, "vtrain"));
         assert!(by_source(&shipped, "dgxc").mape < 0.10, "{:?}", by_source(&shipped, "dgxc"));
     }
+
+    #[test]
+    fn cross_validated_intervals_cover_held_out_rows() {
+        // A short cross-validation (3 folds, 20 Nelder–Mead steps per fit): every row's interval comes from the
+        // other folds' out-of-fold residuals; over the fitted sources about 80 % of the held-out measurements fall
+        // inside p10–p90, about 10 % on each side.
+        let fit_sources = super::super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+        let mode = Mode::CrossValidate { folds: 3, iterations: 20, fit_sources, contention: false };
+        let r = run(&data(), &mode, &mut |_| {}).unwrap();
+        assert_eq!(r.coverage_kind, "held-out (cross-conformal)");
+        let fitted = r.coverage.iter().find(|c| c.label == "fitted sources").unwrap();
+        assert_eq!(fitted.rows, 1440 + 16 + 117);
+        assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
+        assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
+        // The intervals bracket the point estimates and the quantiles to ship cover the classes with rows.
+        assert!(r.rows.iter().all(|row| row.p10_s <= row.predicted_s && row.predicted_s <= row.p90_s));
+        let q = r.quantiles.as_ref().unwrap();
+        assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440));
+        assert!(q.pooled.q10 < 0.0 && q.pooled.q90 > 0.0);
+    }
 }
