@@ -72,6 +72,10 @@ pub(super) enum EvalWhat {
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
         #[arg(long)]
         roofline: bool,
+        /// With --cross-validate: also fit the contention κ of overlapped communication (to see whether the rows
+        /// identify it; the shipped value is cited, not fitted).
+        #[arg(long)]
+        fit_contention: bool,
     },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
@@ -95,9 +99,9 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
         EvalWhat::Operators { data, out, grid } => operators(data, out, &grid, config, steps).await,
         EvalWhat::Comm { data, out, grid } => comm(&data, &out, &grid, steps).await,
         EvalWhat::Kernels { fixtures } => kernels(&fixtures),
-        EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline } => {
+        EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline, fit_contention } => {
             let mode = if cross_validate {
-                Mode::CrossValidate { folds, iterations, fit_sources }
+                Mode::CrossValidate { folds, iterations, fit_sources, contention: fit_contention }
             } else if roofline {
                 Mode::Fixed(Efficiency::ROOFLINE)
             } else {
@@ -172,8 +176,46 @@ fn training(data: &Path, out: &Path, mode: &Mode, steps: &mut Steps) -> ExitCode
         return failed(e);
     }
     println!("{}", crate::eval::training::markdown(&report));
+    if let (Mode::CrossValidate { .. }, Some(q)) = (mode, &report.quantiles) {
+        let stamp = format!("{}, commit {}", utc_date(), git_commit());
+        println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
+    }
     eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
     ExitCode::SUCCESS
+}
+
+/// Today's UTC date, YYYY-MM-DD (days since the epoch to the civil date: Hinnant's `civil_from_days`).
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The working tree's commit (`git rev-parse --short HEAD`, `-dirty` when it has changes), or `unknown`.
+fn git_commit() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "--short", "HEAD"]) {
+        Some(c) if run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) => {
+            format!("{c}-dirty")
+        }
+        Some(c) => c,
+        None => "unknown".into(),
+    }
 }
 
 fn cross_gpu(data: &Path, grid: &str, mask: &[String], steps: &mut Steps) -> ExitCode {

@@ -218,11 +218,12 @@ mod tests {
 
     #[test]
     fn single_node_all_reduce_is_the_ring_formula() {
-        // dgx-h100, 8 GPUs, 1 GiB: ring = 2·7·2 µs + 1.75 · 2^30 / 450e9 s = 28 + 4175.66 µs.
+        // dgx-h100 (NCCL's achieved 350 GB/s within the node), 8 GPUs, 1 GiB: ring = 2·7·2 µs + 1.75 · 2^30 /
+        // 350e9 s = 28 + 5368.71 µs.
         let s = system("dgx-h100");
         let e = estimate(Collective::AllReduce, 1_073_741_824.0, Group::new(8, 8), &GroupLinks::on(&s, 8));
         let ring = e.algorithms.iter().find(|a| a.algorithm == "ring").unwrap();
-        assert!((ring.time_us - (28.0 + 1.75 * 1_073_741_824.0 / 450e9 * 1e6)).abs() < 1e-6, "{}", ring.time_us);
+        assert!((ring.time_us - (28.0 + 1.75 * 1_073_741_824.0 / 350e9 * 1e6)).abs() < 1e-6, "{}", ring.time_us);
         // Rabenseifner moves the same bytes with 2·lg 8 = 6 latencies instead of 14: 12 µs instead of 28 µs.
         assert_eq!(e.algorithm, "rabenseifner");
         assert!((ring.time_us - e.time_us - 16.0).abs() < 1e-6);

@@ -108,4 +108,10 @@ pub trait CostBackend: Send + Sync {
     fn efficiency(&self) -> Option<Efficiency> {
         None
     }
+
+    /// Whether the system's collectives are calibrated from measurements of that system (uploaded nccl-tests or
+    /// OSU results, `POST /v1/systems/{name}/calibrate`). The default: no.
+    fn network_calibrated(&self) -> bool {
+        false
+    }
 }

@@ -68,10 +68,12 @@ fn system(name: &str, gpu: &str, gpus_per_node: u32, nodes: u32, intra: (&str, f
     }
 }
 
-/// A DGX H100 cluster large enough for DGX Cloud's 2,304-GPU runs: the `dgx-h100` preset's nodes (8× H100 SXM,
-/// NVSwitch 450 GB/s, 8× NDR 400 Gb/s) × 512.
+/// A DGX H100 cluster large enough for DGX Cloud's 2,304-GPU runs: the `dgx-h100` preset's nodes (8× H100 SXM on
+/// NVSwitch at NCCL's achieved 350 GB/s, 8× NDR 400 Gb/s datasheet) × 512 — the links a prediction on the preset
+/// uses.
 fn dgx_h100() -> SystemSpec {
-    system("eval-dgx-h100", "H100-SXM5-80GB", 8, 512, ("nvswitch", 450.0), ("infiniband-ndr", 400.0))
+    let preset = crate::hw::presets().into_iter().find(|p| p.name == "dgx-h100").expect("the dgx-h100 preset");
+    SystemSpec { name: "eval-dgx-h100".into(), nodes: 512, description: None, ..preset }
 }
 
 fn request(system: &str, model: Value, parallelism: Value, precision: &str) -> Option<TrainingRequest> {
@@ -226,12 +228,28 @@ pub fn architecture(name: &str) -> Option<(Value, u32)> {
 }
 
 /// Megatron/NeMo's pre-training defaults for the performance recipes: sequence parallelism with tp > 1, the
-/// distributed optimizer with overlapped gradient reduction, flash attention, no recomputation, layers split
-/// evenly (interleaved with VP > 1).
+/// distributed optimizer, flash attention, no recomputation, layers split evenly (interleaved with VP > 1), and
+/// the communication overlaps NeMo's and Megatron-Bridge's overlap configuration turns on
+/// (`nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py` `MegatronCommOverlapCallback`,
+/// `megatron/bridge/training/comm_overlap.py` `CommOverlapConfig`): with the distributed optimizer and dp > 1
+/// `overlap_grad_reduce` and `overlap_param_gather` in buckets of 128 Mi parameters, `align_param_gather` with
+/// pp > 1 and VP > 1; `overlap_p2p_comm` with pp > 1 and VP > 1; and Transformer Engine's `tp_comm_overlap`,
+/// which the performance recipes request (`tp_comm_overlap=True` with the `userbuffers_*_h100_*` configurations of
+/// the GPT-3 175B and Llama-3 70B recipes; `tp > 1` for Llama-3 8B) and the callback keeps with tp ≥ 2 and
+/// sequence parallelism. FSDP rows (ZeRO-3, no distributed optimizer) keep only the overlapped reduction.
+/// Assumption: the NeMo 24.07 (NeMo 1.0 launcher) rows ran the same overlaps.
 fn nemo_parallelism(tp: u64, pp: u64, cp: u64, vp: u64, mbs: u64, gbs: u64, dp: u64, fsdp: bool) -> Value {
-    json!({"tp": tp, "pp": pp, "dp": dp, "context_parallel": cp, "virtual_stages": vp, "micro_batch": mbs,
-        "global_batch": gbs, "sequence_parallel": tp > 1, "distributed_optimizer": !fsdp,
-        "zero_stage": if fsdp { 3 } else { 1 }, "overlap_grad_reduce": true, "layer_split": "uniform"})
+    let dp_overlap = !fsdp && dp * cp > 1;
+    let interleaved = pp > 1 && vp > 1;
+    let mut p = json!({"tp": tp, "pp": pp, "dp": dp, "context_parallel": cp, "virtual_stages": vp,
+        "micro_batch": mbs, "global_batch": gbs, "sequence_parallel": tp > 1, "distributed_optimizer": !fsdp,
+        "zero_stage": if fsdp { 3 } else { 1 }, "overlap_grad_reduce": true, "layer_split": "uniform",
+        "overlap_param_gather": dp_overlap, "align_param_gather": dp_overlap && interleaved,
+        "overlap_p2p_comm": interleaved, "tp_comm_overlap": tp > 1});
+    if dp_overlap {
+        p["bucket_size"] = json!(128u64 << 20);
+    }
+    p
 }
 
 fn first_number(cell: &str) -> Option<f64> {

@@ -44,11 +44,21 @@ pub const FITTED: [&str; 4] = ["gemm_fp8", "memory", "kernel_us", "host_us"];
 
 fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
     let frac = |v: f64| v.exp().min(1.0);
-    Efficiency { gemm_fp8: frac(x[0]), memory: frac(x[1]), kernel_us: x[2].exp(), host_us: x[3].exp(), ..*base }
+    let mut e =
+        Efficiency { gemm_fp8: frac(x[0]), memory: frac(x[1]), kernel_us: x[2].exp(), host_us: x[3].exp(), ..*base };
+    if let Some(k) = x.get(4) {
+        e.overlap_slowdown = frac(*k);
+    }
+    e
 }
 
-fn from_eff(e: &Efficiency) -> Vec<f64> {
-    vec![e.gemm_fp8.ln(), e.memory.ln(), e.kernel_us.max(1e-3).ln(), e.host_us.max(1e-3).ln()]
+/// The search vector of `e`: the logarithms of [`FITTED`], and of the contention κ when `contention` is fitted.
+fn from_eff(e: &Efficiency, contention: bool) -> Vec<f64> {
+    let mut x = vec![e.gemm_fp8.ln(), e.memory.ln(), e.kernel_us.max(1e-3).ln(), e.host_us.max(1e-3).ln()];
+    if contention {
+        x.push(e.overlap_slowdown.max(1e-3).ln());
+    }
+    x
 }
 
 /// Mean over sources of the mean |ln(pred/meas)| of `rows` under `eff`.
@@ -115,10 +125,11 @@ pub fn start() -> Efficiency {
     Efficiency { gemm_fp8: 0.7, memory: 0.8, kernel_us: 10.0, host_us: 30.0, ..Efficiency::CALIBRATED }
 }
 
-/// Fits the constants on `rows`, starting from `start`.
-pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize) -> (Efficiency, f64) {
+/// Fits the constants on `rows`, starting from `start`; with `contention` also the contention κ of overlapped
+/// communication ([`Efficiency::overlap_slowdown`], capped at 1), which otherwise stays at `start`'s.
+pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize, contention: bool) -> (Efficiency, f64) {
     let mut f = |x: &[f64]| loss(rows, &to_eff(x, start));
-    let (x, v) = nelder_mead(&mut f, &from_eff(start), 0.3, iters);
+    let (x, v) = nelder_mead(&mut f, &from_eff(start, contention), 0.3, iters);
     (to_eff(&x, start), v)
 }
 
@@ -132,12 +143,14 @@ pub fn folds(rows: &[Prepared], k: usize) -> BTreeMap<(String, String), usize> {
 
 /// Grouped k-fold cross-validation: every row's prediction with constants fitted without its fold, and each
 /// fold's constants.
+#[allow(clippy::too_many_arguments)]
 pub fn cross_validate(
     rows: &[Prepared],
     fit_sources: &[String],
     k: usize,
     start: &Efficiency,
     iters: usize,
+    contention: bool,
     progress: &mut dyn FnMut(&str),
 ) -> (Vec<Option<f64>>, Vec<Efficiency>) {
     let fold_of = folds(rows, k);
@@ -147,7 +160,7 @@ pub fn cross_validate(
     for f in 0..k {
         let train: Vec<&Prepared> =
             rows.iter().filter(|r| fold(r) != f && fit_sources.iter().any(|s| s == r.source)).collect();
-        let (eff, l) = fit(&train, start, iters);
+        let (eff, l) = fit(&train, start, iters, contention);
         progress(&format!("fold {}/{k}: trained on {} rows, loss {l:.4}, {eff:?}", f + 1, train.len()));
         for (i, r) in rows.iter().enumerate() {
             if fold(r) == f {

@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
+use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
 use crate::learn::fit::{accuracy, Accuracy};
+use crate::llm::interval::ResidualClass;
 use crate::llm::{validate, TrainingPrediction};
 
 /// One evaluated row.
@@ -29,6 +31,12 @@ pub struct RowResult {
     pub precision: String,
     pub measured_s: f64,
     pub predicted_s: f64,
+    /// The row's 10 %–90 % prediction interval, s: cross-conformal in cross-validation (quantiles of the other
+    /// folds' residuals), the shipped quantiles otherwise.
+    pub p10_s: f64,
+    pub p90_s: f64,
+    /// Its residual class ([`crate::llm::interval::ResidualClass`]).
+    pub class: String,
     /// Model TFLOP/s per GPU implied by the measurement (generalized Narayanan formula).
     pub measured_tflops_per_gpu: f64,
 }
@@ -51,6 +59,14 @@ pub struct Report {
     pub efficiency: crate::cost::Efficiency,
     /// Cross-validation: the constants of each fold.
     pub folds: Vec<crate::cost::Efficiency>,
+    /// What the intervals and their coverage are: `held-out (cross-conformal)` or `in-sample (shipped quantiles)`.
+    pub coverage_kind: &'static str,
+    /// How often measured times fall in their p10–p90 intervals, per source, over the fitted sources and per
+    /// residual class.
+    pub coverage: Vec<Coverage>,
+    /// The residual quantiles: fitted on every fitted row's out-of-fold residual (cross-validation; to ship in
+    /// `src/llm/interval.rs`), or the shipped ones.
+    pub quantiles: Option<Quantiles>,
 }
 
 /// The predicted time of a row: the iteration, without the update for forward+backward-only measurements.
@@ -69,7 +85,8 @@ pub enum Mode {
     Fixed(crate::cost::Efficiency),
     /// Grouped k-fold cross-validation: each row predicted with constants fitted without its (source, model)
     /// group's fold; then the constants fitted on every row.
-    CrossValidate { folds: usize, iterations: usize, fit_sources: Vec<String> },
+    /// `contention` also fits the contention κ of overlapped communication.
+    CrossValidate { folds: usize, iterations: usize, fit_sources: Vec<String>, contention: bool },
 }
 
 /// The rows that validate, ready to predict, and what was skipped.
@@ -107,20 +124,43 @@ pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) 
     let (rows, mut skipped) = prepare(data)?;
     progress(&format!("{} measured configurations to predict", rows.len()));
     let prepared: Vec<Prepared> = rows.iter().map(|(_, p)| p.clone()).collect();
-    let (preds, folds, efficiency) = match mode {
-        Mode::Fixed(eff) => (prepared.iter().map(|p| predict_with(p, eff)).collect::<Vec<_>>(), Vec::new(), *eff),
-        Mode::CrossValidate { folds, iterations, fit_sources } => {
+    let classes: Vec<ResidualClass> = prepared.iter().map(|p| ResidualClass::of(&p.system, p.cfg.gpus())).collect();
+    let (preds, folds, efficiency, intervals, quantiles, coverage_kind) = match mode {
+        Mode::Fixed(eff) => {
+            let preds: Vec<Option<f64>> = prepared.iter().map(|p| predict_with(p, eff)).collect();
+            let shipped = Quantiles::shipped();
+            let iv = preds.iter().zip(&classes).map(|(p, c)| p.map(|p| shipped.interval(p, c))).collect();
+            (preds, Vec::new(), *eff, iv, Some(shipped), "in-sample (shipped constants and quantiles)")
+        }
+        Mode::CrossValidate { folds, iterations, fit_sources, contention } => {
             let start = super::efficiency_fit::start();
-            let (preds, fitted) = cross_validate(&prepared, fit_sources, *folds, &start, *iterations, progress);
-            let all: Vec<&Prepared> = prepared.iter().filter(|p| fit_sources.iter().any(|s| s == p.source)).collect();
-            let (eff, l) = fit(&all, &start, *iterations);
+            let (preds, fitted) =
+                cross_validate(&prepared, fit_sources, *folds, &start, *iterations, *contention, progress);
+            let eligible = |p: &Prepared| fit_sources.iter().any(|s| s == p.source);
+            let all: Vec<&Prepared> = prepared.iter().filter(|p| eligible(p)).collect();
+            let (eff, l) = fit(&all, &start, *iterations, *contention);
             progress(&format!("all rows: loss {l:.4}, {eff:?}"));
-            (preds, fitted, eff)
+            let fold_of = super::efficiency_fit::folds(&prepared, *folds);
+            let conformal: Vec<_> = prepared
+                .iter()
+                .zip(&preds)
+                .zip(&classes)
+                .map(|((p, pred), c)| {
+                    (*c, fold_of[&(p.source.to_string(), p.group.clone())], *pred, eligible(p), p.measured_s)
+                })
+                .collect();
+            let iv = cross_conformal(&conformal, *folds);
+            let residuals: Vec<(ResidualClass, f64)> = conformal
+                .iter()
+                .filter(|(_, _, p, ok, _)| *ok && p.is_some_and(|p| p > 0.0))
+                .map(|(c, _, p, _, m)| (*c, (m / p.unwrap_or(1.0)).ln()))
+                .collect();
+            (preds, fitted, eff, iv, Quantiles::fit(&residuals), "held-out (cross-conformal)")
         }
     };
     let mut results = Vec::new();
-    for ((row, p), pred) in rows.iter().zip(preds) {
-        let Some(pred) = pred else {
+    for ((((row, p), pred), iv), class) in rows.iter().zip(preds).zip(intervals).zip(&classes) {
+        let (Some(pred), Some((p10_s, p90_s))) = (pred, iv) else {
             *skipped.entry((row.source.to_string(), "not predictable".to_string())).or_default() += 1;
             continue;
         };
@@ -141,6 +181,9 @@ pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) 
             precision: cfg.precision.to_string(),
             measured_s: row.measured_s,
             predicted_s: pred,
+            p10_s,
+            p90_s,
+            class: class.name(),
             measured_tflops_per_gpu: flops / row.measured_s / cfg.gpus() as f64 / 1e12,
         });
     }
@@ -169,8 +212,28 @@ pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) 
     for (g, s) in groups {
         add(format!("{s} {g}"), &|r| r.source == s && r.group == g);
     }
+    let cov = |label: &str, f: &dyn Fn(&RowResult) -> bool| {
+        let t: Vec<(f64, f64, f64)> =
+            results.iter().filter(|r| f(r)).map(|r| (r.measured_s, r.p10_s, r.p90_s)).collect();
+        coverage(label, &t)
+    };
+    let fitted_sources = match mode {
+        Mode::CrossValidate { fit_sources, .. } => fit_sources.clone(),
+        Mode::Fixed(_) => super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect(),
+    };
+    let mut coverage_rows: Vec<Coverage> = Vec::new();
+    coverage_rows.extend(cov("fitted sources", &|r| fitted_sources.iter().any(|s| s == r.source)));
+    for source in ["vtrain", "neusight", "nemo", "dgxc"] {
+        coverage_rows.extend(cov(source, &|r| r.source == source));
+    }
+    let class_names: std::collections::BTreeSet<String> = results.iter().map(|r| r.class.clone()).collect();
+    for c in class_names {
+        coverage_rows.extend(cov(&format!("class {c} (fitted sources)"), &|r| {
+            r.class == c && fitted_sources.iter().any(|s| s == r.source)
+        }));
+    }
     let skipped = skipped.into_iter().map(|((s, w), n)| (s, w, n)).collect();
-    Ok(Report { rows: results, summary, skipped, efficiency, folds })
+    Ok(Report { rows: results, summary, skipped, efficiency, folds, coverage_kind, coverage: coverage_rows, quantiles })
 }
 
 fn pct(v: f64) -> String {
@@ -187,6 +250,21 @@ pub fn markdown(r: &Report) -> String {
             x.accuracy.rows,
             pct(x.accuracy.mape),
             x.accuracy.signed * 100.0
+        ));
+    }
+    s.push_str(&format!(
+        "\nInterval coverage, {} — measured inside p10–p90 (target 80 %), below p10 and above p90 (10 % each):\n\n",
+        r.coverage_kind
+    ));
+    s.push_str("| rows of | rows | inside | below | above |\n|---|---:|---:|---:|---:|\n");
+    for c in &r.coverage {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.label,
+            c.rows,
+            pct(c.inside),
+            pct(c.below),
+            pct(c.above)
         ));
     }
     s.push_str(&format!("\nEfficiencies: {:?}\n", r.efficiency));
@@ -237,5 +315,25 @@ mod tests {
         assert_eq!(by_source(&shipped, "vtrain").rows, 1440);
         assert!(by_source(&shipped, "vtrain").mape < 0.09, "{:?}", by_source(&shipped, "vtrain"));
         assert!(by_source(&shipped, "dgxc").mape < 0.10, "{:?}", by_source(&shipped, "dgxc"));
+    }
+
+    #[test]
+    fn cross_validated_intervals_cover_held_out_rows() {
+        // A short cross-validation (3 folds, 20 Nelder–Mead steps per fit): every row's interval comes from the
+        // other folds' out-of-fold residuals; over the fitted sources about 80 % of the held-out measurements fall
+        // inside p10–p90, about 10 % on each side.
+        let fit_sources = super::super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+        let mode = Mode::CrossValidate { folds: 3, iterations: 20, fit_sources, contention: false };
+        let r = run(&data(), &mode, &mut |_| {}).unwrap();
+        assert_eq!(r.coverage_kind, "held-out (cross-conformal)");
+        let fitted = r.coverage.iter().find(|c| c.label == "fitted sources").unwrap();
+        assert_eq!(fitted.rows, 1440 + 16 + 117);
+        assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
+        assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
+        // The intervals bracket the point estimates and the quantiles to ship cover the classes with rows.
+        assert!(r.rows.iter().all(|row| row.p10_s <= row.predicted_s && row.predicted_s <= row.p90_s));
+        let q = r.quantiles.as_ref().unwrap();
+        assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440));
+        assert!(q.pooled.q10 < 0.0 && q.pooled.q90 > 0.0);
     }
 }

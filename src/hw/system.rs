@@ -25,12 +25,17 @@ pub struct Link {
     /// unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nics: Option<u32>,
+    /// `bandwidth_gbs` is what NCCL achieves on this link (nccl-tests bus bandwidth measured on the machine), not
+    /// a datasheet figure: collectives over it are not derated by the network efficiency. Default `false`
+    /// (datasheet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub achieved: bool,
 }
 
 impl Link {
-    /// A link without a NIC count.
+    /// A datasheet link without a NIC count.
     pub fn new(kind: &str, bandwidth_gbs: f64, latency_us: f64) -> Link {
-        Link { kind: kind.to_string(), bandwidth_gbs, latency_us, nics: None }
+        Link { kind: kind.to_string(), bandwidth_gbs, latency_us, nics: None, achieved: false }
     }
 
     /// Checks the numbers; returns `(field, message)` for the first bad one.
@@ -228,7 +233,17 @@ fn preset(
     }
 }
 
+/// `spec` with its intra-node bandwidth marked as NCCL's achieved one ([`Link::achieved`]).
+fn achieved_intra(mut spec: SystemSpec) -> SystemSpec {
+    spec.intra_node.achieved = true;
+    spec
+}
+
 /// The systems every new database starts with.
+///
+/// A link whose achieved NCCL bandwidth on that machine is published carries it ([`Link::achieved`], cited at
+/// the preset); the others carry the datasheet, derated by the generic network efficiency, and predictions on
+/// them warn that the network is uncalibrated until the system's own nccl-tests or OSU results are uploaded.
 ///
 /// Bandwidths are unidirectional GB/s. NVLink 3 (A100): 12 links × 25 GB/s = 300 GB/s per GPU; NVLink 4 (H100,
 /// H200): 18 links × 25 GB/s = 450 GB/s per GPU (NVIDIA A100/H100/H200 datasheets: 600 / 900 GB/s bidirectional);
@@ -258,25 +273,35 @@ pub fn presets() -> Vec<SystemSpec> {
             "TACC Vista GH200 partition: 600 nodes of 1× GH200 96 GB, NDR InfiniBand 400 Gb/s per node \
              (S1's Vista setup); the intra-node link is unused with one GPU per node",
         ),
-        preset(
+        // Intra-node: what NCCL achieves on an HGX A100 NVSwitch baseboard, 230 GB/s bus bandwidth: SuperBench
+        // v0.4.0's Azure NDv4 (8× A100 on NVSwitch) fleet baseline, nccl-bw all-reduce busbw 229.9 GB/s at 1 GiB
+        // (235.0 at 8 GiB), and vTrain's DGX A100 NCCL all-reduce table, 229 GB/s on 8 GPUs (DATA.md train data).
+        achieved_intra(preset(
             "dgx-a100-80g",
             "A100-SXM4-80GB",
             8,
             140,
-            ("nvswitch", 300.0, 2.0),
+            ("nvswitch", 230.0, 2.0),
             ("infiniband-hdr", 200.0, 5.0, 8),
-            "NVIDIA DGX A100 SuperPOD: 140 nodes of 8× A100-SXM4-80GB on NVSwitch, 8× HDR 200 Gb/s per node",
-        ),
-        preset(
+            "NVIDIA DGX A100 SuperPOD: 140 nodes of 8× A100-SXM4-80GB on NVSwitch (230 GB/s: NCCL's achieved \
+             bus bandwidth), 8× HDR 200 Gb/s per node (datasheet)",
+        )),
+        // Intra-node: what NCCL achieves on 8 H100 on NVSwitch, 350 GB/s bus bandwidth: the single-node 8× H100
+        // nccl-tests of xxrjun/nccl-tests-cluster (DATA.md train rows) reach all-gather 351, reduce-scatter 349,
+        // send/recv 364 GB/s (medians, 256 MiB – 16 GiB). All-reduce is faster there (476 GB/s; 480 in the DGX
+        // H100 sample output of NVIDIA/dgxc-benchmarking's nccl README): NCCL's NVLink SHARP reduces in the
+        // switch, which the α–β ring of one link bandwidth does not represent — the all-gathers and
+        // reduce-scatters of sequence parallelism and the distributed optimizer are what training sends.
+        achieved_intra(preset(
             "dgx-h100",
             "H100-SXM5-80GB",
             8,
             128,
-            ("nvswitch", 450.0, 2.0),
+            ("nvswitch", 350.0, 2.0),
             ("infiniband-ndr", 400.0, 5.0, 8),
-            "NVIDIA DGX H100 SuperPOD-scale: 128 nodes of 8× H100-SXM5-80GB on NVSwitch (NVLink 4), \
-             8× NDR 400 Gb/s per node",
-        ),
+            "NVIDIA DGX H100 SuperPOD-scale: 128 nodes of 8× H100-SXM5-80GB on NVSwitch (NVLink 4; 350 GB/s: \
+             NCCL's achieved bus bandwidth), 8× NDR 400 Gb/s per node (datasheet)",
+        )),
         // DGX H200 datasheet (https://www.nvidia.com/en-us/data-center/dgx-h200/): 8× H200 141 GB, NVLink 4 at
         // 900 GB/s bidirectional per GPU, 4 OSFP ports serving 8 single-port ConnectX-7 VPI at up to 400 Gb/s
         // InfiniBand (the storage/management BlueField-3 DPUs are not the compute fabric): 8 × 400 / 8 = 400 GB/s.
@@ -324,6 +349,14 @@ mod tests {
         assert_eq!(vista.inter_node.bandwidth_gbs, 400.0 / 8.0);
         assert_eq!(find("dgx-a100-80g").inter_node.bandwidth_gbs, 8.0 * 200.0 / 8.0);
         assert_eq!(find("dgx-h100").inter_node.bandwidth_gbs, 8.0 * 400.0 / 8.0);
+        // Published NCCL bus bandwidths within a node (cited at the presets), datasheets elsewhere.
+        assert_eq!(
+            (find("dgx-a100-80g").intra_node.bandwidth_gbs, find("dgx-a100-80g").intra_node.achieved),
+            (230.0, true)
+        );
+        assert_eq!((find("dgx-h100").intra_node.bandwidth_gbs, find("dgx-h100").intra_node.achieved), (350.0, true));
+        assert!(systems.iter().all(|s| !s.inter_node.achieved));
+        assert!(!perlmutter.intra_node.achieved && !find("dgx-b200").intra_node.achieved);
         assert_eq!(find("dgx-h100").total_gpus(), 1024);
 
         // DGX H200: 8× H200 (141 GB HBM3e each), NVLink 4 900 GB/s bidirectional = 450 per direction,

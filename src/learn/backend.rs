@@ -142,6 +142,10 @@ impl CostBackend for LearnedBackend {
         self.analytic.system()
     }
 
+    fn network_calibrated(&self) -> bool {
+        self.calibration.is_some()
+    }
+
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         let key = (self.registry.generation(), self.gpu_hash, *shape, dtype);
         if let Some(t) = cache().get(&key) {

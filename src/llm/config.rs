@@ -196,6 +196,35 @@ pub struct ParallelSpec {
     /// Default `false` (S1: the first stage's reduction follows the pipeline flush).
     #[serde(default)]
     pub overlap_grad_reduce: bool,
+    /// Megatron-Core's `overlap_param_gather` (distributed optimizer): the updated parameters are all-gathered
+    /// at the start of the next iteration, bucket by bucket ahead of the forward pass that needs them
+    /// (`param_and_grad_buffer.py`: finishing bucket i's gather dispatches bucket i + 1's), instead of after the
+    /// optimizer step; only the first bucket, and what outlasts the first micro-batch's forward, is exposed.
+    /// Needs `distributed_optimizer` and `overlap_grad_reduce` (Megatron-LM `arguments.py`). Default `false`.
+    #[serde(default)]
+    pub overlap_param_gather: bool,
+    /// Megatron-Core's `align_param_gather`: every pipeline stage launches its parameter all-gathers at the
+    /// iteration's start (so the later stages' gathers hide behind the pipeline fill) instead of at its own first
+    /// forward. NeMo and Megatron-Bridge set it with pp > 1 and virtual_stages > 1. Default `false`.
+    #[serde(default)]
+    pub align_param_gather: bool,
+    /// Megatron-Core's DDP `bucket_size`: parameters per gradient-reduction (and parameter-gather) bucket on the
+    /// first pipeline stage; the other stages reduce in one bucket (`distributed_data_parallel.py`). Default
+    /// max(40 M, 1 M · dp) (Megatron-Core); NeMo's communication-overlap callback uses 128 Mi (134,217,728).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_size: Option<u64>,
+    /// Transformer Engine's `tp_comm_overlap` (userbuffers; Megatron-Core `--tp-comm-overlap`, NeMo
+    /// `tp_comm_overlap`): each sequence-parallel all-gather / reduce-scatter of a layer is split in chunks and
+    /// pipelined with the GEMM it feeds or follows, so only its first chunk and what outlasts that GEMM are
+    /// exposed. Takes effect with `sequence_parallel` and tp > 1 (NeMo disables it otherwise). Default `false`.
+    #[serde(default)]
+    pub tp_comm_overlap: bool,
+    /// Megatron-Core's `overlap_p2p_comm` for the interleaved schedule: pipeline sends and receives run
+    /// asynchronously while the next chunk computes; the receiver waits for the data, the sender does not.
+    /// Needs virtual_stages > 1 when pp > 1 (Megatron-Core refuses it for the non-interleaved schedule).
+    /// Default `false`.
+    #[serde(default)]
+    pub overlap_p2p_comm: bool,
     /// Context-parallel degree cp (Megatron-Core / NeMo ring attention): every sequence is split over cp ranks,
     /// the keys and values circulate around the ring during attention, gradients are reduced over dp·cp. GPUs =
     /// tp·cp·pp·dp. Needs `model.attention` = `flash`. Default 1.
@@ -287,6 +316,18 @@ pub struct TrainingConfig {
     pub recompute: Recompute,
     pub distributed_optimizer: bool,
     pub overlap_grad_reduce: bool,
+    /// Parameter all-gather overlapped with the next forward (validated: needs the distributed optimizer and
+    /// overlapped gradient reduction).
+    pub overlap_param_gather: bool,
+    /// Every stage launches its parameter all-gathers at the iteration's start.
+    pub align_param_gather: bool,
+    /// Parameters per gradient bucket on the first stage ([`ParallelSpec::bucket_size`], default resolved).
+    pub bucket_params: f64,
+    /// Tensor-parallel communication overlapped with the adjacent GEMMs (requested; in effect with SP, see
+    /// [`TrainingConfig::tp_overlap`]).
+    pub tp_comm_overlap: bool,
+    /// Pipeline sends overlapped with computation (validated: interleaved schedule only when pp > 1).
+    pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
 }
 
@@ -311,6 +352,23 @@ impl TrainingConfig {
             && self.zero_stage <= 1
             && !self.distributed_optimizer
             && !self.overlap_grad_reduce
+            && !self.overlap_param_gather
+            && !self.overlap_p2p()
+    }
+
+    /// Transformer Engine's TP communication overlap in effect: requested, with sequence parallelism and tp > 1.
+    pub fn tp_overlap(&self) -> bool {
+        self.tp_comm_overlap && self.sp()
+    }
+
+    /// Overlapped pipeline sends in effect: requested with more than one stage.
+    pub fn overlap_p2p(&self) -> bool {
+        self.overlap_p2p_comm && self.pp > 1
+    }
+
+    /// Megatron-Core's default DDP bucket: max(40 M, 1 M · dp) parameters (`distributed_data_parallel.py`).
+    pub fn default_bucket_params(dp: u32) -> f64 {
+        (40e6f64).max(1e6 * dp as f64)
     }
 
     /// Sequence parallelism in effect (requested and tp > 1).

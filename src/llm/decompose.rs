@@ -155,7 +155,7 @@ fn chunk_work(cfg: &TrainingConfig, layout: &Layout, layers: &[u32], v_padded: u
                 params,
             ),
             all_gathers: (cfg.zero_stage >= 3).then(|| [gather(Phase::Fwd), gather(Phase::Bwd)]),
-            buckets: (params / bucket_params(cfg.dp)).ceil().max(1.0),
+            buckets: (params / bucket_params(cfg)).ceil().max(1.0),
         }
     });
     ChunkWork {
@@ -206,7 +206,7 @@ fn tail_work(
             .gather_bytes
             .map(|bytes| collective_op(OpName::DpAllGather, Phase::Fwd, Collective::AllGather, bytes, layout, params)),
         grad_sync: parts.sync.map(|(name, c, bytes)| collective_op(name, Phase::Bwd, c, bytes, layout, params)),
-        grad_sync_buckets: sync_buckets(cfg, &parts),
+        grad_sync_buckets: sync_buckets(cfg, s, &parts),
         embedding_grad,
     }
 }
@@ -226,9 +226,10 @@ fn collective_op(name: OpName, phase: Phase, c: Collective, bytes: f64, layout: 
     }
 }
 
-/// Megatron-Core's default gradient bucket: max(40 M, 1 M · dp) parameters (`DistributedDataParallelConfig`).
-pub fn bucket_params(dp: u32) -> f64 {
-    (40e6f64).max(1e6 * dp as f64)
+/// Parameters per gradient bucket: the request's `bucket_size`, else Megatron-Core's default max(40 M, 1 M · dp)
+/// (`distributed_data_parallel.py`).
+pub fn bucket_params(cfg: &TrainingConfig) -> f64 {
+    cfg.bucket_params
 }
 
 /// The stage a model chunk's pipeline send goes to: forward to the next virtual stage, backward to the previous
@@ -302,10 +303,13 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> T
     }
 }
 
-/// Buckets of a stage's gradient reduction: ⌈reduced parameters / [`bucket_params`]⌉ ≥ 1 (1 without one).
-pub fn sync_buckets(cfg: &TrainingConfig, parts: &TailParts) -> u32 {
+/// Buckets of stage `s`'s gradient reduction (and of its parameter all-gather, which shares the buffer):
+/// ⌈reduced parameters / [`bucket_params`]⌉ ≥ 1 on the first stage; one on the others, whose reduction is off the
+/// critical path (Megatron-Core's `DistributedDataParallel` turns bucketing off for pp rank > 0); 1 without a
+/// reduction.
+pub fn sync_buckets(cfg: &TrainingConfig, s: u32, parts: &TailParts) -> u32 {
     match parts.sync {
-        Some((_, _, bytes)) => (bytes / comm_elem_bytes(cfg) / bucket_params(cfg.dp)).ceil().max(1.0) as u32,
-        None => 1,
+        Some((_, _, bytes)) if s == 0 => (bytes / comm_elem_bytes(cfg) / bucket_params(cfg)).ceil().max(1.0) as u32,
+        _ => 1,
     }
 }

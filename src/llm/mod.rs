@@ -10,6 +10,7 @@
 pub mod config;
 pub mod decompose;
 pub mod flops;
+pub mod interval;
 pub mod layout;
 pub mod memory;
 pub mod operators;
@@ -25,6 +26,8 @@ pub mod timing;
 pub mod trace;
 pub mod validate;
 
+#[cfg(test)]
+mod overlap_tests;
 #[cfg(test)]
 mod predict_tests;
 

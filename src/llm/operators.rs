@@ -126,8 +126,35 @@ pub struct StageOp {
     pub features: Vec<u64>,
     /// A forward operator re-run during the backward pass (activation recomputation).
     pub recompute: bool,
-    /// Runs concurrently with one call of this operator of the same phase; only the excess over it is charged.
-    pub overlaps: Option<OpName>,
+    /// Runs concurrently with one call of another operator of the same phase ([`Overlap`]); only what it does not
+    /// hide behind that operator is exposed.
+    pub overlaps: Option<Overlap>,
+}
+
+/// A collective overlapped with one call of a computation of the same pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlap {
+    /// The operator it hides behind.
+    pub with: OpName,
+    /// Chunks the collective and the computation are split into and pipelined (Transformer Engine's userbuffers
+    /// overlap: one chunk's communication runs while the previous chunk computes); ≤ 1 = not split, the whole
+    /// collective runs beside the whole computation (context parallelism's ring exchange).
+    pub chunks: u32,
+}
+
+impl Overlap {
+    /// The exposed seconds (or µs) of a collective of `comm` overlapped with a computation of `compute`: unsplit,
+    /// max(0, comm − compute); split in n chunks, the two-stage pipeline's excess over the computation,
+    /// max(comm/n, comm − compute·(n − 1)/n) (the first chunk's communication, or the last one's, has no
+    /// computation beside it).
+    pub fn exposed(&self, comm: f64, compute: f64) -> f64 {
+        if self.chunks <= 1 {
+            (comm - compute).max(0.0)
+        } else {
+            let n = self.chunks as f64;
+            (comm / n).max(comm - compute * (n - 1.0) / n)
+        }
+    }
 }
 
 /// The precisions operators run in.
@@ -191,6 +218,15 @@ fn collective(
 
 /// Tensor-parallel communication of `sites` synchronization points of `bytes` (the b·l·d/cp activation) in
 /// `phase`: all-reduces, or all-gather + reduce-scatter pairs with sequence parallelism.
+///
+/// With Transformer Engine's TP overlap ([`TrainingConfig::tp_overlap`]) every sequence-parallel collective is
+/// paired with the GEMM it feeds or drains (TE `LayerNormLinear` / `Linear` with `ub_overlap_ag` /
+/// `ub_overlap_rs`, and the bulk overlaps of the backward): forward, the all-gather before QKV (Linear1) and
+/// before the MLP's up-projection (Linear3), the reduce-scatter after the attention projection (Linear2) and after
+/// the down-projection (Linear4) — with the parallel residual one all-gather before Linear1 and one
+/// reduce-scatter after Linear4; backward, the mirror image (all-gathers of the output gradients with Linear4 and
+/// Linear2, reduce-scatters of the input gradients with Linear3 and Linear1). Each is split in tp chunks (TE's
+/// ring-exchange and pipelined methods split by the tp ranks or a few splits; tp is used for both).
 fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, bytes: f64, tokens_d: u64) -> Vec<StageOp> {
     if cfg.tp <= 1 || sites == 0 {
         return Vec::new();
@@ -198,6 +234,23 @@ fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, byte
     let tp = layout.tp_group;
     let f = vec![tokens_d, tp.nodes as u64, tp.ranks_per_node as u64];
     let a = layout.active_per_node;
+    if cfg.tp_overlap() {
+        use OpName::{Linear1, Linear2, Linear3, Linear4, MpAllGather as Ag, MpReduceScatter as Rs};
+        let pairs: &[(OpName, OpName)] = match (phase, sites) {
+            (Phase::Fwd, 1) => &[(Ag, Linear1), (Rs, Linear4)],
+            (Phase::Fwd, _) => &[(Ag, Linear1), (Rs, Linear2), (Ag, Linear3), (Rs, Linear4)],
+            (Phase::Bwd, _) => &[(Ag, Linear4), (Rs, Linear3), (Ag, Linear2), (Rs, Linear1)],
+        };
+        return pairs
+            .iter()
+            .map(|&(name, gemm)| {
+                let c = if name == Ag { Collective::AllGather } else { Collective::ReduceScatter };
+                let mut o = collective(name, phase, 1, c, bytes, tp, a, f.clone());
+                o.overlaps = Some(Overlap { with: gemm, chunks: cfg.tp });
+                o
+            })
+            .collect();
+    }
     if cfg.sp() {
         vec![
             collective(OpName::MpAllGather, phase, sites, Collective::AllGather, bytes, tp, a, f.clone()),
@@ -309,7 +362,7 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
                 layout.active_per_node,
                 feats.clone(),
             );
-            p2p.overlaps = Some(OpName::FlashAttention);
+            p2p.overlaps = Some(Overlap { with: OpName::FlashAttention, chunks: 1 });
             ops.push(p2p);
         }
     }
@@ -552,7 +605,7 @@ mod tests {
             _ => 0.0,
         };
         assert_eq!((bytes(p2p[0]), bytes(p2p[1])), (16_777_216.0, 33_554_432.0));
-        assert_eq!(p2p[0].overlaps, Some(OpName::FlashAttention));
+        assert_eq!(p2p[0].overlaps, Some(Overlap { with: OpName::FlashAttention, chunks: 1 }));
         // GEMMs in fp8, the rest in bf16.
         let dtype = |n: OpName| match ops.iter().find(|o| o.name == n).unwrap().work {
             Work::Compute { dtype, .. } => dtype,

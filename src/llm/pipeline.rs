@@ -9,7 +9,7 @@
 //! gives S1 eq. 7 exactly: `(m − 1 + pp)·(F + B) + sync + update` (tested in `predict_tests`).
 
 /// One micro-batch's forward and backward time of every model chunk, seconds, indexed `stage · v + chunk`
-/// (chunk c of stage s is virtual stage c·pp + s).
+/// (chunk c of stage s is virtual stage c·pp + s), and the overlaps that change the schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineSpec<'a> {
     pub pp: u32,
@@ -19,6 +19,39 @@ pub struct PipelineSpec<'a> {
     pub m: u32,
     pub fwd_s: &'a [f64],
     pub bwd_s: &'a [f64],
+    /// Overlapped pipeline sends (Megatron-Core's `overlap_p2p_comm`), indexed like `fwd_s`: a chunk's forward
+    /// output reaches the next virtual stage this long after its pass ends (the pass itself does not include the
+    /// send). Empty: the sends are part of the sender's pass (S1).
+    pub lag_fwd_s: &'a [f64],
+    /// The same for the backward sends to the previous virtual stage.
+    pub lag_bwd_s: &'a [f64],
+    /// Every stage's tail; a stage whose [`StageTail::param_gather_s`] is positive all-gathers its parameters
+    /// ahead of its first forward (Megatron-Core's `overlap_param_gather`). Empty: no prefetch.
+    pub tails: &'a [StageTail],
+    /// The prefetching all-gathers of every stage start at the step's start (Megatron-Core's
+    /// `align_param_gather`), not at the stage's first forward.
+    pub align_gather: bool,
+}
+
+impl<'a> PipelineSpec<'a> {
+    /// A pipeline without overlapped sends or parameter prefetch.
+    pub fn new(pp: u32, v: u32, m: u32, fwd_s: &'a [f64], bwd_s: &'a [f64]) -> PipelineSpec<'a> {
+        PipelineSpec { pp, v, m, fwd_s, bwd_s, lag_fwd_s: &[], lag_bwd_s: &[], tails: &[], align_gather: false }
+    }
+}
+
+/// The first forward of a stage whose parameters are all-gathered ahead of it in `buckets` buckets taking `gather`
+/// seconds together, dispatched at `dispatch` (Megatron-Core: finishing bucket i's gather dispatches bucket
+/// i + 1's, the forward of bucket i's layers waits for it): the computation of `compute` seconds starts when it is
+/// free (`free`) and the first bucket is in, and cannot end before the last bucket is in plus the computation of
+/// its layers, compute/buckets. The gather's time beside the computation slows it by `kappa` × that time
+/// (contention). Returns (start, end) of the computation.
+pub fn prefetched_forward(free: f64, dispatch: f64, gather: f64, buckets: u32, compute: f64, kappa: f64) -> (f64, f64) {
+    let b = buckets.max(1) as f64;
+    let start = free.max(dispatch + gather / b);
+    let end = (start + compute).max(dispatch + gather + compute / b);
+    let beside = ((dispatch + gather).min(end) - start).max(0.0);
+    (start, end + kappa * beside)
 }
 
 /// The simulated pipeline of one step.
@@ -123,24 +156,33 @@ pub fn simulate_placing(spec: &PipelineSpec, mut placed: Option<&mut Vec<Placed>
             while next[s as usize] < n_ops {
                 let st = step(pp, v, m, s, next[s as usize]);
                 let vs = st.chunk * pp + s;
+                // The chunk (index stage · v + chunk) of virtual stage `vs`.
+                let chunk_of = |vs: u32| ((vs % pp) * v + vs / pp) as usize;
+                let lag = |lags: &[f64], vs: u32| lags.get(chunk_of(vs)).copied().unwrap_or(0.0);
                 let ready = if st.fwd {
                     if vs == 0 {
                         0.0
                     } else {
-                        f_end[idx(vs - 1, st.micro)]
+                        f_end[idx(vs - 1, st.micro)] + lag(spec.lag_fwd_s, vs - 1)
                     }
                 } else if vs == last_vs {
                     f_end[idx(vs, st.micro)]
                 } else {
-                    b_end[idx(vs + 1, st.micro)]
+                    b_end[idx(vs + 1, st.micro)] + lag(spec.lag_bwd_s, vs + 1)
                 };
                 if ready.is_nan() {
                     break;
                 }
                 let c = (s * v + st.chunk) as usize;
                 let dur = if st.fwd { spec.fwd_s[c] } else { spec.bwd_s[c] };
-                let start = clock[s as usize].max(ready);
-                let end = start + dur;
+                let free = clock[s as usize].max(ready);
+                let (start, end) = match spec.tails.get(s as usize) {
+                    Some(t) if next[s as usize] == 0 && t.param_gather_s > 0.0 => {
+                        let dispatch = if spec.align_gather { 0.0 } else { free };
+                        prefetched_forward(free, dispatch, t.param_gather_s, t.buckets, dur, t.contention)
+                    }
+                    _ => (free, free + dur),
+                };
                 clock[s as usize] = end;
                 if let Some(sink) = placed.as_deref_mut() {
                     sink.push(Placed {
@@ -186,7 +228,8 @@ pub fn makespan_lower_bound(spec: &PipelineSpec) -> f64 {
     best
 }
 
-/// What follows a stage's last backward: its gradient reduction and the optimizer update.
+/// What follows a stage's last backward: its gradient reduction and the optimizer update (and, with
+/// `overlap_param_gather`, what precedes its first forward: the parameter all-gather).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StageTail {
     /// Data-parallel gradient reduction of the stage's gradients after its last backward (0 when gradients are
@@ -194,22 +237,31 @@ pub struct StageTail {
     pub grad_sync_s: f64,
     /// Backward time of the stage's last micro-batch (all chunks) that an overlapped reduction can hide behind, s.
     pub overlap_window_s: f64,
-    /// Gradient buckets (Megatron-Core reduces bucket by bucket; the last one cannot overlap).
+    /// Buckets of the gradient reduction and of the parameter all-gather (Megatron-Core reduces and gathers
+    /// bucket by bucket; the last reduction and the first gather cannot overlap; one on stages after the first).
     pub buckets: u32,
     /// Communication after the reduction and before the update (tied-embedding gradient all-reduce), s.
     pub after_sync_s: f64,
-    /// Optimizer step plus the parameter all-gather, s.
+    /// Optimizer step, plus the parameter all-gather unless it is prefetched, s.
     pub update_s: f64,
+    /// The parameter all-gather prefetched ahead of the next iteration's first forward (`overlap_param_gather`;
+    /// 0 otherwise), s.
+    pub param_gather_s: f64,
+    /// Contention κ of overlapped communication (the hidden reduction slows the backward it hides behind).
+    pub contention: f64,
 }
 
 impl StageTail {
     /// The reduction time not hidden behind the backward pass: all of it without overlap; with Megatron-Core's
-    /// `overlap_grad_reduce` what outlasts the last micro-batch's backward, at least the last bucket.
+    /// `overlap_grad_reduce` what outlasts the last micro-batch's backward, at least the last bucket, plus the
+    /// contention κ × the hidden part.
     pub fn exposed_sync_s(&self, overlap: bool) -> f64 {
         if !overlap || self.grad_sync_s == 0.0 {
             self.grad_sync_s
         } else {
-            (self.grad_sync_s - self.overlap_window_s).max(self.grad_sync_s / self.buckets.max(1) as f64)
+            let g = self.grad_sync_s;
+            let exposed = (g - self.overlap_window_s).max(g / self.buckets.max(1) as f64);
+            exposed + self.contention * (g - exposed)
         }
     }
 }
@@ -261,7 +313,7 @@ mod tests {
     use super::*;
 
     fn sim(pp: u32, v: u32, m: u32, f: &[f64], b: &[f64]) -> Simulated {
-        simulate(&PipelineSpec { pp, v, m, fwd_s: f, bwd_s: b }).unwrap()
+        simulate(&PipelineSpec::new(pp, v, m, f, b)).unwrap()
     }
 
     #[test]
@@ -279,7 +331,7 @@ mod tests {
     fn placed_operations_match_the_simulation() {
         // The slow-last-stage case of `unequal_stages_by_hand`: s1 F1 [1,4] B1 [4,10] F2 [10,13] B2 [13,19].
         let (f, b) = ([1.0, 3.0], [2.0, 6.0]);
-        let spec = PipelineSpec { pp: 2, v: 1, m: 2, fwd_s: &f, bwd_s: &b };
+        let spec = PipelineSpec::new(2, 1, 2, &f, &b);
         let mut placed = Vec::new();
         let s = simulate_placing(&spec, Some(&mut placed)).unwrap();
         assert_eq!(s, simulate(&spec).unwrap());
@@ -339,7 +391,7 @@ mod tests {
                 let n = (pp * v) as usize;
                 let f: Vec<f64> = (0..n).map(|_| rnd()).collect();
                 let b: Vec<f64> = f.iter().map(|x| 2.0 * x * (0.8 + 0.4 * (x - 0.5))).collect();
-                let spec = PipelineSpec { pp, v, m, fwd_s: &f, bwd_s: &b };
+                let spec = PipelineSpec::new(pp, v, m, &f, &b);
                 let s = simulate(&spec).unwrap();
                 assert!(makespan_lower_bound(&spec) <= s.makespan_s + 1e-9);
                 // Every stage's own work fits in the makespan.
@@ -355,8 +407,8 @@ mod tests {
     fn gradient_reduction_overlap_and_tails() {
         let sim = Simulated { makespan_s: 100.0, stage_end_s: vec![100.0, 95.0] };
         let tails = [
-            StageTail { grad_sync_s: 10.0, overlap_window_s: 6.0, buckets: 5, after_sync_s: 0.0, update_s: 3.0 },
-            StageTail { grad_sync_s: 20.0, overlap_window_s: 6.0, buckets: 4, after_sync_s: 0.0, update_s: 4.0 },
+            StageTail { grad_sync_s: 10.0, overlap_window_s: 6.0, buckets: 5, update_s: 3.0, ..StageTail::default() },
+            StageTail { grad_sync_s: 20.0, overlap_window_s: 6.0, buckets: 4, update_s: 4.0, ..StageTail::default() },
         ];
         // Without overlap: stage 1 ends 95 + 20 = 115 > 100 + 10 → exposed 15, update 4 → 119.
         let t = step_time(&sim, &tails, false);

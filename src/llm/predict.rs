@@ -25,7 +25,7 @@ use crate::hw::{GpuSpec, Precision};
 /// [`super::validate`].
 pub fn predict(cfg: &TrainingConfig, backend: &dyn CostBackend) -> Result<TrainingPrediction, ConfigError> {
     let (work, timed, step) = stages(cfg, backend)?;
-    Ok(report(cfg, backend.system(), backend.efficiency(), &work, &timed, &step))
+    Ok(report(cfg, backend, &work, &timed, &step))
 }
 
 /// Stages 1–3: decompose, time, schedule.
@@ -36,7 +36,7 @@ fn stages(
     let system = backend.system();
     check_precision(cfg, &system.gpu)?;
     let work = decompose(cfg, system);
-    let timed = time_training(&work, &mut Timer::new(backend))?;
+    let timed = time_training(cfg, &work, &mut Timer::new(backend))?;
     let step = schedule(cfg, &timed)?;
     Ok((work, timed, step))
 }
@@ -49,7 +49,7 @@ pub fn predict_traced(
 ) -> Result<(TrainingPrediction, Trace), ConfigError> {
     let (work, timed, step) = stages(cfg, backend)?;
     let timeline = trace(cfg, &work, &timed, &step)?;
-    Ok((report(cfg, backend.system(), backend.efficiency(), &work, &timed, &step), timeline))
+    Ok((report(cfg, backend, &work, &timed, &step), timeline))
 }
 
 /// Refuses fp8 training on a GPU without fp8 tensor cores (field `precision`).

@@ -250,8 +250,8 @@ fn s1_inputs(p: &super::TrainingPrediction) -> (Vec<f64>, Vec<f64>, Vec<super::p
             grad_sync_s: if s.stage == 0 { p.components.first_stage_grad_sync_s } else { 0.0 },
             overlap_window_s: 0.0,
             buckets: 1,
-            after_sync_s: 0.0,
             update_s: s.optimizer_s + s.param_allgather_s,
+            ..Default::default()
         })
         .collect();
     (vec![p.components.max_fwd_s; pp], vec![p.components.max_bwd_s; pp], tails)
@@ -271,7 +271,7 @@ fn the_simulation_reduces_to_eq7_in_s1_setting() {
             let p = predict(&cfg, &AnalyticBackend::new(system.clone())).unwrap();
             assert_eq!(p.timeline.model, "eq7");
             let (f, b, tails) = s1_inputs(&p);
-            let spec = super::pipeline::PipelineSpec { pp: cfg.pp, v: 1, m: cfg.grad_accum, fwd_s: &f, bwd_s: &b };
+            let spec = super::pipeline::PipelineSpec::new(cfg.pp, 1, cfg.grad_accum, &f, &b);
             let sim = super::pipeline::simulate(&spec).unwrap();
             let t = super::pipeline::step_time(&sim, &tails, false).iteration_s();
             assert!((t / p.iteration_time_s - 1.0).abs() < 1e-12, "{sys}: {t} vs eq. 7 {}", p.iteration_time_s);
@@ -298,8 +298,7 @@ fn simulating_s1_configurations_with_their_own_stage_times_never_exceeds_eq7() {
     let p = predict(&cfg, &AnalyticBackend::new(s.clone())).unwrap();
     let f: Vec<f64> = p.stages.iter().map(|s| s.forward_s).collect();
     let b: Vec<f64> = p.stages.iter().map(|s| s.backward_s).collect();
-    let sim =
-        super::pipeline::simulate(&super::pipeline::PipelineSpec { pp: 4, v: 1, m: 16, fwd_s: &f, bwd_s: &b }).unwrap();
+    let sim = super::pipeline::simulate(&super::pipeline::PipelineSpec::new(4, 1, 16, &f, &b)).unwrap();
     assert!(sim.makespan_s < p.components.pipeline_s);
     // The middle stages (13 layers) pace the steady state: at least 16 of their slots.
     assert!(sim.makespan_s > 16.0 * (p.components.max_fwd_s + p.components.max_bwd_s));

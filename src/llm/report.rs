@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 use super::config::{LayerSplit, Recompute, TrainingConfig};
 use super::decompose::Decomposition;
 use super::flops::{mfu, model_flops_of};
+use super::interval::{interval, Interval, ResidualClass};
 use super::layout::Layout;
 use super::memory::{stage_memory, ActivationFacts, MemoryBreakdown, StageMemoryInput};
 use super::operators::{OpName, StageOp, Work};
@@ -17,7 +18,7 @@ use super::partition::StageRole;
 use super::schedule::{interleaved_bubble_fraction, Eq7, Step, Timeline};
 use super::sizing::{layer_params, model_params, padded_vocab};
 use super::timing::{TimedOp, TimedTraining};
-use crate::cost::{Efficiency, Source, Timed};
+use crate::cost::{CostBackend, Efficiency, Source, Timed};
 use crate::hw::{Precision, System};
 use crate::op::Phase;
 
@@ -115,6 +116,15 @@ pub struct ResolvedConfig {
     pub recompute: Recompute,
     pub distributed_optimizer: bool,
     pub overlap_grad_reduce: bool,
+    pub overlap_param_gather: bool,
+    pub align_param_gather: bool,
+    /// Parameters per gradient bucket on the first stage (the request's `bucket_size` or Megatron-Core's
+    /// default).
+    pub bucket_size: f64,
+    /// Transformer Engine's TP overlap in effect (requested, with sequence parallelism and tp > 1).
+    pub tp_comm_overlap: bool,
+    /// Overlapped pipeline sends in effect.
+    pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
     /// Unique parameters of the model.
     pub model_parameters: f64,
@@ -140,6 +150,9 @@ pub struct RunEstimate {
 pub struct TrainingPrediction {
     /// Predicted time of one training iteration (optimizer step), s.
     pub iteration_time_s: f64,
+    /// 10 %–90 % prediction interval of the iteration time from perfcast's cross-validated end-to-end residuals
+    /// (split conformal per GPU generation and scale, [`super::interval`]; README, accuracy).
+    pub interval: Interval,
     /// The system it was predicted for.
     pub system: String,
     /// The GPU (catalog name).
@@ -264,16 +277,16 @@ fn operator_rows(cfg: &TrainingConfig, d: &Decomposition, t: &TimedTraining) -> 
     table.rows
 }
 
-/// The [`TrainingPrediction`] of `cfg` on `system` from its decomposition `d`, its times `t` and its scheduled
-/// `step`; `efficiency` is what the backend derated analytic times by.
+/// The [`TrainingPrediction`] of `cfg` on `backend`'s system from its decomposition `d`, its times `t` and its
+/// scheduled `step` (the backend says what it derated analytic times by and whether its network is calibrated).
 pub fn report(
     cfg: &TrainingConfig,
-    system: &System,
-    efficiency: Option<Efficiency>,
+    backend: &dyn CostBackend,
     d: &Decomposition,
     t: &TimedTraining,
     step: &Step,
 ) -> TrainingPrediction {
+    let (system, efficiency) = (backend.system(), backend.efficiency());
     let gpu = &system.gpu;
     let (pp, v) = (cfg.pp, d.v);
     let rows = operator_rows(cfg, d, t);
@@ -330,11 +343,13 @@ pub fn report(
     sources.dedup();
     let bubble = interleaved_bubble_fraction(pp, cfg.grad_accum, v);
     let layout = &d.layout;
-    let warnings =
+    let mut warnings =
         warnings(cfg, layout, system.gpus_per_node, &sources, efficiency.is_some(), bubble, &stages, &memory);
+    warnings.extend(network_warning(cfg, system, backend.network_calibrated()));
 
     TrainingPrediction {
         iteration_time_s,
+        interval: interval(iteration_time_s, &ResidualClass::of(system, cfg.gpus())),
         system: system.name.clone(),
         gpu: gpu.name.clone(),
         schedule: if v > 1 { "interleaved_1f1b" } else { "1f1b" },
@@ -362,6 +377,11 @@ pub fn report(
             recompute: cfg.recompute,
             distributed_optimizer: cfg.distributed_optimizer,
             overlap_grad_reduce: cfg.overlap_grad_reduce,
+            overlap_param_gather: cfg.overlap_param_gather,
+            align_param_gather: cfg.align_param_gather,
+            bucket_size: cfg.bucket_params,
+            tp_comm_overlap: cfg.tp_overlap(),
+            overlap_p2p_comm: cfg.overlap_p2p(),
             layer_split: cfg.layer_split,
             model_parameters: model_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
         },
@@ -374,6 +394,34 @@ pub fn report(
         efficiency,
         warnings,
     }
+}
+
+/// The warning that the links this configuration communicates over are datasheet figures (derated by perfcast's
+/// generic network efficiency) rather than what NCCL achieves on the system ([`crate::hw::Link::achieved`]), when
+/// the system has no calibration from its own measurements. The intra-node link is used when a node holds
+/// several of the configuration's GPUs, the inter-node link when the configuration spans nodes.
+pub fn network_warning(cfg: &TrainingConfig, system: &System, calibrated: bool) -> Option<String> {
+    if calibrated || cfg.gpus() <= 1 {
+        return None;
+    }
+    let gpn = system.gpus_per_node.max(1) as u64;
+    let mut links = Vec::new();
+    if gpn > 1 && !system.intra_node.achieved {
+        links.push("intra-node");
+    }
+    if cfg.gpus() > gpn && !system.inter_node.achieved {
+        links.push("inter-node");
+    }
+    (!links.is_empty()).then(|| {
+        format!(
+            "network uncalibrated: the {} bandwidth of {} is a datasheet figure derated by a generic efficiency, \
+             not what NCCL achieves there; upload nccl-tests or OSU results of this system to calibrate it \
+             (POST /v1/profiles?system={})",
+            links.join(" and "),
+            system.name,
+            system.name
+        )
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -417,6 +465,13 @@ fn warnings(
     }
     if cfg.sequence_parallel && cfg.tp == 1 {
         w.push("sequence_parallel has no effect with tp = 1".to_string());
+    }
+    if cfg.tp_comm_overlap && !cfg.tp_overlap() {
+        w.push(
+            "tp_comm_overlap has no effect without sequence_parallel and tp > 1 (Transformer Engine overlaps the \
+             sequence-parallel all-gathers and reduce-scatters; NeMo turns it off otherwise)"
+                .to_string(),
+        );
     }
     if !memory.fits {
         w.push(format!(

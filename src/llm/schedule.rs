@@ -89,12 +89,32 @@ pub struct Step {
     pub timeline: Timeline,
 }
 
+/// The simulation's input for `cfg` (the prediction's and the search's): chunk times `fwd_s`, `bwd_s` and sends
+/// `send_fwd_s`, `send_bwd_s` (indexed `stage · v + chunk`), the stages' `tails`; the sends become lags with
+/// `overlap_p2p_comm`, the tails prefetch their parameter all-gathers with `overlap_param_gather`.
+pub fn pipeline_spec<'a>(
+    cfg: &TrainingConfig,
+    fwd_s: &'a [f64],
+    bwd_s: &'a [f64],
+    send_fwd_s: &'a [f64],
+    send_bwd_s: &'a [f64],
+    tails: &'a [StageTail],
+) -> PipelineSpec<'a> {
+    let lags = cfg.overlap_p2p();
+    PipelineSpec {
+        lag_fwd_s: if lags { send_fwd_s } else { &[] },
+        lag_bwd_s: if lags { send_bwd_s } else { &[] },
+        tails: if cfg.overlap_param_gather { tails } else { &[] },
+        align_gather: cfg.align_param_gather,
+        ..PipelineSpec::new(cfg.pp, cfg.virtual_stages.max(1), cfg.grad_accum, fwd_s, bwd_s)
+    }
+}
+
 /// Schedules the timed stages of `cfg`: eq. 7 for S1's pipeline ([`TrainingConfig::s1_pipeline`]), the simulated
 /// (interleaved) 1F1B schedule followed by the stages' tails otherwise.
 ///
 /// Errors: a pipeline the simulation cannot run (field `parallelism`; validation rules it out).
 pub fn schedule(cfg: &TrainingConfig, timed: &TimedTraining) -> Result<Step, ConfigError> {
-    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
     let stage_f: Vec<f64> = timed.stages.iter().map(|s| s.forward_s).collect();
     let stage_b: Vec<f64> = timed.stages.iter().map(|s| s.backward_s).collect();
     let tails: Vec<StageTail> = timed.stages.iter().map(|s| s.tail).collect();
@@ -109,7 +129,7 @@ pub fn schedule(cfg: &TrainingConfig, timed: &TimedTraining) -> Result<Step, Con
             update_s: components.max_update_s,
         }
     } else {
-        let spec = PipelineSpec { pp, v, m: cfg.grad_accum, fwd_s: &timed.fwd_s, bwd_s: &timed.bwd_s };
+        let spec = pipeline_spec(cfg, &timed.fwd_s, &timed.bwd_s, &timed.send_fwd_s, &timed.send_bwd_s, &tails);
         let sim = simulate(&spec).ok_or_else(|| ConfigError {
             field: "parallelism".into(),
             message: "the pipeline schedule cannot be simulated".into(),

@@ -50,6 +50,12 @@ impl<'a> Timer<'a> {
         self.backend
     }
 
+    /// The contention κ of overlapped communication ([`crate::cost::Efficiency::overlap_slowdown`]; 0 for a
+    /// backend without efficiencies, e.g. the bare roofline).
+    pub fn contention(&self) -> f64 {
+        self.backend.efficiency().map_or(0.0, |e| e.overlap_slowdown)
+    }
+
     /// The time of `work`. Errors: a precision the GPU has no path for (field `precision`).
     pub fn time(&mut self, work: &Work) -> Result<Timed, ConfigError> {
         let key = match *work {
@@ -98,23 +104,32 @@ pub struct TimedOp {
     pub charged_us: f64,
 }
 
+/// The charged seconds (or µs) of a collective of `comm` that overlaps a computation, `exposed` of it not hidden:
+/// the exposed part plus the slowdown κ·hidden it inflicts on the computation (contention,
+/// [`crate::cost::Efficiency::overlap_slowdown`]).
+pub fn overlap_charge(comm: f64, exposed: f64, kappa: f64) -> f64 {
+    exposed + kappa * (comm - exposed).max(0.0)
+}
+
 /// Every op of `ops` timed, in order, with its per-call charged time: its time, or for an op overlapping another
-/// only the excess over one call of its partner in `ops` (same phase, same recomputation flag).
+/// ([`super::operators::Overlap`]) its exposed part over one call of its partner in `ops` (same phase, same
+/// recomputation flag) plus the contention κ × its hidden part ([`overlap_charge`]).
 pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
     let timed: Vec<Timed> = ops.iter().map(|o| timer.time(&o.work)).collect::<Result<_, _>>()?;
+    let kappa = timer.contention();
     Ok(ops
         .iter()
         .zip(&timed)
         .map(|(o, t)| {
             let charged_us = match o.overlaps {
                 None => t.time_us,
-                Some(partner) => {
-                    let hidden = ops
+                Some(ov) => {
+                    let partner = ops
                         .iter()
                         .zip(&timed)
-                        .find(|(p, _)| p.name == partner && p.phase == o.phase && p.recompute == o.recompute)
+                        .find(|(p, _)| p.name == ov.with && p.phase == o.phase && p.recompute == o.recompute)
                         .map_or(0.0, |(_, pt)| pt.time_us);
-                    (t.time_us - hidden).max(0.0)
+                    overlap_charge(t.time_us, ov.exposed(t.time_us, partner), kappa)
                 }
             };
             TimedOp { time: t.clone(), charged_us }
@@ -193,12 +208,18 @@ pub struct ChunkInputs {
     pub send_bwd_s: Option<f64>,
     /// Its ZeRO ≥ 2 collectives.
     pub zero: Option<ZeroSeconds>,
+    /// The pipeline sends run asynchronously beside the computation (Megatron-Core's `overlap_p2p_comm`): the
+    /// pass is charged only their contention, the receiver waits for them ([`super::pipeline::PipelineSpec`]).
+    pub overlap_sends: bool,
+    /// Contention κ of overlapped communication.
+    pub contention: f64,
 }
 
 /// One model chunk's forward and backward seconds per micro-batch: its layers, the embedding and the head when it
-/// holds them, its pipeline sends (charged to the sender, S1) and, with ZeRO ≥ 2, the exposed part of its
-/// per-micro-batch gradient reduce-scatter (ZeRO-3 also the parameter all-gathers before its forward and backward),
-/// overlapped bucket by bucket with the pass.
+/// holds them, its pipeline sends (charged to the sender, S1; with overlapped sends only their contention κ·send)
+/// and, with ZeRO ≥ 2, the exposed part of its per-micro-batch gradient reduce-scatter (ZeRO-3 also the parameter
+/// all-gathers before its forward and backward), overlapped bucket by bucket with the pass (plus the contention
+/// of the hidden part).
 pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
     let n = c.layers as f64;
     let (mut f, mut b) = (n * p.layer.0, n * p.layer.1);
@@ -210,14 +231,15 @@ pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
         f += p.head.0;
         b += p.head.1;
     }
+    let send = |s: f64| if c.overlap_sends { c.contention * s } else { s };
     if let Some(s) = c.send_fwd_s {
-        f += s;
+        f += send(s);
     }
     if let Some(s) = c.send_bwd_s {
-        b += s;
+        b += send(s);
     }
     if let Some(z) = c.zero {
-        let exposed = |t: f64, window: f64| (t - window).max(t / z.buckets);
+        let exposed = |t: f64, window: f64| overlap_charge(t, (t - window).max(t / z.buckets), c.contention);
         let (rs, ag) = (z.reduce_scatter_s, z.all_gather_s);
         // The backward's gather and reduce-scatter share the links: they hide behind it together.
         if ag > 0.0 {
@@ -265,9 +287,27 @@ impl P2pTimes {
     }
 }
 
-/// Every model chunk's forward and backward seconds per micro-batch ([`chunk_seconds`]) into `fwd` and `bwd`,
-/// indexed `stage · v + chunk`, without a [`Decomposition`] (the search's path: no allocation once the buffers
-/// have grown).
+/// Every model chunk's per-micro-batch times, indexed `stage · v + chunk`: forward and backward seconds
+/// ([`chunk_seconds`]) and its forward and backward pipeline sends, s (0 where it sends nothing).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChunkTimes {
+    pub fwd: Vec<f64>,
+    pub bwd: Vec<f64>,
+    pub send_fwd: Vec<f64>,
+    pub send_bwd: Vec<f64>,
+}
+
+impl ChunkTimes {
+    fn clear(&mut self) {
+        self.fwd.clear();
+        self.bwd.clear();
+        self.send_fwd.clear();
+        self.send_bwd.clear();
+    }
+}
+
+/// Every model chunk's times ([`ChunkTimes`]) into `out`, without a [`Decomposition`] (the search's path: no
+/// allocation once the buffers have grown).
 #[allow(clippy::too_many_arguments)]
 pub fn chunk_times(
     cfg: &TrainingConfig,
@@ -277,12 +317,11 @@ pub fn chunk_times(
     sends: &P2pTimes,
     v_padded: u64,
     timer: &mut Timer,
-    fwd: &mut Vec<f64>,
-    bwd: &mut Vec<f64>,
+    out: &mut ChunkTimes,
 ) -> Result<(), ConfigError> {
     let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
-    fwd.clear();
-    bwd.clear();
+    let contention = timer.contention();
+    out.clear();
     for s in 0..pp {
         for c in 0..v {
             let n = layers[(s * v + c) as usize];
@@ -297,34 +336,66 @@ pub fn chunk_times(
                 } else {
                     0.0
                 };
-                let buckets = (params / bucket_params(cfg.dp)).ceil().max(1.0);
+                let buckets = (params / bucket_params(cfg)).ceil().max(1.0);
                 Some(ZeroSeconds { reduce_scatter_s: rs, all_gather_s: ag, buckets })
             } else {
                 None
             };
+            let (send_fwd_s, send_bwd_s) = (send(Phase::Fwd), send(Phase::Bwd));
             let (f, b) = chunk_seconds(
                 p,
                 &ChunkInputs {
                     layers: n,
                     embedding: s == 0 && c == 0,
                     head: s + 1 == pp && c + 1 == v,
-                    send_fwd_s: send(Phase::Fwd),
-                    send_bwd_s: send(Phase::Bwd),
+                    send_fwd_s,
+                    send_bwd_s,
                     zero,
+                    overlap_sends: cfg.overlap_p2p(),
+                    contention,
                 },
             );
-            fwd.push(f);
-            bwd.push(b);
+            out.fwd.push(f);
+            out.bwd.push(b);
+            out.send_fwd.push(send_fwd_s.unwrap_or(0.0));
+            out.send_bwd.push(send_bwd_s.unwrap_or(0.0));
         }
     }
     Ok(())
 }
 
-/// The [`StageTail`] of a stage from its tail `parts` (the search's path), with the overlap window of its last
+/// A stage's [`StageTail`] from its timed parts: the parameter all-gather follows the optimizer step, or with
+/// `overlap_param_gather` moves to the next iteration's first forward ([`StageTail::param_gather_s`]).
+#[allow(clippy::too_many_arguments)]
+pub fn compose_tail(
+    cfg: &TrainingConfig,
+    grad_sync_s: f64,
+    overlap_window_s: f64,
+    buckets: u32,
+    after_sync_s: f64,
+    optimizer_s: f64,
+    gather_s: f64,
+    contention: f64,
+) -> StageTail {
+    let prefetch = cfg.overlap_param_gather;
+    StageTail {
+        grad_sync_s,
+        overlap_window_s,
+        buckets,
+        after_sync_s,
+        update_s: optimizer_s + if prefetch { 0.0 } else { gather_s },
+        param_gather_s: if prefetch { gather_s } else { 0.0 },
+        contention,
+    }
+}
+
+/// The [`StageTail`] of stage `s` from its tail `parts` (the search's path), with the overlap window of its last
 /// micro-batch's backward.
+#[allow(clippy::too_many_arguments)]
 pub fn stage_tail(
     cfg: &TrainingConfig,
     layout: &Layout,
+    s: u32,
     parts: &TailParts,
     overlap_window_s: f64,
     prec: OpPrecisions,
@@ -343,13 +414,18 @@ pub fn stage_tail(
         Some(bytes) => timer.collective_s(Collective::AllReduce, bytes, layout.p2p_group(cfg, 0, cfg.pp - 1), a)?,
         None => 0.0,
     };
-    Ok(StageTail {
+    let optimizer_s = timer.optimizer_s(parts.optimizer_params, prec.other)?;
+    let kappa = timer.contention();
+    Ok(compose_tail(
+        cfg,
         grad_sync_s,
         overlap_window_s,
-        buckets: sync_buckets(cfg, parts),
+        sync_buckets(cfg, s, parts),
         after_sync_s,
-        update_s: timer.optimizer_s(parts.optimizer_params, prec.other)? + gather,
-    })
+        optimizer_s,
+        gather,
+        kappa,
+    ))
 }
 
 /// A [`Decomposition`] timed.
@@ -365,6 +441,10 @@ pub struct TimedTraining {
     pub fwd_s: Vec<f64>,
     /// Every model chunk's backward seconds per micro-batch, indexed `stage · v + chunk`.
     pub bwd_s: Vec<f64>,
+    /// Every model chunk's forward pipeline send, s (0 where none), indexed `stage · v + chunk`.
+    pub send_fwd_s: Vec<f64>,
+    /// Every model chunk's backward pipeline send, s (0 where none).
+    pub send_bwd_s: Vec<f64>,
     /// Every stage, in order.
     pub stages: Vec<TimedStage>,
 }
@@ -409,9 +489,9 @@ fn seconds(t: &Timed) -> f64 {
     t.time_us * 1e-6
 }
 
-/// Times every operator of `d` (each distinct piece of work once) and composes every chunk's per-micro-batch
+/// Times every operator of `d`, the decomposition of `cfg` (each distinct piece of work once) and composes every chunk's per-micro-batch
 /// times and every stage's tail. Errors: a precision the GPU has no path for (field `precision`).
-pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraining, ConfigError> {
+pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer) -> Result<TimedTraining, ConfigError> {
     let layer = time_ops(&d.layer, timer)?;
     let embedding = time_ops(&d.embedding, timer)?;
     let head = time_ops(&d.head, timer)?;
@@ -422,6 +502,8 @@ pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraini
     };
     let chunks = d.stages.len() * d.v as usize;
     let (mut fwd_s, mut bwd_s) = (Vec::with_capacity(chunks), Vec::with_capacity(chunks));
+    let (mut send_fwd_s, mut send_bwd_s) = (Vec::with_capacity(chunks), Vec::with_capacity(chunks));
+    let contention = timer.contention();
     let mut stages = Vec::with_capacity(d.stages.len());
     for st in &d.stages {
         let mut timed_chunks = Vec::with_capacity(st.chunks.len());
@@ -453,10 +535,14 @@ pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraini
                         all_gather_s: ag.as_ref().map_or(0.0, seconds),
                         buckets: z.buckets,
                     }),
+                    overlap_sends: cfg.overlap_p2p(),
+                    contention,
                 },
             );
             fwd_s.push(f);
             bwd_s.push(b);
+            send_fwd_s.push(send_fwd.as_ref().map_or(0.0, seconds));
+            send_bwd_s.push(send_bwd.as_ref().map_or(0.0, seconds));
             timed_chunks.push(TimedChunk { send_fwd, send_bwd, zero });
         }
         let (forward_s, backward_s): (f64, f64) = (fwd_s[first..].iter().sum(), bwd_s[first..].iter().sum());
@@ -464,14 +550,16 @@ pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraini
         let param_gather = time_opt(&st.tail.param_gather, timer)?;
         let grad_sync = time_opt(&st.tail.grad_sync, timer)?;
         let embedding_grad = time_opt(&st.tail.embedding_grad, timer)?;
-        let gather = param_gather.as_ref().map_or(0.0, seconds);
-        let tail = StageTail {
-            grad_sync_s: grad_sync.as_ref().map_or(0.0, seconds),
-            overlap_window_s: backward_s,
-            buckets: st.tail.grad_sync_buckets,
-            after_sync_s: embedding_grad.as_ref().map_or(0.0, seconds),
-            update_s: seconds(&optimizer) + gather,
-        };
+        let tail = compose_tail(
+            cfg,
+            grad_sync.as_ref().map_or(0.0, seconds),
+            backward_s,
+            st.tail.grad_sync_buckets,
+            embedding_grad.as_ref().map_or(0.0, seconds),
+            seconds(&optimizer),
+            param_gather.as_ref().map_or(0.0, seconds),
+            contention,
+        );
         stages.push(TimedStage {
             forward_s,
             backward_s,
@@ -483,5 +571,5 @@ pub fn time_training(d: &Decomposition, timer: &mut Timer) -> Result<TimedTraini
             tail,
         });
     }
-    Ok(TimedTraining { layer, embedding, head, fwd_s, bwd_s, stages })
+    Ok(TimedTraining { layer, embedding, head, fwd_s, bwd_s, send_fwd_s, send_bwd_s, stages })
 }

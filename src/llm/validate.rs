@@ -139,6 +139,7 @@ pub fn validate(
             format!("uniform split: layers {} are not divisible by pp {}", model.layers, par.pp),
         ));
     }
+    validate_overlaps(par)?;
     let gpus = tp as u64 * cp as u64 * par.pp as u64 * par.dp as u64;
     if gpus > system_gpus {
         return Err(bad(
@@ -203,8 +204,36 @@ pub fn validate(
         recompute: par.recompute,
         distributed_optimizer: par.distributed_optimizer,
         overlap_grad_reduce: par.overlap_grad_reduce,
+        overlap_param_gather: par.overlap_param_gather,
+        align_param_gather: par.align_param_gather,
+        bucket_params: par.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(par.dp), |b| b as f64),
+        tp_comm_overlap: par.tp_comm_overlap,
+        overlap_p2p_comm: par.overlap_p2p_comm,
         layer_split,
     })
+}
+
+/// The communication-overlap options as Megatron-LM accepts them (`arguments.py`, `schedules.py`):
+/// `overlap_param_gather` needs the distributed optimizer and `overlap_grad_reduce`; `overlap_p2p_comm` needs the
+/// interleaved schedule when there is a pipeline; `bucket_size` is at least one parameter.
+fn validate_overlaps(par: &ParallelSpec) -> Result<(), ConfigError> {
+    if par.overlap_param_gather && !(par.distributed_optimizer && par.overlap_grad_reduce) {
+        return Err(bad(
+            "parallelism.overlap_param_gather",
+            "Megatron-Core overlaps the distributed optimizer's parameter all-gather: it needs distributed_optimizer \
+             and overlap_grad_reduce",
+        ));
+    }
+    if par.overlap_p2p_comm && par.pp > 1 && par.virtual_stages < 2 {
+        return Err(bad(
+            "parallelism.overlap_p2p_comm",
+            "Megatron-Core overlaps pipeline sends only in the interleaved schedule: set virtual_stages > 1",
+        ));
+    }
+    if par.bucket_size == Some(0) {
+        return Err(bad("parallelism.bucket_size", "must be at least 1 parameter"));
+    }
+    Ok(())
 }
 
 /// Validates a whole-run length: exactly one of `tokens` (> 0, finite) and `steps` (≥ 1). Errors name

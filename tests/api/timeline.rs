@@ -56,7 +56,7 @@ async fn chrome_trace_spans_the_predicted_iteration_with_a_process_per_stage() {
 }
 
 #[tokio::test]
-async fn overlapped_gradient_reduction_overlaps_the_last_backward() {
+async fn overlapped_gradient_reduction_overlaps_the_first_stages_last_backward() {
     let app = TestApp::new().await;
     let mut req = example("gpt-20b_pp4-tp4-dp8");
     req["parallelism"]["overlap_grad_reduce"] = json!(true);
@@ -66,7 +66,14 @@ async fn overlapped_gradient_reduction_overlaps_the_last_backward() {
         let last_bwd =
             x.iter().filter(|e| e["pid"] == stage && e["cat"] == "backward").map(|e| end(e)).fold(0.0, f64::max);
         let sync = x.iter().find(|e| e["pid"] == stage && e["cat"] == "grad_reduce").unwrap();
-        assert!(sync["ts"].as_f64().unwrap() < last_bwd, "stage {stage}: {sync} starts after {last_bwd}");
+        if stage == 0 {
+            // The first stage reduces bucket by bucket during its last backward.
+            assert!(sync["ts"].as_f64().unwrap() < last_bwd, "stage {stage}: {sync} starts after {last_bwd}");
+        } else {
+            // Megatron-Core reduces the later stages' gradients in one bucket, after their last backward (off the
+            // critical path: they finish before the first stage).
+            assert!(sync["ts"].as_f64().unwrap() >= last_bwd - 1e-6, "stage {stage}: {sync} before {last_bwd}");
+        }
         assert_ne!(sync["tid"], x.iter().find(|e| e["cat"] == "backward").unwrap()["tid"], "own track");
     }
 }

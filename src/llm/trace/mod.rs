@@ -15,6 +15,13 @@
 //! that backward under `overlap_grad_reduce`, after it otherwise), the tied-embedding gradient all-reduce, then
 //! every stage's optimizer step and parameter all-gather, all starting together (they wait for the global
 //! gradient norm).
+//!
+//! Overlapped communication shows on its own lane beside the computation it hides behind: Transformer Engine's
+//! TP overlap (`tp_comm_overlap`) and the context-parallel ring end with the pass's exposed part and start their
+//! full time earlier, inside the computation; overlapped pipeline sends (`overlap_p2p_comm`) start when their
+//! pass ends and run beside the next one; a prefetched parameter all-gather (`overlap_param_gather`) runs on the
+//! data-parallel lane before and beside the stage's first forward (from the step's start with
+//! `align_param_gather`), and the optimizer lane then holds the optimizer step only.
 
 pub mod chrome;
 pub mod svg;
@@ -24,7 +31,8 @@ use serde::Serialize;
 use super::config::{ConfigError, TrainingConfig};
 use super::decompose::Decomposition;
 use super::operators::{StageOp, Work};
-use super::pipeline::{simulate_placing, PipelineSpec, Placed};
+use super::pipeline::{simulate_placing, PipelineSpec, Placed, StageTail};
+use super::schedule::pipeline_spec;
 use super::schedule::Step;
 use super::timing::{pass_seconds, TimedOp, TimedTraining};
 use crate::op::Phase;
@@ -222,7 +230,10 @@ impl Trace {
 #[derive(Debug, Clone, Copy, Default)]
 struct PassParts {
     total_s: f64,
+    /// The charged time of the pass's collectives (their exposed part and contention where they overlap).
     tp_s: f64,
+    /// Their full time.
+    tp_full_s: f64,
     recompute_s: f64,
 }
 
@@ -231,23 +242,26 @@ impl PassParts {
         PassParts {
             total_s: self.total_s + n * o.total_s,
             tp_s: self.tp_s + n * o.tp_s,
+            tp_full_s: self.tp_full_s + n * o.tp_full_s,
             recompute_s: self.recompute_s + n * o.recompute_s,
         }
     }
 }
 
 /// The forward and backward [`PassParts`] of `ops` timed as `timed`: the pass time of [`pass_seconds`], the
-/// charged time of its collectives (tensor and context parallelism within a layer) and of its recomputed compute.
+/// charged and the full time of its collectives (tensor and context parallelism within a layer) and the charged
+/// time of its recomputed compute.
 fn parts(ops: &[StageOp], timed: &[TimedOp]) -> [PassParts; 2] {
     let (f, b) = pass_seconds(ops, timed);
     let mut out = [PassParts { total_s: f, ..PassParts::default() }, PassParts { total_s: b, ..PassParts::default() }];
     for (o, t) in ops.iter().zip(timed) {
-        let s = o.calls as f64 * t.charged_us * 1e-6;
+        let n = o.calls as f64 * 1e-6;
         let p = &mut out[usize::from(o.phase == Phase::Bwd)];
         if matches!(o.work, Work::Collective { .. }) {
-            p.tp_s += s;
+            p.tp_s += n * t.charged_us;
+            p.tp_full_s += n * t.time.time_us;
         } else if o.recompute {
-            p.recompute_s += s;
+            p.recompute_s += n * t.charged_us;
         }
     }
     out
@@ -276,7 +290,13 @@ pub fn trace(
     } else {
         (timed.fwd_s.clone(), timed.bwd_s.clone())
     };
-    let spec = PipelineSpec { pp, v, m, fwd_s: &slot_f, bwd_s: &slot_b };
+    let tails: Vec<StageTail> = timed.stages.iter().map(|s| s.tail).collect();
+    let spec = if eq7 {
+        PipelineSpec::new(pp, v, m, &slot_f, &slot_b)
+    } else {
+        pipeline_spec(cfg, &slot_f, &slot_b, &timed.send_fwd_s, &timed.send_bwd_s, &tails)
+    };
+    let lagged = !spec.lag_fwd_s.is_empty();
     let mut placed = Vec::with_capacity(2 * n * m as usize);
     let sim = simulate_placing(&spec, Some(&mut placed)).ok_or_else(|| ConfigError {
         field: "parallelism".into(),
@@ -307,7 +327,8 @@ pub fn trace(
         let content = if p.fwd { timed.fwd_s[idx] } else { timed.bwd_s[idx] };
         let send = if p.fwd { &ct.send_fwd } else { &ct.send_bwd };
         let send_s = send.as_ref().map_or(0.0, |t| t.time_us * 1e-6);
-        let zero_exposed = (content - core.total_s - send_s).max(0.0);
+        // Overlapped sends (`overlap_p2p_comm`) run after the pass, beside the next one.
+        let send_charged = if lagged { 0.0 } else { send_s };
         let zero_full = ct.zero.as_ref().map_or(0.0, |(rs, ag)| {
             let ag = ag.as_ref().map_or(0.0, |t| t.time_us * 1e-6);
             if p.fwd {
@@ -316,14 +337,25 @@ pub fn trace(
                 rs.time_us * 1e-6 + ag
             }
         });
+        let zero_exposed = if zero_full > 0.0 { (content - core.total_s - send_charged).max(0.0) } else { 0.0 };
         let mut t = p.start_s;
+        let gather = tails.get(s).filter(|tl| cfg.overlap_param_gather && !eq7 && tl.param_gather_s > 0.0);
+        if let (true, Some(tl)) = (p.fwd && p.chunk == 0 && p.micro == 0, gather) {
+            // The parameters all-gathered ahead of the stage's first forward, bucket by bucket: the computation
+            // starts once the first bucket is in (`pipeline::prefetched_forward`).
+            let first = tl.param_gather_s / tl.buckets.max(1) as f64;
+            let d = if cfg.align_param_gather { 0.0 } else { p.start_s - first };
+            out.spans.push(span(Lane::DpCollectives, SpanKind::ParamGather, p, d, d + tl.param_gather_s));
+        }
         if p.fwd && zero_full > 0.0 {
             // ZeRO-3 gathers the chunk's parameters bucket by bucket as the forward runs; the exposed part first.
             out.spans.push(span(Lane::DpCollectives, SpanKind::ZeroCollective, p, t, t + zero_full));
             t += zero_exposed;
         }
         let recompute = if p.fwd { 0.0 } else { core.recompute_s.min(core.total_s) };
-        let compute = (core.total_s - core.tp_s - recompute).max(0.0);
+        // The computation fills the operation's span (the wait for a prefetched bucket, the contention of
+        // overlapped sends) but for what is drawn after it.
+        let compute = (p.end_s - p.start_s - zero_exposed - recompute - core.tp_s - send_charged).max(0.0);
         if recompute > 0.0 {
             out.spans.push(span(Lane::Compute, SpanKind::Recompute, p, t, t + recompute));
             t += recompute;
@@ -331,9 +363,18 @@ pub fn trace(
         let kind = if p.fwd { SpanKind::Forward } else { SpanKind::Backward };
         out.spans.push(span(Lane::Compute, kind, p, t, t + compute));
         t += compute;
-        if core.tp_s > 0.0 {
-            out.spans.push(span(Lane::TpCollectives, SpanKind::TpCollective, p, t, t + core.tp_s));
-            t += core.tp_s;
+        if core.tp_full_s > 0.0 {
+            // Overlapped collectives (TE's userbuffers, the context-parallel ring) run beside the computation and
+            // end with their exposed part; the others follow it.
+            let end = t + core.tp_s;
+            out.spans.push(span(
+                Lane::TpCollectives,
+                SpanKind::TpCollective,
+                p,
+                (end - core.tp_full_s).max(p.start_s),
+                end,
+            ));
+            t = end;
         }
         if !p.fwd && zero_full > 0.0 {
             // The reduce-scatter runs bucket by bucket during the backward; only its excess shows after it.
@@ -348,7 +389,8 @@ pub fn trace(
             t = end;
         }
         if send_s > 0.0 {
-            out.spans.push(span(Lane::PipelineSend, SpanKind::Send, p, t, t + send_s));
+            let from = if lagged { p.end_s } else { t };
+            out.spans.push(span(Lane::PipelineSend, SpanKind::Send, p, from, from + send_s));
         }
     }
     let update_start = step.timeline.pipeline_s + step.timeline.exposed_grad_sync_s;

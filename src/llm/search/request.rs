@@ -1,0 +1,219 @@
+//! The search's request and answer: what it may choose, the options every candidate shares, one candidate and
+//! the configurations it returns.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::hw::Precision;
+use crate::llm::config::{LayerSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
+use crate::llm::interval::Interval;
+use crate::llm::report::TrainingPrediction;
+
+fn fp16() -> Precision {
+    Precision::Fp16
+}
+
+fn five() -> u32 {
+    5
+}
+
+/// What the search may choose; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConstraints {
+    /// Fix the tensor-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<u32>,
+    /// Largest tensor-parallel degree. Default: the system's GPUs per node (Megatron keeps tp inside a node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tp: Option<u32>,
+    /// Fix the pipeline-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp: Option<u32>,
+    /// Largest pipeline-parallel degree. Default: the model's layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pp: Option<u32>,
+    /// Micro-batch sizes to try. Default 1, 2, 4, 8 (those dividing the per-rank batch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batches: Option<Vec<u32>>,
+    /// Largest virtual-stage count (interleaving) to try. Default 8; 1 disables interleaving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_virtual_stages: Option<u32>,
+    /// Recomputation choices to try. Default all three.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute: Option<Vec<Recompute>>,
+    /// Sequence-parallel choices to try (only with tp > 1). Default both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_parallel: Option<Vec<bool>>,
+    /// Context-parallel degrees to try (they need flash attention). Default 1 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_parallel: Option<Vec<u32>>,
+}
+
+/// Training options every candidate shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchTraining {
+    /// ZeRO stage 0–3. Default 1.
+    #[serde(default = "one")]
+    pub zero_stage: u32,
+    /// Megatron-Core's distributed optimizer. Default `false`.
+    #[serde(default)]
+    pub distributed_optimizer: bool,
+    /// Megatron-Core's `overlap_grad_reduce`. Default `false`.
+    #[serde(default)]
+    pub overlap_grad_reduce: bool,
+    /// Megatron-Core's `overlap_param_gather` (needs `distributed_optimizer` and `overlap_grad_reduce`). Default
+    /// `false`.
+    #[serde(default)]
+    pub overlap_param_gather: bool,
+    /// Megatron-Core's `align_param_gather`. Default `false`.
+    #[serde(default)]
+    pub align_param_gather: bool,
+    /// Megatron-Core's DDP `bucket_size`, parameters. Default max(40 M, 1 M · dp) per candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_size: Option<u64>,
+    /// Transformer Engine's `tp_comm_overlap` (in effect for candidates with sequence parallelism). Default
+    /// `false`.
+    #[serde(default)]
+    pub tp_comm_overlap: bool,
+    /// Megatron-Core's `overlap_p2p_comm` (in effect for interleaved candidates). Default `false`.
+    #[serde(default)]
+    pub overlap_p2p_comm: bool,
+    /// `uniform` (Megatron-LM; allows interleaving) or `s1` (S1's split, no interleaving; eq. 7). Default
+    /// `uniform`.
+    #[serde(default = "uniform")]
+    pub layer_split: LayerSplit,
+}
+
+impl Default for SearchTraining {
+    fn default() -> Self {
+        SearchTraining {
+            zero_stage: 1,
+            distributed_optimizer: false,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            align_param_gather: false,
+            bucket_size: None,
+            tp_comm_overlap: false,
+            overlap_p2p_comm: false,
+            layer_split: LayerSplit::Uniform,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn uniform() -> LayerSplit {
+    LayerSplit::Uniform
+}
+
+/// `POST /v1/predictions/training/search`: the fastest configurations of `model` on `gpus` GPUs of `system`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"system": "dgx-h100", "gpus": 1024, "global_batch": 1536, "precision": "bf16",
+    "model": {"name": "GPT-3 175B", "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200,
+              "attention": "flash", "rotary": false, "tied_embeddings": true},
+    "training": {"distributed_optimizer": true, "overlap_grad_reduce": true},
+    "constraints": {"max_pp": 16}, "top_k": 3}))]
+pub struct SearchRequest {
+    /// Name of a stored system.
+    pub system: String,
+    pub model: ModelSpec,
+    /// GPUs to use: tp·cp·pp·dp equals this.
+    pub gpus: u64,
+    /// Sequences per optimizer step.
+    pub global_batch: u32,
+    /// Default `fp16`.
+    #[serde(default = "fp16")]
+    pub precision: Precision,
+    #[serde(default)]
+    pub training: SearchTraining,
+    #[serde(default)]
+    pub constraints: SearchConstraints,
+    /// How many configurations to return, 1–100. Default 5.
+    #[serde(default = "five")]
+    pub top_k: u32,
+    /// Optional whole-run length for each returned configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunSpec>,
+}
+
+/// One returned configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct SearchHit {
+    /// 1 = fastest.
+    pub rank: u32,
+    /// The `parallelism` object to send to `POST /v1/predictions/training`.
+    pub parallelism: ParallelSpec,
+    /// Predicted iteration time, s (the rank's key).
+    pub iteration_time_s: f64,
+    /// Its 10 %–90 % prediction interval ([`crate::llm::interval`]): configurations whose intervals overlap are
+    /// not clearly ordered.
+    pub interval: Interval,
+    /// Memory per GPU of the fullest stage, GiB.
+    pub memory_gib: f64,
+    /// The full prediction (memory breakdown, stages, operators, throughput, run estimate).
+    pub prediction: TrainingPrediction,
+}
+
+/// The search's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct SearchResult {
+    /// Candidate configurations evaluated (costed, memory-checked and bounded or simulated).
+    pub evaluated: u64,
+    /// Of those, the ones that fit in memory.
+    pub fitting: u64,
+    /// Of those, the ones whose schedule was simulated to rank them exactly (the others' lower bound already
+    /// exceeded the k-th best).
+    pub simulated: u64,
+    /// Wall-clock time of the search, s.
+    pub elapsed_s: f64,
+    /// evaluated / elapsed_s.
+    pub candidates_per_s: f64,
+    /// The fastest configurations that fit, fastest first.
+    pub top: Vec<SearchHit>,
+    pub warnings: Vec<String>,
+}
+
+/// One candidate: the choices beyond the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Candidate {
+    pub tp: u32,
+    pub cp: u32,
+    pub pp: u32,
+    pub dp: u32,
+    pub micro_batch: u32,
+    pub virtual_stages: u32,
+    pub recompute: Recompute,
+    pub sequence_parallel: bool,
+}
+
+impl Candidate {
+    /// The request's `parallelism` for this candidate.
+    pub fn parallelism(&self, req: &SearchRequest) -> ParallelSpec {
+        ParallelSpec {
+            tp: self.tp,
+            pp: self.pp,
+            dp: self.dp,
+            micro_batch: self.micro_batch,
+            grad_accum: None,
+            global_batch: Some(req.global_batch),
+            zero_stage: req.training.zero_stage,
+            sequence_parallel: self.sequence_parallel,
+            virtual_stages: self.virtual_stages,
+            recompute: self.recompute,
+            distributed_optimizer: req.training.distributed_optimizer,
+            overlap_grad_reduce: req.training.overlap_grad_reduce,
+            overlap_param_gather: req.training.overlap_param_gather,
+            align_param_gather: req.training.align_param_gather,
+            bucket_size: req.training.bucket_size,
+            tp_comm_overlap: req.training.tp_comm_overlap,
+            overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
+            context_parallel: self.cp,
+            layer_split: Some(req.training.layer_split),
+        }
+    }
+}
