@@ -24,6 +24,10 @@ pub enum Reason {
     /// The active version's hold-out model cannot be evaluated, so the candidate replaces it.
     #[serde(rename = "the active version's hold-out model does not load")]
     ActiveUnreadable,
+    /// The active version shipped with perfcast without a hold-out model (the bundle leaves them out to halve its
+    /// size): the candidate, trained on its rows and the new ones, replaces it.
+    #[serde(rename = "the active version is bundled without a hold-out model; this one was trained on its rows and the new ones")]
+    ReplacesBundled,
     /// Per-GPU candidate: strictly better than the cross-GPU model on this GPU's held-out rows (and not worse than
     /// the active per-GPU version).
     #[serde(rename = "better than the cross-GPU model on this GPU's held-out rows")]
@@ -159,6 +163,19 @@ impl Promotion {
             reason,
             candidate_validation_mape: candidate,
             active_validation_mape: active_accuracy.map(|a| a.mape),
+        }
+    }
+
+    /// A cross-GPU operator candidate replacing the active `version`, which shipped with perfcast without a
+    /// hold-out model ([`Reason::ReplacesBundled`]): nothing to compare on the held-out rows, and the candidate was
+    /// trained on the bundled rows and more.
+    pub fn replaces_bundled(candidate: f64, version: i64) -> Promotion {
+        Promotion::Versioned {
+            activated: true,
+            reason: Reason::ReplacesBundled,
+            active_version: Some(version),
+            active_validation_mape: None,
+            candidate_validation_mape: Some(candidate),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, KeyReport, RetrainError};
+use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
 use crate::comm::calibrated::calibrate;
 use crate::jobs::calibrate::load_calibration;
 use crate::learn::comm_data::{push_system_samples, CommTrainingSets};
@@ -76,6 +76,7 @@ pub async fn retrain_comm(
         );
         reg.activate = promotion.activated();
         reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+        reg.provenance = trained_here(store.comm_datasets(c.as_str()).await?);
         report.push(KeyReport::trained(&key, set.len(), &fitted, true, promotion));
         new.push(reg);
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, KeyReport, RetrainError};
+use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
 use crate::kernel::pipes::PipeFeatures;
 use crate::learn::fit::{TrainingSet, MIN_ROWS};
 use crate::learn::kernel_data::{kernel_training_set as build_set, KERNEL_KEY};
@@ -65,6 +65,7 @@ pub async fn retrain_kernels(
     );
     reg.activate = promotion.activated();
     reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+    reg.provenance = trained_here(store.kernel_datasets().await?);
     report.push(KeyReport::trained(KERNEL_KEY, set.len(), &fitted, true, promotion));
     new.push(reg);
     Ok(())
