@@ -11,6 +11,7 @@
 mod common;
 
 mod auth;
+mod bundle;
 mod collector;
 mod estimates;
 mod fixtures_upload;

@@ -73,7 +73,7 @@ async fn bad_searches_are_problems_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_searches_run_as_jobs_with_progress_and_result() {
-    let config = Config { search_inline_max_candidates: 10, auto_retrain: false, ..Config::default() };
+    let config = Config { search_inline_max_candidates: 10, auto_retrain: false, ..TestApp::config() };
     let app = TestApp::started(config).await;
     let r = app.post_json("/v1/predictions/training/search", &llama8b_search(json!({}))).await;
     assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
@@ -91,7 +91,7 @@ async fn large_searches_run_as_jobs_with_progress_and_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_search_job_runs_again_after_a_restart() {
-    let config = Config { auto_retrain: false, ..Config::default() };
+    let config = Config { auto_retrain: false, ..TestApp::config() };
     // A process queued and started the search, then died: the job is left 'running' with one attempt.
     let app = TestApp::new().await;
     let job = app.store.create_job("search", &llama8b_search(json!({"top_k": 2})), false).await.unwrap();
