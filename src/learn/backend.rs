@@ -299,7 +299,7 @@ mod tests {
         let mut key = 0;
         for b in [1u64, 4, 16] {
             for l in [512u64, 2048, 8192] {
-                for (a, g) in [(8u64, 8u64), (32, 8), (64, 8)] {
+                for (a, g) in [(8u64, 8u64), (16, 16), (32, 8), (64, 8)] {
                     let shape = OpShape::new(OpClass::AttentionPrefill, Phase::Fwd, &[b, l, a, g, 128]);
                     let cost = roofline::estimate(&shape, Precision::Bf16, &system.gpu).unwrap();
                     let x = op_features(&shape, Precision::Bf16, &system.gpu, &cost);
