@@ -166,6 +166,17 @@ impl Promotion {
         }
     }
 
+    /// A communication or kernel candidate replacing an active version that shipped with perfcast without a
+    /// hold-out model ([`Reason::ReplacesBundled`]).
+    pub fn keyed_replaces_bundled(candidate: f64) -> Promotion {
+        Promotion::Keyed {
+            activated: true,
+            reason: Reason::ReplacesBundled,
+            candidate_validation_mape: candidate,
+            active_validation_mape: None,
+        }
+    }
+
     /// A cross-GPU operator candidate replacing the active `version`, which shipped with perfcast without a
     /// hold-out model ([`Reason::ReplacesBundled`]): nothing to compare on the held-out rows, and the candidate was
     /// trained on the bundled rows and more.
@@ -201,6 +212,9 @@ impl Promotion {
 /// Accuracy of a hold-out model (LightGBM text) on the validation rows of `set` — what promotion compares. None
 /// when the text does not load or the model cannot predict these rows (e.g. another feature count).
 pub fn holdout_accuracy(text: &str, set: &TrainingSet) -> Option<Accuracy> {
+    if text.is_empty() {
+        return None; // a bundled version ships without its hold-out model
+    }
     let model = Model::from_text(text).ok()?;
     let (_, val) = split(set);
     let pred = predict_rows(&model, set, &val).ok()?;

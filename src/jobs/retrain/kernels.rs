@@ -53,7 +53,10 @@ pub async fn retrain_kernels(
     let cand = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
     let active = store.active_holdout(KERNEL_KEY).await?;
     let active_acc = active.as_ref().and_then(|(_, t)| holdout_accuracy(t, &set));
-    let promotion = Promotion::keyed(cand.mape, active.is_some(), active_acc);
+    let promotion = match &active {
+        Some((_, text)) if text.is_empty() => Promotion::keyed_replaces_bundled(cand.mape),
+        _ => Promotion::keyed(cand.mape, active.is_some(), active_acc),
+    };
     let mut reg = new_regressor(
         KERNEL_KEY,
         family::KERNEL,
