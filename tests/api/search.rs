@@ -114,6 +114,8 @@ async fn the_cli_search_prints_the_same_configurations_as_the_api() {
     std::fs::write(&file, serde_json::to_vec(&req).unwrap()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_perfcast"))
         .args(["--db", dir.path().join("cli.db").to_str().unwrap(), "search", file.to_str().unwrap()])
+        // As the API below: without the bundled models.
+        .env("PERFCAST_BUNDLED_MODELS", "false")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
