@@ -99,11 +99,15 @@ pub struct Started {
     pub worker: tokio::task::JoinHandle<()>,
 }
 
-/// Starts the application over an open store: loads the active models, spawns the worker, builds the router.
+/// Starts the application over an open store: installs the bundled measurements and models when the database
+/// lacks them (`bundled_models`), loads the active models, spawns the worker, builds the router.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default())
         .with_search_inline_max(config.search_inline_max_candidates);
     provision_key(&service, config).await?;
+    if config.bundled_models {
+        install_bundle(&store).await?;
+    }
     let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
     tracing::info!(models = loaded, "active models loaded");
     let stale = crate::jobs::stale_models(&store).await?;
@@ -116,6 +120,19 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     crate::metrics::spawn_upkeep();
     let worker = spawn_jobs(&service, config);
     Ok(Started { router: build(service.clone(), config), service, worker })
+}
+
+/// Installs the bundle embedded in the binary unless the database has its version ([`crate::bundle::install`]),
+/// logging what it did and how long it took. Errors: a bundle that does not read (a build bug), a database error.
+pub async fn install_bundle(store: &Store) -> Result<(), AppError> {
+    let bundle = crate::bundle::Bundle::embedded().map_err(|e| AppError::Start(e.to_string()))?;
+    match crate::bundle::install(store, &bundle, true).await.map_err(|e| AppError::Start(e.to_string()))? {
+        Some(r) => tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
+            replaced_profiles = r.removed_profiles, seconds = format!("{:.2}", r.seconds),
+            "installed the bundled measurements and models"),
+        None => tracing::debug!(version = %bundle.manifest.version, "bundled measurements already installed"),
+    }
+    Ok(())
 }
 
 /// The job runner's settings from the service configuration.

@@ -50,7 +50,7 @@ pub struct Config {
     pub rate_limit_burst: u32,
     /// Requests handled at once; more are refused with 503 and Retry-After. Default 512.
     pub max_concurrent_requests: usize,
-    /// Most rows one learned model trains on; larger sample sets are thinned evenly. Default 200,000.
+    /// Most rows one learned model trains on; larger sample sets are thinned to a uniform sample. Default 200,000.
     pub max_training_rows: usize,
     /// Wall-clock budget of one retrain job, seconds; keys not reached are skipped and retried next time.
     /// Default 3600.
@@ -58,6 +58,10 @@ pub struct Config {
     /// Largest configuration search answered inline (`200`); larger ones run as a `search` job (`202`).
     /// Default 100,000 candidates (about a second).
     pub search_inline_max_candidates: u64,
+    /// Install the measurements and models bundled in the binary (`models/bundled`) into a database that does not
+    /// have their version, at startup before serving: a fresh install answers with learned models at once.
+    /// Default true.
+    pub bundled_models: bool,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             max_training_rows: 200_000,
             retrain_time_limit_s: 3600,
             search_inline_max_candidates: 100_000,
+            bundled_models: true,
         }
     }
 }

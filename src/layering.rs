@@ -13,7 +13,8 @@ pub const CORE: [&str; 8] = ["hw", "op", "samples", "comm", "kernel", "cost", "l
 
 /// The modules around the core: parsers, storage, HTTP, orchestration, background jobs, wiring, the command
 /// line, accuracy reports, configuration and metrics. The core imports none of them.
-pub const OUTER: [&str; 10] = ["ingest", "store", "api", "service", "jobs", "app", "eval", "cli", "config", "metrics"];
+pub const OUTER: [&str; 11] =
+    ["ingest", "store", "api", "service", "jobs", "bundle", "app", "eval", "cli", "config", "metrics"];
 
 /// Top-level module → the top-level modules its code names. `files` are (path relative to `src/`, contents);
 /// `lib.rs` and `main.rs` are the crate roots and belong to no module.

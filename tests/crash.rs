@@ -8,6 +8,8 @@
 //! - at most one active version per regressor key, no empty model text, and every active model loads after the
 //!   restart (`/readyz` counts what `GET /v1/regressors` lists as active) and serves estimates;
 //! - no communication sample is left out of both its system's calibration and a pending calibration job;
+//! - the bundled measurements and models (installed at the first start, in one transaction) are there whole or not
+//!   at all — the first start is killed partway through its install once;
 //! - jobs a kill left `running` are queued again at the restart and re-run (`attempts` grows; they end
 //!   `succeeded`).
 //!
@@ -333,6 +335,9 @@ struct Snapshot {
     /// Op samples per key and the newest version's sample count per key.
     op_counts: BTreeMap<String, i64>,
     latest_trained: BTreeMap<String, i64>,
+    /// Installed bundle versions; the bundled profiles' (samples column, stored rows).
+    bundles: Vec<String>,
+    bundled_profiles: Vec<(u64, u64)>,
 }
 
 impl Snapshot {
@@ -354,7 +359,7 @@ async fn snapshot(db: &Path) -> Result<Snapshot, sqlx::Error> {
         ..Snapshot::default()
     };
     for r in sqlx::query(
-        "SELECT p.id, p.samples,
+        "SELECT p.id, p.samples, json_extract(p.labels, '$.bundle') IS NOT NULL AS bundled,
             (SELECT COUNT(*) FROM op_samples WHERE profile_id = p.id) AS ops,
             (SELECT COUNT(*) FROM comm_samples WHERE profile_id = p.id) AS comms,
             (SELECT COUNT(*) FROM kernel_samples WHERE profile_id = p.id)
@@ -366,8 +371,13 @@ async fn snapshot(db: &Path) -> Result<Snapshot, sqlx::Error> {
     {
         let (ops, comms, others): (i64, i64, i64) = (r.get("ops"), r.get("comms"), r.get("others"));
         let rows = (ops + comms + others) as u64;
+        if r.get::<bool, _>("bundled") {
+            s.bundled_profiles.push((r.get::<i64, _>("samples") as u64, rows));
+            continue;
+        }
         s.profiles.insert(r.get("id"), (r.get::<i64, _>("samples") as u64, rows, ops as u64, comms as u64));
     }
+    s.bundles = sqlx::query_scalar("SELECT version FROM bundles").fetch_all(&mut c).await?;
     s.multi_active = sqlx::query_scalar("SELECT key FROM regressors WHERE active = 1 GROUP BY key HAVING COUNT(*) > 1")
         .fetch_all(&mut c)
         .await?;
@@ -378,7 +388,11 @@ async fn snapshot(db: &Path) -> Result<Snapshot, sqlx::Error> {
         .map(|r| (r.get("key"), r.get("version")))
         .collect();
     s.empty_models =
-        sqlx::query_scalar("SELECT COUNT(*) FROM regressors WHERE length(model) = 0 OR length(holdout_model) = 0")
+        // Bundled versions ship without their hold-out twin (crate::bundle); every other version has both texts.
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM regressors WHERE length(model) = 0
+                OR (length(holdout_model) = 0 AND json_extract(provenance, '$.bundled') IS NOT 1)",
+        )
             .fetch_one(&mut c)
             .await?;
     s.jobs = sqlx::query("SELECT id, kind, state, attempts, params FROM jobs ORDER BY id")
@@ -526,6 +540,22 @@ impl Run {
             format!("{when}: several active versions: {:?}", s.multi_active)
         });
         self.check(s.empty_models == 0, None, || format!("{when}: {} versions without model text", s.empty_models));
+        // The bundle: whole (its version recorded, every part with every sample) or not at all.
+        let manifest = perfcast::bundle::Bundle::embedded().unwrap().manifest;
+        let expected: u64 = manifest.parts.iter().map(|p| p.samples).sum();
+        let stored: u64 = s.bundled_profiles.iter().map(|p| p.1).sum();
+        let whole = s.bundles == [manifest.version.clone()]
+            && s.bundled_profiles.len() == manifest.parts.len()
+            && s.bundled_profiles.iter().all(|(column, rows)| column == rows)
+            && stored == expected;
+        self.check(whole || (s.bundles.is_empty() && s.bundled_profiles.is_empty()), None, || {
+            format!(
+                "{when}: partial bundle: versions {:?}, {} profiles with {stored} samples (expected {} with {expected})",
+                s.bundles,
+                s.bundled_profiles.len(),
+                manifest.parts.len()
+            )
+        });
         // Communication samples are calibrated, or a calibration of their system is pending.
         self.check(s.calibrated == Some(s.comm_samples) || s.comm_samples == 0 || s.calibration_pending(), None, || {
             format!(
@@ -650,6 +680,15 @@ fn sigkill_at_random_points_loses_no_acknowledged_upload_and_restarts_consistent
     let mut rng = Rng(seed);
     let serial = Arc::new(AtomicU64::new(0));
     let mut before: Option<Snapshot> = None;
+
+    // The first start installs the bundled measurements and models (seconds, one transaction): kill it partway.
+    let mut first = Server::start(&bin, dir.path(), &db, dir.path().join("server-install.log"));
+    std::thread::sleep(Duration::from_millis(rng.range(200, 3000)));
+    first.kill();
+    let s = run.snapshot();
+    run.check_offline(&s, "after a kill during the first start's bundle install");
+    let bundle_installed_before_kill = !s.bundles.is_empty();
+    drop(first);
 
     for iteration in 0..KILLS {
         let mut server = Server::start(&bin, dir.path(), &db, dir.path().join(format!("server-{iteration}.log")));
@@ -777,12 +816,16 @@ fn sigkill_at_random_points_loses_no_acknowledged_upload_and_restarts_consistent
         });
     }
 
+    run.check(!settled.bundles.is_empty(), Some(&server), || "the bundle was never installed".into());
+
     let lost: Vec<&String> = run.acked.keys().filter(|id| !settled.profiles.contains_key(*id)).collect();
     println!(
-        "{} kills in {:.1} s: {} with an upload in flight, jobs interrupted {:?} ({} distinct, all re-run); \
-         {} uploads acknowledged ({} of them as duplicates of a retried upload), {} lost; {} jobs, active models {:?}",
+        "{} kills in {:.1} s (and one during the first start's bundle install, which had {}committed): {} with an \
+         upload in flight, jobs interrupted {:?} ({} distinct, all re-run); {} uploads acknowledged ({} of them as \
+         duplicates of a retried upload), {} lost; {} jobs, {} active models",
         run.kills,
         started.elapsed().as_secs_f64(),
+        if bundle_installed_before_kill { "" } else { "not " },
         run.kills_mid_upload,
         run.kills_mid_job,
         run.interrupted.len(),
@@ -790,7 +833,7 @@ fn sigkill_at_random_points_loses_no_acknowledged_upload_and_restarts_consistent
         run.retried_duplicates,
         lost.len(),
         settled.jobs.len(),
-        settled.active,
+        settled.active.len(),
     );
     assert!(lost.is_empty(), "lost acknowledged uploads: {lost:?} (seed {seed})");
     assert_eq!(run.acked.len(), run.sent.len(), "every upload acknowledged in the end (seed {seed})");

@@ -58,6 +58,26 @@ impl From<JobRecord> for JobView {
     }
 }
 
+/// Where a model version came from.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProvenanceView {
+    /// True: shipped with perfcast — trained by `perfcast models bundle` on the measurements bundled in the binary
+    /// and installed at the database's first start. False: trained in this database.
+    pub bundled: bool,
+    /// The bundle's version (a hash of its contents), for bundled versions.
+    pub bundle: Option<String>,
+    /// The datasets of its training rows: a bundled dataset's name (`aiconfigurator`, `neusight`, `deepbench`,
+    /// `xla_gpu_perf_tables`, `vtrain`, `superbench_results`, `nccl_tests_h100_cluster`) or `upload <profile id>
+    /// (<format>)`.
+    pub datasets: Vec<String>,
+    /// Git commit of the perfcast code that trained it, when known.
+    pub commit: Option<String>,
+    /// perfcast version of the code that trained it, when known.
+    pub perfcast_version: Option<String>,
+    /// When it was trained (RFC 3339, UTC).
+    pub trained_at: String,
+}
+
 /// One model version.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RegressorView {
@@ -85,6 +105,8 @@ pub struct RegressorView {
     /// Why it was (not) activated.
     #[schema(value_type = Object)]
     pub promotion: serde_json::Value,
+    /// Bundled or trained here, on which datasets, by which code, when.
+    pub provenance: ProvenanceView,
     pub job_id: Option<i64>,
     pub created_at: String,
 }
@@ -105,6 +127,14 @@ impl From<&RegressorRecord> for RegressorView {
             analytic_validation_mape: r.analytic_validation_mape,
             candidate: r.candidate.clone(),
             promotion: r.promotion.clone(),
+            provenance: ProvenanceView {
+                bundled: r.provenance.bundled,
+                bundle: r.provenance.bundle.clone(),
+                datasets: r.provenance.datasets.clone(),
+                commit: r.provenance.commit.clone(),
+                perfcast_version: r.provenance.perfcast_version.clone(),
+                trained_at: r.provenance.trained_at.clone().unwrap_or_else(|| r.created_at.clone()),
+            },
             job_id: r.job_id,
             created_at: r.created_at.clone(),
         }

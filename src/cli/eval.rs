@@ -76,6 +76,10 @@ pub(super) enum EvalWhat {
         /// identify it; the shipped value is cited, not fitted).
         #[arg(long)]
         fit_contention: bool,
+        /// Time every operator and collective analytically (derated), without the bundled learned models a fresh
+        /// install serves.
+        #[arg(long)]
+        analytic_only: bool,
     },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
@@ -99,7 +103,17 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
         EvalWhat::Operators { data, out, grid } => operators(data, out, &grid, config, steps).await,
         EvalWhat::Comm { data, out, grid } => comm(&data, &out, &grid, steps).await,
         EvalWhat::Kernels { fixtures } => kernels(&fixtures),
-        EvalWhat::Training { data, out, cross_validate, folds, iterations, fit_sources, roofline, fit_contention } => {
+        EvalWhat::Training {
+            data,
+            out,
+            cross_validate,
+            folds,
+            iterations,
+            fit_sources,
+            roofline,
+            fit_contention,
+            analytic_only,
+        } => {
             let mode = if cross_validate {
                 Mode::CrossValidate { folds, iterations, fit_sources, contention: fit_contention }
             } else if roofline {
@@ -107,7 +121,7 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             } else {
                 Mode::Fixed(Efficiency::CALIBRATED)
             };
-            training(&data, &out, &mode, steps)
+            training(&data, &out, &mode, analytic_only, steps)
         }
         EvalWhat::CrossGpu { data, grid, mask } => cross_gpu(&data, &grid, &mask, steps),
     }
@@ -120,7 +134,7 @@ fn failed(e: impl std::fmt::Display) -> ExitCode {
 }
 
 /// `--grid` as a [`Grid`], or `None` after saying why not.
-fn parse_grid(grid: &str) -> Option<Grid> {
+pub(super) fn parse_grid(grid: &str) -> Option<Grid> {
     let g = serde_json::from_value::<Grid>(serde_json::Value::String(grid.to_string())).ok();
     if g.is_none() {
         eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
@@ -167,8 +181,20 @@ fn kernels(fixtures: &Path) -> ExitCode {
     }
 }
 
-fn training(data: &Path, out: &Path, mode: &Mode, steps: &mut Steps) -> ExitCode {
-    let report = match crate::eval::training::run(data, mode, &mut |m| steps.step(m)) {
+fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+    let (models, label) = if analytic_only {
+        (crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string())
+    } else {
+        match crate::bundle::Bundle::embedded().and_then(|b| Ok((crate::bundle::registry(&b)?, b.manifest.version))) {
+            Ok((r, v)) => {
+                let label = format!("the bundled models (bundle {v}, {} models; what a fresh install serves)", r.len());
+                (r, label)
+            }
+            Err(e) => return failed(e),
+        }
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::training::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };

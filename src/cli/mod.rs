@@ -1,5 +1,5 @@
 //! The `perfcast` command line: `serve` the HTTP API, `predict`, `search` or draw the `timeline` from a request file, print the
-//! `openapi` document, manage API `keys`, `import` measurements, `eval` accuracy.
+//! `openapi` document, manage API `keys`, `import` measurements, `eval` accuracy, build or show the bundled `models`.
 //!
 //! The top layer: it parses the command line (clap derive), loads the configuration and calls what the API calls
 //! ([`crate::service`], [`crate::app`], [`crate::eval`]). What it prints is the same response types the API
@@ -13,6 +13,7 @@
 mod eval;
 mod import;
 mod keys;
+mod models;
 mod predict;
 mod progress;
 mod search;
@@ -89,6 +90,12 @@ enum Command {
         #[command(subcommand)]
         what: eval::EvalWhat,
     },
+    /// The bundled training set and models a fresh install serves from: build them from the shared datasets, or
+    /// show the embedded bundle's manifest.
+    Models {
+        #[command(subcommand)]
+        what: models::ModelsWhat,
+    },
 }
 
 /// Parses the command line, runs the command on a multi-threaded tokio runtime and gives the exit code.
@@ -118,6 +125,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Keys { what } => keys::run(what, &config).await,
         Command::Import(args) => import::run(args, &config, progress).await,
         Command::Eval { what } => eval::run(what, &config, progress).await,
+        Command::Models { what } => models::run(what, &config, progress).await,
     }
 }
 
@@ -181,7 +189,8 @@ async fn open_store(config: &Config) -> Result<Store, ExitCode> {
 }
 
 /// Reads a JSON request (`-` = stdin) as `T`, runs `run` on a service over the configured database with its
-/// imported GPUs and active models loaded, and prints the answer as JSON. A request that cannot be read (exit 2),
+/// imported GPUs and active models loaded (the bundled ones installed first when the database lacks them and
+/// `bundled_models` is on, as `serve` does), and prints the answer as JSON. A request that cannot be read (exit 2),
 /// does not parse or is refused prints its RFC 9457 problem on stderr (exit 2, whatever the problem's status); a
 /// database that cannot be opened exits 1.
 async fn run_request<T, R, F, Fut>(request: &Path, config: &Config, run: F) -> ExitCode
@@ -218,6 +227,14 @@ where
         },
     };
     let store = open_store(config).await?;
+    // Answer as the server would on this database: with the bundled models (installed here when it lacks them).
+    if config.bundled_models {
+        if let Err(e) = crate::app::install_bundle(&store).await {
+            eprintln!("error: {e}");
+            store.close().await;
+            return Err(ExitCode::FAILURE);
+        }
+    }
     let service = Service::new(store.clone());
     let result = match service.load_models().await {
         Ok(_) => run(service, req).await,

@@ -73,7 +73,7 @@ fn system(
 
 /// The machines the datasets were measured on, described from their SOURCE notes (links as declared by the
 /// vendors; calibration corrects them).
-fn systems() -> Vec<SystemSpec> {
+pub(crate) fn systems() -> Vec<SystemSpec> {
     vec![
         system(
             "h100-cluster",
@@ -200,7 +200,7 @@ pub fn h100_rows(data: &Path) -> Result<(Vec<CommSample>, Vec<CommSample>, Vec<C
 }
 
 /// vTrain's intra-node all-reduce tables (time in ns, out-of-place), by GPU.
-fn vtrain_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
+pub(crate) fn vtrain_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
     let (h, rows) = csv_records(&read_text(&data.join("vtrain/vtrain_nccl_allreduce_lut_a100_v100.csv"))?)?;
     let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("vtrain LUT: no column {n}"));
     let (g, n, size, time) = (col("gpu")?, col("n_gpus")?, col("size_bytes")?, col("time_oop_ns")?);
@@ -227,7 +227,7 @@ fn vtrain_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String>
 }
 
 /// SuperBench's v0.4.0 fleet-average 8-GPU all-reduce times (µs) on NDv4 and NDmv4.
-fn superbench_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
+pub(crate) fn superbench_rows(data: &Path) -> Result<BTreeMap<String, Vec<CommSample>>, String> {
     let (h, rows) = csv_records(&read_text(&data.join("superbench_results/superbench_flat.csv"))?)?;
     let col = |n: &str| h.iter().position(|c| c == n).ok_or(format!("superbench: no column {n}"));
     let (file, bench, metric, value) = (col("file")?, col("benchmark")?, col("metric")?, col("value")?);

@@ -8,8 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::cost::{AnalyticBackend, Derated, Efficiency};
+use std::sync::Arc;
+
+use crate::cost::{Derated, Efficiency};
 use crate::hw::System;
+use crate::learn::backend::LearnedBackend;
+use crate::learn::Registry;
 use crate::llm::{predict, TrainingConfig};
 
 /// The sources the constants are fitted on. NeuSight's distributed rows are never fitted on: their pipeline runs
@@ -26,11 +30,15 @@ pub struct Prepared {
     pub cfg: TrainingConfig,
     pub measured_s: f64,
     pub without_update: bool,
+    /// The learned models the operators and collectives are timed with where one covers them (the bundled ones: a
+    /// fresh install's), the rest analytic and derated; an empty registry times everything analytically.
+    pub models: Arc<Registry>,
 }
 
-/// The predicted time of `row` under `eff` (`None` when the predictor refuses it).
+/// The predicted time of `row` under `eff` (`None` when the predictor refuses it): the service's training backend
+/// (learned where `row.models` covers an operator or collective, analytic answers derated by `eff`).
 pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
-    let backend = Derated::new(AnalyticBackend::new(row.system.clone()), *eff);
+    let backend = Derated::new(LearnedBackend::new(row.system.clone(), row.models.clone()), *eff);
     let p = predict(&row.cfg, &backend).ok()?;
     Some(if row.without_update { p.iteration_time_s - p.timeline.update_s } else { p.iteration_time_s })
 }
@@ -187,7 +195,10 @@ mod tests {
     #[test]
     fn folds_keep_every_group_whole() {
         let rows =
-            super::super::training::prepare(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+            super::super::training::prepare(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+                &Arc::new(Registry::default()),
+            )
                 .unwrap()
                 .0;
         let rows: Vec<Prepared> = rows.into_iter().map(|(_, p)| p).collect();

@@ -103,7 +103,7 @@ pub fn test_files(data: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn parse_neusight(path: &Path) -> Result<Vec<OpSample>, String> {
+pub(crate) fn parse_neusight(path: &Path) -> Result<Vec<OpSample>, String> {
     let raw = datasets::read(path)?;
     let parsed = ingest::parse(Format::NeusightCsv, &raw, &Context::default())
         .map_err(|e| format!("{}: {e}", path.display()))?;

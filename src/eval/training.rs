@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -12,6 +13,7 @@ use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::llm::interval::ResidualClass;
+use crate::learn::Registry;
 use crate::llm::{validate, TrainingPrediction};
 
 /// One evaluated row.
@@ -67,6 +69,8 @@ pub struct Report {
     /// The residual quantiles: fitted on every fitted row's out-of-fold residual (cross-validation; to ship in
     /// `src/llm/interval.rs`), or the shipped ones.
     pub quantiles: Option<Quantiles>,
+    /// The learned models the predictions used (`bundled <version>: N models`, or none).
+    pub models: String,
 }
 
 /// The predicted time of a row: the iteration, without the update for forward+backward-only measurements.
@@ -89,8 +93,12 @@ pub enum Mode {
     CrossValidate { folds: usize, iterations: usize, fit_sources: Vec<String>, contention: bool },
 }
 
-/// The rows that validate, ready to predict, and what was skipped.
-pub fn prepare(data: &std::path::Path) -> Result<(Vec<(E2eRow, Prepared)>, BTreeMap<(String, String), u64>), String> {
+/// The rows that validate, ready to predict with `models` (and the efficiencies), and what was skipped.
+#[allow(clippy::type_complexity)]
+pub fn prepare(
+    data: &std::path::Path,
+    models: &Arc<Registry>,
+) -> Result<(Vec<(E2eRow, Prepared)>, BTreeMap<(String, String), u64>), String> {
     let mut data_rows = load(data)?;
     let mut out = Vec::new();
     for row in std::mem::take(&mut data_rows.rows) {
@@ -105,6 +113,7 @@ pub fn prepare(data: &std::path::Path) -> Result<(Vec<(E2eRow, Prepared)>, BTree
                     cfg,
                     measured_s: row.measured_s,
                     without_update: row.without_update,
+                    models: models.clone(),
                 };
                 out.push((row, p));
             }
@@ -119,9 +128,15 @@ pub fn prepare(data: &std::path::Path) -> Result<(Vec<(E2eRow, Prepared)>, BTree
     Ok((out, data_rows.skipped))
 }
 
-/// Evaluates every row: with fixed constants, or cross-validated.
-pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
-    let (rows, mut skipped) = prepare(data)?;
+/// Evaluates every row with the learned `models` (`label` names them in the report; an empty registry: analytic
+/// operators only) and the efficiencies: fixed, or cross-validated.
+pub fn run(
+    data: &std::path::Path,
+    mode: &Mode,
+    models: (&Arc<Registry>, &str),
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
+    let (rows, mut skipped) = prepare(data, models.0)?;
     progress(&format!("{} measured configurations to predict", rows.len()));
     let prepared: Vec<Prepared> = rows.iter().map(|(_, p)| p.clone()).collect();
     let classes: Vec<ResidualClass> = prepared.iter().map(|p| ResidualClass::of(&p.system, p.cfg.gpus())).collect();
@@ -233,7 +248,17 @@ pub fn run(data: &std::path::Path, mode: &Mode, progress: &mut dyn FnMut(&str)) 
         }));
     }
     let skipped = skipped.into_iter().map(|((s, w), n)| (s, w, n)).collect();
-    Ok(Report { rows: results, summary, skipped, efficiency, folds, coverage_kind, coverage: coverage_rows, quantiles })
+    Ok(Report {
+        rows: results,
+        summary,
+        skipped,
+        efficiency,
+        folds,
+        coverage_kind,
+        coverage: coverage_rows,
+        quantiles,
+        models: models.1.to_string(),
+    })
 }
 
 fn pct(v: f64) -> String {
@@ -242,7 +267,7 @@ fn pct(v: f64) -> String {
 
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
-    let mut s = String::from("| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n");
+    let mut s = format!("Learned models: {}.\n\n| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n", r.models);
     for x in &r.summary {
         s.push_str(&format!(
             "| {} | {} | {} | {:+.1} % |\n",
@@ -306,12 +331,13 @@ mod tests {
 
     #[test]
     fn the_roofline_is_a_lower_bound_and_the_shipped_efficiencies_are_not_worse_than_reported() {
-        let roof = run(&data(), &Mode::Fixed(Efficiency::ROOFLINE), &mut |_| {}).unwrap();
+        let none = (&Arc::new(Registry::default()), "none");
+        let roof = run(&data(), &Mode::Fixed(Efficiency::ROOFLINE), none, &mut |_| {}).unwrap();
         for s in ["vtrain", "nemo", "dgxc"] {
             assert!(by_source(&roof, s).signed < -0.2, "{s}: {:?}", by_source(&roof, s));
         }
         // In-sample guard (these rows calibrated the constants; the README reports the out-of-fold errors).
-        let shipped = run(&data(), &Mode::Fixed(Efficiency::CALIBRATED), &mut |_| {}).unwrap();
+        let shipped = run(&data(), &Mode::Fixed(Efficiency::CALIBRATED), none, &mut |_| {}).unwrap();
         assert_eq!(by_source(&shipped, "vtrain").rows, 1440);
         assert!(by_source(&shipped, "vtrain").mape < 0.09, "{:?}", by_source(&shipped, "vtrain"));
         assert!(by_source(&shipped, "dgxc").mape < 0.10, "{:?}", by_source(&shipped, "dgxc"));
@@ -324,7 +350,7 @@ mod tests {
         // inside p10–p90, about 10 % on each side.
         let fit_sources = super::super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
         let mode = Mode::CrossValidate { folds: 3, iterations: 20, fit_sources, contention: false };
-        let r = run(&data(), &mode, &mut |_| {}).unwrap();
+        let r = run(&data(), &mode, (&Arc::new(Registry::default()), "none"), &mut |_| {}).unwrap();
         assert_eq!(r.coverage_kind, "held-out (cross-conformal)");
         let fitted = r.coverage.iter().find(|c| c.label == "fitted sources").unwrap();
         assert_eq!(fitted.rows, 1440 + 16 + 117);

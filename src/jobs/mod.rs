@@ -205,8 +205,8 @@ pub struct WorkerConfig {
     pub per_gpu_min_samples: u64,
     /// Retrain automatically when samples arrive.
     pub auto_retrain: bool,
-    /// Most rows one model trains on; larger sample sets are thinned evenly (every k-th row) so a retrain's memory
-    /// and time stay bounded.
+    /// Most rows one model trains on; larger sample sets are thinned to a uniform sample (by split key) so a
+    /// retrain's memory and time stay bounded.
     pub max_training_rows: usize,
     /// Wall-clock budget of one retrain; keys not reached in time are skipped (reported, and tried again by the
     /// next retrain because their samples still differ from the last trained count).

@@ -12,13 +12,13 @@ use serde_json::json;
 use super::models::load_registry;
 use super::{RetrainParams, WorkerConfig};
 use crate::hw::{GpuSpec, Precision};
-use crate::learn::fit::{thin_evenly, FitError, Fitted, MIN_ROWS};
+use crate::learn::fit::{fit_with, thin_by_key, FitError, Fitted, Threads, MIN_ROWS};
 use crate::learn::op_data::{op_training_set, OpObservation};
 use crate::learn::promotion::{holdout_accuracy, Promotion};
 use crate::learn::registry::family;
-use crate::learn::{fit, op_key, Grid, SharedRegistry, TrainingSet};
+use crate::learn::{op_key, Grid, SharedRegistry, TrainingSet};
 use crate::op::{OpClass, Phase};
-use crate::store::regressors::NewRegressor;
+use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::{Store, StoreError};
 
 pub mod comm;
@@ -121,15 +121,44 @@ fn parse_group(op: &str, phase: &str, dtype: &str) -> Option<(OpClass, Phase, Pr
     Some((class, phase, Precision::parse(dtype)?))
 }
 
+/// Nice value of the threads that train models: below every request-serving thread (0), so a retrain takes the
+/// cores only while requests leave them idle.
+pub const TRAINING_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to [`TRAINING_NICE`] (Linux: nice is per thread). Failing to
+/// is harmless (the retrain then competes with requests on equal terms).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on this thread's id only changes its nice value; gettid cannot fail.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, TRAINING_NICE);
+    }
+}
+
 async fn fit_blocking(set: Arc<TrainingSet>, grid: Grid, key: &str) -> Result<Fitted, RetrainError> {
     let k = key.to_string();
-    tokio::task::spawn_blocking(move || fit(&set, grid, &mut |_| {}))
+    let threads = Threads { on_start: lower_priority, ..Threads::default() };
+    tokio::task::spawn_blocking(move || fit_with(&set, grid, threads, &mut |_| {}))
         .await
         .map_err(|e| RetrainError::Join(e.to_string()))?
         .map_err(|source| RetrainError::Fit { key: k, source })
 }
 
-/// A version to store from fit `f` of `key` (not active until promotion decides).
+/// The provenance of a version trained here on rows of `datasets` (the API shows the version's `created_at` as
+/// its training time).
+pub(crate) fn trained_here(datasets: Vec<String>) -> Provenance {
+    Provenance {
+        bundled: false,
+        bundle: None,
+        datasets,
+        commit: option_env!("PERFCAST_GIT_COMMIT").map(str::to_string),
+        perfcast_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        trained_at: None,
+    }
+}
+
+/// A version to store from fit `f` of `key` (not active until promotion decides; its provenance lists no dataset
+/// until the caller sets them).
 pub(crate) fn new_regressor(
     key: &str,
     family: &str,
@@ -161,6 +190,7 @@ pub(crate) fn new_regressor(
         summary,
         importance: json!(f.importance.iter().map(|(n, g)| json!({"feature": n, "gain": g})).collect::<Vec<_>>()),
         promotion: json!({}),
+        provenance: trained_here(Vec::new()),
         activate: false,
         validation_points: f.validation_points.clone(),
     }
@@ -210,6 +240,7 @@ pub async fn retrain(
             continue;
         }
         let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
+        let datasets = store.op_datasets(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
         for r in &rows {
             gpu_cache.entry(r.gpu.clone()).or_insert_with(|| directory.spec(&r.gpu));
         }
@@ -224,7 +255,8 @@ pub async fn retrain(
                 })
             })
             .collect();
-        let observations = thin_evenly(observations, config.max_training_rows);
+        // A uniform sample by split key: measured tables arrive in grid order, where every k-th row would alias.
+        let observations = thin_by_key(observations, config.max_training_rows, |o| o.split_key);
         let (set, summary) = op_training_set(g.class, g.phase, g.dtype, &observations);
         if set.len() < MIN_ROWS {
             report.push(KeyReport::skipped(key, format!("{} usable samples, {} needed", set.len(), MIN_ROWS)));
@@ -235,12 +267,17 @@ pub async fn retrain(
         // Promotion: the candidate's hold-out model against the active one's, on the same validation rows.
         let active = store.active_holdout(key).await?;
         let candidate_acc = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
-        let promotion = Promotion::versioned(
-            candidate_acc.mape,
-            active.as_ref().map(|(version, text)| (*version, holdout_accuracy(text, &set))),
-        );
+        let promotion = match &active {
+            // A bundled version ships without its hold-out model: the candidate trained on its rows replaces it.
+            Some((version, text)) if text.is_empty() => Promotion::replaces_bundled(candidate_acc.mape, *version),
+            _ => Promotion::versioned(
+                candidate_acc.mape,
+                active.as_ref().map(|(version, text)| (*version, holdout_accuracy(text, &set))),
+            ),
+        };
         let activate = promotion.activated();
-        let cross_holdout = if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t) };
+        let cross_holdout =
+            if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t).filter(|t| !t.is_empty()) };
         let mut reg = new_regressor(
             key,
             family::OP,
@@ -252,6 +289,7 @@ pub async fn retrain(
         );
         reg.activate = activate;
         reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+        reg.provenance = trained_here(datasets.clone());
         report.push(KeyReport::trained(key, set.len(), &fitted, true, promotion));
         new.push(reg);
 
@@ -285,6 +323,7 @@ pub async fn retrain(
             );
             greg.activate = promotion.activated();
             greg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+            greg.provenance = trained_here(datasets.clone());
             report.push(KeyReport::trained(&gkey, gset.len(), &gfit, false, promotion));
             new.push(greg);
         }

@@ -24,6 +24,10 @@ pub enum Reason {
     /// The active version's hold-out model cannot be evaluated, so the candidate replaces it.
     #[serde(rename = "the active version's hold-out model does not load")]
     ActiveUnreadable,
+    /// The active version shipped with perfcast without a hold-out model (the bundle leaves them out to halve its
+    /// size): the candidate, trained on its rows and the new ones, replaces it.
+    #[serde(rename = "the active version is bundled without a hold-out model; this one was trained on its rows and the new ones")]
+    ReplacesBundled,
     /// Per-GPU candidate: strictly better than the cross-GPU model on this GPU's held-out rows (and not worse than
     /// the active per-GPU version).
     #[serde(rename = "better than the cross-GPU model on this GPU's held-out rows")]
@@ -162,6 +166,30 @@ impl Promotion {
         }
     }
 
+    /// A communication or kernel candidate replacing an active version that shipped with perfcast without a
+    /// hold-out model ([`Reason::ReplacesBundled`]).
+    pub fn keyed_replaces_bundled(candidate: f64) -> Promotion {
+        Promotion::Keyed {
+            activated: true,
+            reason: Reason::ReplacesBundled,
+            candidate_validation_mape: candidate,
+            active_validation_mape: None,
+        }
+    }
+
+    /// A cross-GPU operator candidate replacing the active `version`, which shipped with perfcast without a
+    /// hold-out model ([`Reason::ReplacesBundled`]): nothing to compare on the held-out rows, and the candidate was
+    /// trained on the bundled rows and more.
+    pub fn replaces_bundled(candidate: f64, version: i64) -> Promotion {
+        Promotion::Versioned {
+            activated: true,
+            reason: Reason::ReplacesBundled,
+            active_version: Some(version),
+            active_validation_mape: None,
+            candidate_validation_mape: Some(candidate),
+        }
+    }
+
     /// Whether the candidate becomes the active version.
     pub fn activated(&self) -> bool {
         match self {
@@ -184,6 +212,9 @@ impl Promotion {
 /// Accuracy of a hold-out model (LightGBM text) on the validation rows of `set` — what promotion compares. None
 /// when the text does not load or the model cannot predict these rows (e.g. another feature count).
 pub fn holdout_accuracy(text: &str, set: &TrainingSet) -> Option<Accuracy> {
+    if text.is_empty() {
+        return None; // a bundled version ships without its hold-out model
+    }
     let model = Model::from_text(text).ok()?;
     let (_, val) = split(set);
     let pred = predict_rows(&model, set, &val).ok()?;

@@ -314,11 +314,12 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
         }
         Attention::Flash => {
             // With cp > 1: cp ring steps, each tokens/cp queries against one key/value chunk.
+            // G: key/value heads on this GPU (Megatron replicates them when tp exceeds them).
             ops.extend(compute(
                 OpName::FlashAttention,
                 OpClass::FlashAttention,
                 o,
-                &[b, lr, hp, dh],
+                &[b, lr, hp, dh, kvp.max(1)],
                 vec![b, lr, hp, dh],
                 cfg.cp,
             ));
@@ -489,12 +490,12 @@ mod tests {
         ops.iter().filter(|o| o.name == name && o.phase == phase).map(|o| o.calls).sum()
     }
 
-    fn dims(ops: &[StageOp], name: OpName) -> [u64; 4] {
+    fn dims(ops: &[StageOp], name: OpName) -> [u64; 5] {
         match ops.iter().find(|o| o.name == name).unwrap().work {
             Work::Compute { shape, .. } => {
-                let [a, b, c, d, unused] = shape.dims;
-                assert_eq!(unused, 0, "training operators have at most four dims");
-                [a, b, c, d]
+                // Only flash attention has a fifth dim (its key/value heads).
+                assert!(shape.dims[4] == 0 || name == OpName::FlashAttention, "{name:?}: {:?}", shape.dims);
+                shape.dims
             }
             _ => panic!("not a computation"),
         }
@@ -513,12 +514,12 @@ mod tests {
             Precision::Bf16,
         );
         let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
-        assert_eq!(dims(&ops, OpName::Linear1), [1, 4096, 1280, 8192]);
-        assert_eq!(dims(&ops, OpName::Linear3), [1, 4096, 7168, 8192]);
-        assert_eq!(dims(&ops, OpName::SwiGLU), [4096, 3584, 0, 0]);
-        assert_eq!(dims(&ops, OpName::Linear4), [1, 4096, 8192, 3584]);
+        assert_eq!(dims(&ops, OpName::Linear1), [1, 4096, 1280, 8192, 0]);
+        assert_eq!(dims(&ops, OpName::Linear3), [1, 4096, 7168, 8192, 0]);
+        assert_eq!(dims(&ops, OpName::SwiGLU), [4096, 3584, 0, 0, 0]);
+        assert_eq!(dims(&ops, OpName::Linear4), [1, 4096, 8192, 3584, 0]);
         // 8 query heads per rank, 1 kv head: rope rows 4096·(8 + 1)/2.
-        assert_eq!(dims(&ops, OpName::RoPE), [18432, 128, 0, 0]);
+        assert_eq!(dims(&ops, OpName::RoPE), [18432, 128, 0, 0, 0]);
         assert_eq!(calls(&ops, OpName::MpAllReduce, Phase::Fwd), 2);
     }
 
@@ -535,8 +536,8 @@ mod tests {
             assert_eq!(calls(&b, OpName::MpReduceScatter, phase), 2);
         }
         // Norms on 2048/4 = 512 rows instead of 2048.
-        assert_eq!(dims(&a, OpName::LayerNorm), [2048, 1024, 0, 0]);
-        assert_eq!(dims(&b, OpName::LayerNorm), [512, 1024, 0, 0]);
+        assert_eq!(dims(&a, OpName::LayerNorm), [2048, 1024, 0, 0, 0]);
+        assert_eq!(dims(&b, OpName::LayerNorm), [512, 1024, 0, 0, 0]);
     }
 
     #[test]
@@ -567,8 +568,8 @@ mod tests {
         let c = cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 4}), Precision::Fp16);
         let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
         // 4 · 8 heads · 1024 query rows of 1024 probabilities; two residual branches of 4096 tokens × 1024.
-        assert_eq!(dims(&ops, OpName::AttentionDropout), [32768, 1024, 1, 0]);
-        assert_eq!(dims(&ops, OpName::BiasDropoutAdd), [4096, 1024, 3, 0]);
+        assert_eq!(dims(&ops, OpName::AttentionDropout), [32768, 1024, 1, 0, 0]);
+        assert_eq!(dims(&ops, OpName::BiasDropoutAdd), [4096, 1024, 3, 0, 0]);
         assert_eq!(
             (calls(&ops, OpName::BiasDropoutAdd, Phase::Fwd), calls(&ops, OpName::BiasDropoutAdd, Phase::Bwd)),
             (2, 2)
@@ -596,7 +597,8 @@ mod tests {
         let ops = layer_ops(&c, &Layout::new(&c, 8), prec);
         // Two ring steps of 4096 queries each; one key/value exchange forward, one (with gradients) backward.
         assert_eq!(calls(&ops, OpName::FlashAttention, Phase::Fwd), 2);
-        assert_eq!(dims(&ops, OpName::FlashAttention), [1, 4096, 32, 128]);
+        // 32 query heads and 8 key/value heads (GQA), no tensor parallelism.
+        assert_eq!(dims(&ops, OpName::FlashAttention), [1, 4096, 32, 128, 8]);
         let p2p: Vec<&StageOp> = ops.iter().filter(|o| o.name == OpName::CpP2p).collect();
         assert_eq!(p2p.len(), 2);
         // K and V of 4096 tokens · 8 heads · 128 · 2 bytes = 16 MiB forward, twice that backward.

@@ -10,7 +10,7 @@
 //! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
 //! | `elementwise` | B, H, I | B rows of H elements, I input tensors (1 unary, 2 binary; 0 means 2) |
 //! | `rope` | B, H | B = tokens·heads rows of H = head_dim elements, applied to q and k |
-//! | `flash_attention` | B, L, A, D | batch, sequence, heads (on this GPU), head dim; causal (training: forward and backward) |
+//! | `flash_attention` | B, L, A, D, G | batch, sequence, query heads (on this GPU), head dim, key/value heads on this GPU (GQA; optional, 0 = A); causal (training: forward and backward) |
 //! | `attention_prefill` | B, L, A, G, D | B sequences of L new tokens each, A query heads and G key/value heads on this GPU, head dim D; causal, writes the new K/V into the KV cache |
 //! | `attention_decode` | B, C, A, G, D | B sequences decoding one token each, attending C cached tokens (history + the new one), A query heads, G key/value heads on this GPU, head dim D |
 //! | `moe` | T, H, F, E, K | T tokens entering the layer, hidden H, expert FFN width F on this GPU (inter_size / expert TP), E experts on this GPU (experts / EP), top-K routing; SwiGLU experts |
@@ -19,10 +19,11 @@
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
 //! Unused trailing dims are 0.
 //!
-//! Training's flash attention is `flash_attention` (query heads = key/value heads); its forward pass is the same
-//! computation as an `attention_prefill` with G = A (without the KV-cache write). Its backward pass is timed as
+//! Training's flash attention is `flash_attention`; its forward pass is the same computation as an
+//! `attention_prefill` of the same B, L, A, G, D (without the KV-cache write), which is how a learned prefill model
+//! times it where no `flash_attention` model is active (`learn::backend`). Its backward pass is timed as
 //! FlashAttention-2 counts it — about 2.5× the forward FLOPs (five GEMMs against two, Dao 2023 §3.1) — until
-//! measured backward samples exist for the serving classes.
+//! measured backward samples exist. The analytic count takes G = A (the K/V traffic is a small part of it).
 //!
 //! The serving classes (`attention_prefill`, `attention_decode`, `moe`) are forward only; their samples come from
 //! NVIDIA aiconfigurator's performance database (the `aiconfigurator` upload format).
@@ -141,7 +142,7 @@ impl OpClass {
     pub fn dim_names(self) -> &'static [&'static str] {
         match self {
             OpClass::Linear | OpClass::Bmm => &["B", "M", "N", "K"],
-            OpClass::FlashAttention => &["B", "L", "A", "D"],
+            OpClass::FlashAttention => &["B", "L", "A", "D", "G"],
             OpClass::AttentionPrefill => &["B", "L", "A", "G", "D"],
             OpClass::AttentionDecode => &["B", "C", "A", "G", "D"],
             OpClass::Moe => &["T", "H", "F", "E", "K"],
@@ -226,9 +227,9 @@ pub fn dims_from(dims: &[u64]) -> Dims {
 }
 
 /// Places named dims (`{"M": 4096, …}`, the names of the table above) into the class's slots — the contract the
-/// sample format, the operator-estimate API and the learner share. A linear layer's `B` defaults to 1 and
-/// elementwise's `I` to binary; every other dim of the class is required and positive. Errors name the unknown
-/// or missing dim.
+/// sample format, the operator-estimate API and the learner share. A linear layer's `B` defaults to 1,
+/// elementwise's `I` to binary and flash attention's `G` to 0 (= A); every other dim of the class is required and
+/// positive. Errors name the unknown or missing dim.
 pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<Dims, String> {
     let names = class.dim_names();
     let mut dims = [0u64; DIMS];
@@ -240,7 +241,9 @@ pub fn place_dims(class: OpClass, named: &BTreeMap<String, u64>) -> Result<Dims,
     }
     for (pos, n) in names.iter().enumerate() {
         // The batch of a linear layer defaults to 1; elementwise arity defaults to binary.
-        let optional = (matches!(class, OpClass::Linear) && *n == "B") || (class == OpClass::Elementwise && *n == "I");
+        let optional = (matches!(class, OpClass::Linear) && *n == "B")
+            || (class == OpClass::Elementwise && *n == "I")
+            || (class == OpClass::FlashAttention && *n == "G");
         if dims[pos] == 0 && !optional {
             return Err(format!("dim {n} of {class} is missing or 0 (dims are {names:?})"));
         }

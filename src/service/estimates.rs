@@ -26,10 +26,10 @@ pub struct OperatorEstimateRequest {
     pub phase: Phase,
     pub dtype: Precision,
     /// Dims by name: `B, M, N, K` for linear/bmm; `B, H` for vector ops (`I` = inputs for elementwise);
-    /// `B, L, A, D` for flash_attention; `T, V, H` embedding; `T, V` cross_entropy; `P` optimizer; serving
-    /// (forward only): `B, L, A, G, D` attention_prefill (sequences, new tokens each, query heads, key/value heads,
-    /// head dim), `B, C, A, G, D` attention_decode (C = cached tokens attended), `T, H, F, E, K` moe (tokens,
-    /// hidden, expert FFN width and experts on this GPU, top-k).
+    /// `B, L, A, D[, G]` for flash_attention (G = key/value heads, default A); `T, V, H` embedding; `T, V`
+    /// cross_entropy; `P` optimizer; serving (forward only): `B, L, A, G, D` attention_prefill (sequences, new
+    /// tokens each, query heads, key/value heads, head dim), `B, C, A, G, D` attention_decode (C = cached tokens
+    /// attended), `T, H, F, E, K` moe (tokens, hidden, expert FFN width and experts on this GPU, top-k).
     pub dims: std::collections::BTreeMap<String, u64>,
 }
 

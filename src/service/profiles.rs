@@ -45,8 +45,9 @@ pub struct UploadOutcome {
     pub by_kind: BTreeMap<&'static str, u64>,
 }
 
-/// Stable 64-bit key of the `index`-th sample of an upload: decides its side of the 80/20 split.
-fn split_key(sha: &[u8], index: usize) -> u64 {
+/// Stable 64-bit key of the `index`-th sample of an upload (`sha`: the SHA-256 of its bytes): decides its side of
+/// the 80/20 split. The bundled measurements (`crate::bundle`) are keyed the same way.
+pub fn split_key(sha: &[u8], index: usize) -> u64 {
     let mut h = Sha256::new();
     h.update(sha);
     h.update((index as u64).to_le_bytes());

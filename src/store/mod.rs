@@ -4,6 +4,7 @@
 //! May import: the domain core (`hw`, `op`, `samples`, `comm`, …). Must not import `ingest`, `service`, `jobs`,
 //! `api`, `app`, `cli` or `eval`.
 
+pub mod bundles;
 pub mod calibrations;
 pub mod gpus;
 pub mod jobs;

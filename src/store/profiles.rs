@@ -121,6 +121,9 @@ fn decode_profile(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, StoreE
 
 const PROFILE_COLUMNS: &str = "id, sha256, format, system, gpu, labels, raw_bytes, samples, rejected, created_at";
 
+/// Most dataset names a model version's provenance lists.
+pub const MAX_DATASETS: usize = 25;
+
 /// Rows per multi-row INSERT (14 bound values per op sample stays far below SQLite's variable limit).
 const BATCH: usize = 500;
 
@@ -134,123 +137,50 @@ impl Store {
         follow_up: Option<&FollowUpJob>,
     ) -> Result<Stored, StoreError> {
         let raw_gzip = gzip(p.raw)?;
-        let id: String = p.sha256.chars().take(16).collect();
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
-            .bind(&p.sha256)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if let Some(row) = existing {
-            return Ok(Stored::Duplicate(decode_profile(&row)?));
-        }
-        sqlx::query(
-            "INSERT INTO profiles (id, sha256, format, system, gpu, labels, raw_gzip, raw_bytes, samples, rejected) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&id)
-        .bind(&p.sha256)
-        .bind(&p.format)
-        .bind(&p.system)
-        .bind(&p.gpu)
-        .bind(json(&p.labels)?)
-        .bind(raw_gzip)
-        .bind(p.raw.len() as i64)
-        .bind(samples.len() as i64)
-        .bind(json(&p.rejected)?)
-        .execute(&mut *tx)
-        .await?;
-        for chunk in samples.ops.chunks(BATCH) {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, split_key) ",
-            );
-            let mut err = None;
-            q.push_values(chunk, |mut b, (s, key)| {
-                let attrs = json(&s.attributes).unwrap_or_else(|e| {
-                    err = Some(e);
-                    "{}".into()
-                });
-                b.push_bind(&id)
-                    .push_bind(s.op.as_str())
-                    .push_bind(s.phase.as_str())
-                    .push_bind(s.dtype.as_str())
-                    .push_bind(&s.gpu)
-                    .push_bind(s.dims[0] as i64)
-                    .push_bind(s.dims[1] as i64)
-                    .push_bind(s.dims[2] as i64)
-                    .push_bind(s.dims[3] as i64)
-                    .push_bind(s.dims[4] as i64)
-                    .push_bind(s.time_us)
-                    .push_bind(attrs)
-                    .push_bind(*key as i64);
-            });
-            if let Some(e) = err {
-                return Err(e);
-            }
-            q.build().execute(&mut *tx).await?;
-        }
-        for chunk in samples.comms.chunks(BATCH) {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
-                 time_us, algbw_gbs, busbw_gbs, dtype, attributes) ",
-            );
-            q.push_values(chunk, |mut b, s| {
-                b.push_bind(&id)
-                    .push_bind(&p.system)
-                    .push_bind(s.collective.as_str())
-                    .push_bind(s.bytes as i64)
-                    .push_bind(s.ranks as i64)
-                    .push_bind(s.nodes.map(|v| v as i64))
-                    .push_bind(s.gpus_per_node.map(|v| v as i64))
-                    .push_bind(s.time_us)
-                    .push_bind(s.algbw_gbs)
-                    .push_bind(s.busbw_gbs)
-                    .push_bind(&s.dtype)
-                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-            });
-            q.build().execute(&mut *tx).await?;
-        }
-        for chunk in samples.kernels.chunks(BATCH) {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes) ",
-            );
-            q.push_values(chunk, |mut b, s| {
-                b.push_bind(&id)
-                    .push_bind(&s.gpu)
-                    .push_bind(&s.name)
-                    .push_bind(s.duration_us)
-                    .push_bind(s.grid.map(|g| serde_json::to_string(&g).unwrap_or_default()))
-                    .push_bind(s.block.map(|g| serde_json::to_string(&g).unwrap_or_default()))
-                    .push_bind(serde_json::to_string(&s.metrics).unwrap_or_else(|_| "{}".into()))
-                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-            });
-            q.build().execute(&mut *tx).await?;
-        }
-        for chunk in samples.timers.chunks(BATCH) {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, attributes) ",
-            );
-            q.push_values(chunk, |mut b, s| {
-                b.push_bind(&id)
-                    .push_bind(&s.name)
-                    .push_bind(&s.group)
-                    .push_bind(s.rank.map(|v| v as i64))
-                    .push_bind(s.thread.map(|v| v as i64))
-                    .push_bind(s.calls)
-                    .push_bind(s.exclusive_us)
-                    .push_bind(s.inclusive_us)
-                    .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-            });
-            q.build().execute(&mut *tx).await?;
-        }
-        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await?;
-        if let Some(job) = follow_up {
+        let stored = insert_profile_in(&mut tx, p, raw_gzip, samples).await?;
+        if let (Stored::Created(_), Some(job)) = (&stored, follow_up) {
             create_job_in(&mut tx, &job.kind, &job.params, job.dedupe).await?;
         }
         tx.commit().await?;
-        Ok(Stored::Created(decode_profile(&row)?))
+        Ok(stored)
+    }
+
+    /// The datasets of an operator key's samples (see [`Store::datasets_of`]).
+    pub async fn op_datasets(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<String>, StoreError> {
+        let ids = "SELECT DISTINCT profile_id FROM op_samples WHERE op = ?1 AND phase = ?2 AND dtype = ?3";
+        self.datasets_of(ids, &[op, phase, dtype]).await
+    }
+
+    /// The datasets of a collective's samples (see [`Store::datasets_of`]).
+    pub async fn comm_datasets(&self, collective: &str) -> Result<Vec<String>, StoreError> {
+        self.datasets_of("SELECT DISTINCT profile_id FROM comm_samples WHERE collective = ?1", &[collective]).await
+    }
+
+    /// The datasets of the kernel samples (see [`Store::datasets_of`]).
+    pub async fn kernel_datasets(&self) -> Result<Vec<String>, StoreError> {
+        self.datasets_of("SELECT DISTINCT profile_id FROM kernel_samples", &[]).await
+    }
+
+    /// The datasets of the profiles `profile_ids` (a `SELECT profile_id …` with `binds` as ?1, ?2, …) selects, by
+    /// name: a profile's `dataset` label (the bundled measurements carry one), else `upload <id> (<format>)`. At
+    /// most [`MAX_DATASETS`] names; a longer list ends with `…`.
+    async fn datasets_of(&self, profile_ids: &str, binds: &[&str]) -> Result<Vec<String>, StoreError> {
+        let sql = format!(
+            "SELECT DISTINCT COALESCE(json_extract(labels, '$.dataset'), 'upload ' || id || ' (' || format || ')') AS d \
+             FROM profiles WHERE id IN ({profile_ids}) ORDER BY d LIMIT {}",
+            MAX_DATASETS + 1
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        let mut names = q.fetch_all(self.pool()).await?;
+        if names.len() > MAX_DATASETS {
+            names.truncate(MAX_DATASETS);
+            names.push("…".into());
+        }
+        Ok(names)
     }
 
     /// The profile stored from bytes with this SHA-256 (hex), if any.
@@ -401,6 +331,128 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// Inserts a profile — its compressed raw bytes (`raw_gzip`, a gzip stream of `p.raw`), its row and every sample —
+/// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits.
+pub(crate) async fn insert_profile_in(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    p: &NewProfile<'_>,
+    raw_gzip: Vec<u8>,
+    samples: &SampleBatch,
+) -> Result<Stored, StoreError> {
+    let id: String = p.sha256.chars().take(16).collect();
+    let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
+        .bind(&p.sha256)
+        .fetch_optional(&mut **tx)
+        .await?;
+    if let Some(row) = existing {
+        return Ok(Stored::Duplicate(decode_profile(&row)?));
+    }
+    sqlx::query(
+        "INSERT INTO profiles (id, sha256, format, system, gpu, labels, raw_gzip, raw_bytes, samples, rejected) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&id)
+    .bind(&p.sha256)
+    .bind(&p.format)
+    .bind(&p.system)
+    .bind(&p.gpu)
+    .bind(json(&p.labels)?)
+    .bind(raw_gzip)
+    .bind(p.raw.len() as i64)
+    .bind(samples.len() as i64)
+    .bind(json(&p.rejected)?)
+    .execute(&mut **tx)
+    .await?;
+    for chunk in samples.ops.chunks(BATCH) {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, split_key) ",
+        );
+        let mut err = None;
+        q.push_values(chunk, |mut b, (s, key)| {
+            let attrs = json(&s.attributes).unwrap_or_else(|e| {
+                err = Some(e);
+                "{}".into()
+            });
+            b.push_bind(&id)
+                .push_bind(s.op.as_str())
+                .push_bind(s.phase.as_str())
+                .push_bind(s.dtype.as_str())
+                .push_bind(&s.gpu)
+                .push_bind(s.dims[0] as i64)
+                .push_bind(s.dims[1] as i64)
+                .push_bind(s.dims[2] as i64)
+                .push_bind(s.dims[3] as i64)
+                .push_bind(s.dims[4] as i64)
+                .push_bind(s.time_us)
+                .push_bind(attrs)
+                .push_bind(*key as i64);
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        q.build().execute(&mut **tx).await?;
+    }
+    for chunk in samples.comms.chunks(BATCH) {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
+             time_us, algbw_gbs, busbw_gbs, dtype, attributes) ",
+        );
+        q.push_values(chunk, |mut b, s| {
+            b.push_bind(&id)
+                .push_bind(&p.system)
+                .push_bind(s.collective.as_str())
+                .push_bind(s.bytes as i64)
+                .push_bind(s.ranks as i64)
+                .push_bind(s.nodes.map(|v| v as i64))
+                .push_bind(s.gpus_per_node.map(|v| v as i64))
+                .push_bind(s.time_us)
+                .push_bind(s.algbw_gbs)
+                .push_bind(s.busbw_gbs)
+                .push_bind(&s.dtype)
+                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    for chunk in samples.kernels.chunks(BATCH) {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes) ",
+        );
+        q.push_values(chunk, |mut b, s| {
+            b.push_bind(&id)
+                .push_bind(&s.gpu)
+                .push_bind(&s.name)
+                .push_bind(s.duration_us)
+                .push_bind(s.grid.map(|g| serde_json::to_string(&g).unwrap_or_default()))
+                .push_bind(s.block.map(|g| serde_json::to_string(&g).unwrap_or_default()))
+                .push_bind(serde_json::to_string(&s.metrics).unwrap_or_else(|_| "{}".into()))
+                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    for chunk in samples.timers.chunks(BATCH) {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, attributes) ",
+        );
+        q.push_values(chunk, |mut b, s| {
+            b.push_bind(&id)
+                .push_bind(&s.name)
+                .push_bind(&s.group)
+                .push_bind(s.rank.map(|v| v as i64))
+                .push_bind(s.thread.map(|v| v as i64))
+                .push_bind(s.calls)
+                .push_bind(s.exclusive_us)
+                .push_bind(s.inclusive_us)
+                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
+        .bind(&id)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(Stored::Created(decode_profile(&row)?))
 }
 
 #[cfg(test)]

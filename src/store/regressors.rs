@@ -1,9 +1,32 @@
 //! The `regressors` table: every model version, exactly one active per key.
 
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::{Store, StoreError};
 use crate::learn::fit::ValidationPoint;
+
+/// Where a model version came from (the `provenance` column).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    /// Shipped with perfcast: trained by `perfcast models bundle` on the measurements bundled in the binary, and
+    /// installed at the database's first start. False: trained in this database.
+    pub bundled: bool,
+    /// The bundle's version (a hash of its contents), for bundled versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// The datasets of its training rows: a bundled dataset's name (`aiconfigurator`, `neusight`, …), or
+    /// `upload <profile id> (<format>)` for an upload without a `dataset` label.
+    pub datasets: Vec<String>,
+    /// Git commit of the perfcast code that trained it, when known (bundled versions: the commit the bundle was
+    /// built at; here: the `PERFCAST_GIT_COMMIT` the binary was built with, if any).
+    pub commit: Option<String>,
+    /// perfcast version (Cargo package version) of the code that trained it.
+    pub perfcast_version: Option<String>,
+    /// When it was trained (RFC 3339, UTC).
+    pub trained_at: Option<String>,
+}
 
 /// A model version to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +51,8 @@ pub struct NewRegressor {
     pub importance: serde_json::Value,
     /// Why it was or was not activated.
     pub promotion: serde_json::Value,
+    /// Where it came from.
+    pub provenance: Provenance,
     /// Activate it (deactivating the key's previous active version).
     pub activate: bool,
     /// The validation rows with the hold-out predictions, for the accuracy plot (already thinned by the fit; stored
@@ -57,13 +82,14 @@ pub struct RegressorRecord {
     pub summary: serde_json::Value,
     pub importance: serde_json::Value,
     pub promotion: serde_json::Value,
+    pub provenance: Provenance,
     pub job_id: Option<i64>,
     pub created_at: String,
 }
 
 const META: &str = "id, key, family, scope, version, active, feature_names, candidate, candidates, validation_mape, \
     validation_signed, analytic_validation_mape, train_rows, validation_rows, samples, summary, importance, promotion, \
-    job_id, created_at";
+    provenance, job_id, created_at";
 
 fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorRecord, StoreError> {
     let j = |c: &str| -> Result<serde_json::Value, StoreError> {
@@ -92,6 +118,8 @@ fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorReco
         summary: j("summary")?,
         importance: j("importance")?,
         promotion: j("promotion")?,
+        provenance: serde_json::from_value(j("provenance")?)
+            .map_err(|e| StoreError::Corrupt(format!("regressor provenance: {e}")))?,
         job_id: r.try_get("job_id")?,
         created_at: r.try_get("created_at")?,
     })
@@ -119,55 +147,7 @@ impl Store {
         new: &[NewRegressor],
     ) -> Result<Vec<RegressorRecord>, StoreError> {
         let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let mut out = Vec::with_capacity(new.len());
-        for n in new {
-            let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM regressors WHERE key = ?")
-                .bind(&n.key)
-                .fetch_one(&mut *tx)
-                .await?;
-            if n.activate {
-                sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1")
-                    .bind(&n.key)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            let s = |v: &serde_json::Value| v.to_string();
-            let r = sqlx::query(&format!(
-                "INSERT INTO regressors (key, family, scope, version, active, model, holdout_model, feature_names,
-                    candidate, candidates, validation_mape, validation_signed, analytic_validation_mape, train_rows,
-                    validation_rows, samples, summary, importance, promotion, job_id)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {META}"
-            ))
-            .bind(&n.key)
-            .bind(&n.family)
-            .bind(&n.scope)
-            .bind(version)
-            .bind(n.activate as i64)
-            .bind(&n.model)
-            .bind(&n.holdout_model)
-            .bind(serde_json::to_string(&n.feature_names).map_err(|e| StoreError::Corrupt(e.to_string()))?)
-            .bind(s(&n.candidate))
-            .bind(s(&n.candidates))
-            .bind(n.validation_mape)
-            .bind(n.validation_signed)
-            .bind(n.analytic_validation_mape)
-            .bind(n.train_rows as i64)
-            .bind(n.validation_rows as i64)
-            .bind(n.samples as i64)
-            .bind(s(&n.summary))
-            .bind(s(&n.importance))
-            .bind(s(&n.promotion))
-            .bind(job_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let rec = decode(&r, false)?;
-            sqlx::query("INSERT INTO regressor_validation (regressor_id, points) VALUES (?, ?)")
-                .bind(rec.id)
-                .bind(encode_points(&n.validation_points))
-                .execute(&mut *tx)
-                .await?;
-            out.push(rec);
-        }
+        let out = insert_regressors_in(&mut tx, job_id, new).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -178,6 +158,15 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(|r| decode(r, true)).collect()
+    }
+
+    /// Every active version with its model and hold-out model texts (what `perfcast models bundle` exports).
+    pub async fn active_regressors_with_holdout(&self) -> Result<Vec<(RegressorRecord, String)>, StoreError> {
+        let rows =
+            sqlx::query(&format!("SELECT {META}, model, holdout_model FROM regressors WHERE active = 1 ORDER BY key"))
+                .fetch_all(self.pool())
+                .await?;
+        rows.iter().map(|r| Ok((decode(r, true)?, r.try_get("holdout_model")?))).collect()
     }
 
     /// The active version's hold-out model text of `key` and its version, if the key has an active version.
@@ -227,4 +216,67 @@ impl Store {
             .await?;
         text.map(|t| decode_points(&t)).transpose()
     }
+}
+
+/// [`Store::insert_regressors`] inside `tx` (the caller commits).
+pub(crate) async fn insert_regressors_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    job_id: Option<i64>,
+    new: &[NewRegressor],
+) -> Result<Vec<RegressorRecord>, StoreError> {
+    let mut out = Vec::with_capacity(new.len());
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
+    for n in new {
+        let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM regressors WHERE key = ?")
+            .bind(&n.key)
+            .fetch_one(&mut **tx)
+            .await?;
+        if n.activate {
+            sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1")
+                .bind(&n.key)
+                .execute(&mut **tx)
+                .await?;
+        }
+        let s = |v: &serde_json::Value| v.to_string();
+        let r = sqlx::query(&format!(
+            "INSERT INTO regressors (key, family, scope, version, active, model, holdout_model, feature_names,
+                candidate, candidates, validation_mape, validation_signed, analytic_validation_mape, train_rows,
+                validation_rows, samples, summary, importance, promotion, provenance, job_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {META}"
+        ))
+        .bind(&n.key)
+        .bind(&n.family)
+        .bind(&n.scope)
+        .bind(version)
+        .bind(n.activate as i64)
+        .bind(&n.model)
+        .bind(&n.holdout_model)
+        .bind(serde_json::to_string(&n.feature_names).map_err(corrupt)?)
+        .bind(s(&n.candidate))
+        .bind(s(&n.candidates))
+        .bind(n.validation_mape)
+        .bind(n.validation_signed)
+        .bind(n.analytic_validation_mape)
+        .bind(n.train_rows as i64)
+        .bind(n.validation_rows as i64)
+        .bind(n.samples as i64)
+        .bind(s(&n.summary))
+        .bind(s(&n.importance))
+        .bind(s(&n.promotion))
+        .bind(serde_json::to_string(&n.provenance).map_err(corrupt)?)
+        .bind(job_id)
+        .fetch_one(&mut **tx)
+        .await?;
+        let rec = decode(&r, false)?;
+        // Bundled versions ship no hold-out predictions: their plot answers 409 rather than an empty chart.
+        if !n.validation_points.is_empty() {
+            sqlx::query("INSERT INTO regressor_validation (regressor_id, points) VALUES (?, ?)")
+                .bind(rec.id)
+                .bind(encode_points(&n.validation_points))
+                .execute(&mut **tx)
+                .await?;
+        }
+        out.push(rec);
+    }
+    Ok(out)
 }

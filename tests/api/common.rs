@@ -51,9 +51,10 @@ impl TestApp {
         TestApp::with_config(TestApp::config()).await
     }
 
-    /// Test defaults: the per-key rate limit out of the way (tests of it set their own).
+    /// Test defaults: the per-key rate limit out of the way (tests of it set their own), and no bundled models
+    /// (the tests of learning start from an empty database; `tests/api/bundle.rs` tests the bundle).
     pub fn config() -> Config {
-        Config { rate_limit_per_s: 1_000_000, rate_limit_burst: 1_000_000, ..Config::default() }
+        Config { rate_limit_per_s: 1_000_000, rate_limit_burst: 1_000_000, bundled_models: false, ..Config::default() }
     }
 
     /// The router over a fresh database, without the retraining worker.

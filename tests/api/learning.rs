@@ -190,14 +190,14 @@ async fn uploads_wake_the_worker_and_learned_models_beat_analytic_on_unseen_gpus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrains_stay_within_their_row_cap_and_time_budget() {
-    // A100 PCIe linear samples: 6,460 rows. A cap of 1,000 thins them every ⌈6460/1000⌉ = 7th row → 923 rows.
+    // A100 PCIe linear samples: 6,460 rows. A cap of 1,000 keeps a uniform sample of exactly 1,000 (by split key).
     let config = Config { auto_retrain: false, max_training_rows: 1000, ..fast() };
     let app = TestApp::started(config).await;
     upload(&app, "neusight/train_collect/linear__NVIDIA_A100-PCIE-40GB.csv.gz").await;
     let job = retrain(&app, json!({"grid": "minimal"})).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     let key = job["result"]["keys"].as_array().unwrap().iter().find(|k| k["key"] == "linear.fwd.fp32").unwrap();
-    assert_eq!(key["rows"], 923, "{key}");
+    assert_eq!(key["rows"], 1000, "{key}");
 
     // A zero time budget: the job ends without training and says why; the keys stay due for the next retrain.
     let config = Config { auto_retrain: false, retrain_time_limit_s: 0, ..fast() };

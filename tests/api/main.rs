@@ -12,6 +12,7 @@ mod common;
 
 mod auth;
 mod browser;
+mod bundle;
 mod calibration;
 mod collector;
 mod dashboard;

@@ -123,6 +123,7 @@ fn version(key: &str, activate: bool) -> NewRegressor {
         summary: json!({}),
         importance: json!([]),
         promotion: json!({}),
+        provenance: Default::default(),
         activate,
         validation_points: vec![],
     }

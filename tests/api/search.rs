@@ -73,7 +73,7 @@ async fn bad_searches_are_problems_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_searches_run_as_jobs_with_progress_and_result() {
-    let config = Config { search_inline_max_candidates: 10, auto_retrain: false, ..Config::default() };
+    let config = Config { search_inline_max_candidates: 10, auto_retrain: false, ..TestApp::config() };
     let app = TestApp::started(config).await;
     let r = app.post_json("/v1/predictions/training/search", &llama8b_search(json!({}))).await;
     assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
@@ -91,7 +91,7 @@ async fn large_searches_run_as_jobs_with_progress_and_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_search_job_runs_again_after_a_restart() {
-    let config = Config { auto_retrain: false, ..Config::default() };
+    let config = Config { auto_retrain: false, ..TestApp::config() };
     // A process queued and started the search, then died: the job is left 'running' with one attempt.
     let app = TestApp::new().await;
     let job = app.store.create_job("search", &llama8b_search(json!({"top_k": 2})), false).await.unwrap();
@@ -114,6 +114,8 @@ async fn the_cli_search_prints_the_same_configurations_as_the_api() {
     std::fs::write(&file, serde_json::to_vec(&req).unwrap()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_perfcast"))
         .args(["--db", dir.path().join("cli.db").to_str().unwrap(), "search", file.to_str().unwrap()])
+        // As the API below: without the bundled models.
+        .env("PERFCAST_BUNDLED_MODELS", "false")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -256,7 +256,8 @@ pub(super) fn dims_for(class: OpClass, name: &str, a: &OpArgs) -> Result<(OpClas
             return Err(format!("{class} (a serving operator) is not read from traces"))
         }
     };
-    let n = out.0.dim_names().len();
+    // Traces give at most four dims (flash attention's optional fifth, G, stays 0 = A).
+    let n = out.0.dim_names().len().min(4);
     Ok((out.0, positive(out.1, n)?))
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, KeyReport, RetrainError};
+use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
 use crate::comm::calibrated::calibrate;
 use crate::jobs::calibrate::load_calibration;
 use crate::learn::comm_data::{push_system_samples, CommTrainingSets};
@@ -64,7 +64,10 @@ pub async fn retrain_comm(
         let cand = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
         let active = store.active_holdout(&key).await?;
         let active_acc = active.as_ref().and_then(|(_, t)| holdout_accuracy(t, &set));
-        let promotion = Promotion::keyed(cand.mape, active.is_some(), active_acc);
+        let promotion = match &active {
+            Some((_, text)) if text.is_empty() => Promotion::keyed_replaces_bundled(cand.mape),
+            _ => Promotion::keyed(cand.mape, active.is_some(), active_acc),
+        };
         let mut reg = new_regressor(
             &key,
             family::COMM,
@@ -76,6 +79,7 @@ pub async fn retrain_comm(
         );
         reg.activate = promotion.activated();
         reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+        reg.provenance = trained_here(store.comm_datasets(c.as_str()).await?);
         report.push(KeyReport::trained(&key, set.len(), &fitted, true, promotion));
         new.push(reg);
     }

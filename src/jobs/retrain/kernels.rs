@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, KeyReport, RetrainError};
+use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
 use crate::kernel::pipes::PipeFeatures;
 use crate::learn::fit::{TrainingSet, MIN_ROWS};
 use crate::learn::kernel_data::{kernel_training_set as build_set, KERNEL_KEY};
@@ -53,7 +53,10 @@ pub async fn retrain_kernels(
     let cand = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
     let active = store.active_holdout(KERNEL_KEY).await?;
     let active_acc = active.as_ref().and_then(|(_, t)| holdout_accuracy(t, &set));
-    let promotion = Promotion::keyed(cand.mape, active.is_some(), active_acc);
+    let promotion = match &active {
+        Some((_, text)) if text.is_empty() => Promotion::keyed_replaces_bundled(cand.mape),
+        _ => Promotion::keyed(cand.mape, active.is_some(), active_acc),
+    };
     let mut reg = new_regressor(
         KERNEL_KEY,
         family::KERNEL,
@@ -65,6 +68,7 @@ pub async fn retrain_kernels(
     );
     reg.activate = promotion.activated();
     reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
+    reg.provenance = trained_here(store.kernel_datasets().await?);
     report.push(KeyReport::trained(KERNEL_KEY, set.len(), &fitted, true, promotion));
     new.push(reg);
     Ok(())

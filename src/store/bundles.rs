@@ -1,0 +1,115 @@
+//! The `bundles` table and the one transaction that installs a bundled measurement set (`crate::bundle`): its
+//! systems, its profiles with their samples, its model versions, the calibrations its samples call for, and the
+//! row that records the installed version.
+
+use super::jobs::{create_job_in, FollowUpJob};
+use super::profiles::{insert_profile_in, NewProfile, SampleBatch, Stored};
+use super::regressors::{insert_regressors_in, NewRegressor, RegressorRecord};
+use super::{Store, StoreError};
+use crate::hw::SystemSpec;
+
+/// One profile of a bundle: the profile (its `raw` = the decompressed part), its gzip'd bytes as shipped, and its
+/// samples.
+#[derive(Debug, Clone)]
+pub struct BundleProfile<'a> {
+    pub profile: NewProfile<'a>,
+    pub raw_gzip: Vec<u8>,
+    pub samples: SampleBatch,
+}
+
+/// Everything one bundle installs.
+#[derive(Debug, Clone)]
+pub struct BundleInstall<'a> {
+    /// The bundle's version (a hash of its contents).
+    pub version: &'a str,
+    /// Its manifest (stored with the version).
+    pub manifest: &'a serde_json::Value,
+    /// Systems its communication samples were measured on; created when missing (existing ones are left alone).
+    pub systems: &'a [SystemSpec],
+    /// Its profiles. Profiles of other bundle versions (label `bundle`) are deleted with their samples first.
+    pub profiles: Vec<BundleProfile<'a>>,
+    /// Its model versions, with their activation decided by the caller.
+    pub regressors: &'a [NewRegressor],
+    /// Jobs to queue with it (calibrations of its systems, a retrain).
+    pub follow_ups: &'a [FollowUpJob],
+}
+
+/// What an install wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleInstalled {
+    /// Profiles created (a profile whose bytes were uploaded before is not created twice).
+    pub profiles: usize,
+    /// Samples of the created profiles.
+    pub samples: u64,
+    /// Profiles of earlier bundle versions deleted.
+    pub removed_profiles: u64,
+    /// The model versions stored.
+    pub regressors: Vec<RegressorRecord>,
+}
+
+impl Store {
+    /// Whether bundle `version` is installed in this database.
+    pub async fn bundle_installed(&self, version: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = ?")
+            .bind(version)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// The installed bundle versions with their install times, oldest first.
+    pub async fn installed_bundles(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as("SELECT version, installed_at FROM bundles ORDER BY installed_at, version")
+            .fetch_all(self.pool())
+            .await?)
+    }
+
+    /// Installs a bundle in one `BEGIN IMMEDIATE` transaction: a crash leaves the database as it was before or
+    /// with the whole bundle, and a start that finds it missing installs it again. Installing a version that is
+    /// installed already is a no-op (returns `None`).
+    pub async fn install_bundle(&self, b: &BundleInstall<'_>) -> Result<Option<BundleInstalled>, StoreError> {
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let installed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = ?")
+            .bind(b.version)
+            .fetch_one(&mut *tx)
+            .await?;
+        if installed > 0 {
+            return Ok(None);
+        }
+        let removed = sqlx::query(
+            "DELETE FROM profiles WHERE json_extract(labels, '$.bundle') IS NOT NULL \
+             AND json_extract(labels, '$.bundle') <> ?",
+        )
+        .bind(b.version)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        for s in b.systems {
+            let json = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            sqlx::query("INSERT OR IGNORE INTO systems (name, spec) VALUES (?, ?)")
+                .bind(&s.name)
+                .bind(json)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let (mut profiles, mut samples) = (0, 0);
+        for p in &b.profiles {
+            if let Stored::Created(r) = insert_profile_in(&mut tx, &p.profile, p.raw_gzip.clone(), &p.samples).await? {
+                profiles += 1;
+                samples += r.samples;
+            }
+        }
+        let regressors = insert_regressors_in(&mut tx, None, b.regressors).await?;
+        for job in b.follow_ups {
+            create_job_in(&mut tx, &job.kind, &job.params, job.dedupe).await?;
+        }
+        sqlx::query("INSERT INTO bundles (version, manifest) VALUES (?, ?)")
+            .bind(b.version)
+            .bind(b.manifest.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.note_system_change();
+        Ok(Some(BundleInstalled { profiles, samples, removed_profiles: removed, regressors }))
+    }
+}
