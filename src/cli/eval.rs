@@ -1,15 +1,15 @@
-//! `perfcast eval …`: accuracy on the held-out rows of the shared datasets. Reports go to stdout (markdown, or
-//! JSON for `cross-gpu`), progress to stderr, files under `--out`.
+//! `perfcast eval …`: accuracy on the held-out rows of the shared datasets. Reports go to stdout (markdown),
+//! progress to stderr, files under `--out`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::print_json;
 use super::progress::Steps;
 use crate::config::Config;
 use crate::cost::Efficiency;
+use crate::eval::logo::{MoeRouting, Source};
 use crate::eval::training::Mode;
 use crate::learn::Grid;
 
@@ -81,17 +81,42 @@ pub(super) enum EvalWhat {
         #[arg(long)]
         analytic_only: bool,
     },
-    /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
+    /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs): per
+    /// regressor key, fit on all GPUs but one, report on the one left out.
     CrossGpu {
         /// The shared datasets directory.
         #[arg(long, default_value = "../shared/data")]
         data: PathBuf,
+        /// Which measurements: neusight (NeuSight, DeepBench and XLA's operator train split) or aiconfigurator
+        /// (tensor-core GEMMs, prefill/decode attention and MoE on six GPUs).
+        #[arg(long, default_value = "neusight", value_parser = ["neusight", "aiconfigurator"])]
+        source: String,
+        /// Output directory for cross_gpu_<source>.md and cross_gpu_<source>.json.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
         /// Hyper-parameter grid: full, fast or minimal.
         #[arg(long, default_value = "fast")]
         grid: String,
         /// Features to hide from the models (comma-separated names), to compare feature sets.
         #[arg(long, value_delimiter = ',')]
         mask: Vec<String>,
+        /// Most training rows per fit, shared equally by the training GPUs (each GPU thinned evenly); 0 = all.
+        /// Default: all for neusight, 24000 for aiconfigurator.
+        #[arg(long)]
+        max_rows: Option<usize>,
+        /// aiconfigurator MoE rows: one routing distribution (balanced, power_law_1.01, power_law_1.2), `all`
+        /// (each its own key) or `mixed` (one key, as a retrain sees them).
+        #[arg(long, default_value = "balanced")]
+        moe_distribution: String,
+        /// Only keys starting with one of these (comma-separated, e.g. `linear.fwd.bf16,attention_decode`).
+        #[arg(long, value_delimiter = ',')]
+        keys: Vec<String>,
+        /// Only these GPUs take part, held out or training (comma-separated catalog names or aliases).
+        #[arg(long, value_delimiter = ',')]
+        gpus: Vec<String>,
+        /// Also write every held-out row's prediction to this CSV file (for diagnosis).
+        #[arg(long)]
+        rows_csv: Option<PathBuf>,
     },
 }
 
@@ -123,7 +148,22 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             training(&data, &out, &mode, analytic_only, steps)
         }
-        EvalWhat::CrossGpu { data, grid, mask } => cross_gpu(&data, &grid, &mask, steps),
+        EvalWhat::CrossGpu { data, source, out, grid, mask, max_rows, moe_distribution, keys, gpus, rows_csv } => {
+            let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
+            let source = if source == "aiconfigurator" { Source::Aiconfigurator } else { Source::Neusight };
+            let opts = crate::eval::logo::Options {
+                data,
+                source,
+                grid,
+                masked_features: mask,
+                max_rows: max_rows.unwrap_or(source.default_max_rows()),
+                moe_routing: MoeRouting::parse(&moe_distribution),
+                keys,
+                gpus,
+                rows_csv,
+            };
+            cross_gpu(&opts, &out, steps)
+        }
     }
 }
 
@@ -244,10 +284,17 @@ fn git_commit() -> String {
     }
 }
 
-fn cross_gpu(data: &Path, grid: &str, mask: &[String], steps: &mut Steps) -> ExitCode {
-    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
-    match crate::eval::logo::run(data, grid, mask, &mut |m| steps.step(m)) {
-        Ok(rows) => print_json(&rows),
+fn cross_gpu(opts: &crate::eval::logo::Options, out: &Path, steps: &mut Steps) -> ExitCode {
+    let report = match crate::eval::logo::run(opts, &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    match crate::eval::logo::write(&report, out) {
+        Ok((md, json)) => {
+            println!("{}", crate::eval::logo::markdown(&report));
+            eprintln!("wrote {}, {}", md.display(), json.display());
+            ExitCode::SUCCESS
+        }
         Err(e) => failed(e),
     }
 }

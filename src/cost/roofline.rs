@@ -52,7 +52,8 @@ pub struct AnalyticCost {
     pub kernels: u32,
     /// GEMM waves (Σ over the operator's GEMMs; 0 for non-matmul classes).
     pub waves: f64,
-    /// GEMM work units (tiles × split-K, Σ over the operator's GEMMs; 0 for non-matmul classes).
+    /// Work units (CTAs): GEMM tiles × split-K (Σ over the operator's GEMMs), prefill attention's query tiles,
+    /// decode attention's (sequence, KV head) pairs; 0 for the other classes.
     pub tiles: f64,
     /// Largest split-K factor of the operator's GEMMs (1 without split-K or GEMM).
     pub split_k: f64,
@@ -160,17 +161,41 @@ pub fn gemm_plan(b: u64, m: u64, n: u64, k: u64, peak: f64, gpu: &GpuSpec) -> Ge
 /// Output tiles considered by [`gemm_plan`].
 pub const GEMM_TILES: [(u64, u64); 6] = [(128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64)];
 
-/// One (batched) GEMM C[b][m,n] = A[b][m,k]·B[b][k,n] with wave quantization ([`gemm_plan`]).
+/// One (batched) GEMM C[b][m,n] = A[b][m,k]·B[b][k,n] with wave quantization ([`gemm_plan`]). The operands are
+/// `elem_bytes` wide; the output at least 16-bit (fp8 and fp4 GEMMs write bf16, as vLLM's and Transformer Engine's
+/// scaled GEMMs do).
 fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f64, gpu: &GpuSpec) {
     let flops = 2.0 * b.max(1) as f64 * m as f64 * n as f64 * k as f64;
     let plan = gemm_plan(b, m, n, k, peak, gpu);
     let compute_s = if flops == 0.0 { 0.0 } else { plan.time_s };
-    let bytes = b.max(1) as f64 * (m * k + k * n + m * n) as f64 * elem_bytes;
+    let bytes = b.max(1) as f64 * ((m * k + k * n) as f64 * elem_bytes + (m * n) as f64 * elem_bytes.max(2.0));
     acc.kernel(flops, compute_s, bytes, gpu.memory_bandwidth_bps());
     acc.waves += plan.waves;
     acc.tiles += (b.max(1) * ceil_div(m, plan.tile.0) * ceil_div(n, plan.tile.1) * plan.split_k) as f64;
     acc.split_k = acc.split_k.max(plan.split_k as f64);
     acc.tile_efficiency = acc.tile_efficiency.min(tile_efficiency(plan.tile.0, plan.tile.1));
+}
+
+/// Dynamic quantization of a linear layer's 16-bit input X[rows, k] before a low-precision GEMM, as vLLM runs it
+/// (`vllm/_custom_ops.py` `scaled_fp8_quant`, `per_token_group_quant_fp8`, `scaled_fp4_quant`):
+/// - `fp8` (per-tensor scale): two kernels (`csrc/quantization/fp8/common.cu`): `segmented_max_reduction` reads X
+///   (2 B per element) for the absolute maximum, `scaled_fp8_quant_kernel` reads X again and writes 1 B per element.
+/// - `fp8_block` (one scale per 128 elements of a row): one kernel reading X and writing 1 B per element and 4 B
+///   per 128.
+/// - `nvfp4` (one scale per 16 elements): one kernel reading X and writing 0.5625 B per element.
+///
+/// Other precisions need none.
+fn activation_quantization(acc: &mut Acc, rows: u64, k: u64, dtype: Precision, gpu: &GpuSpec) {
+    let n = (rows * k) as f64;
+    match dtype {
+        Precision::Fp8 => {
+            vector(acc, n, 1.0, 2.0 * n, gpu);
+            vector(acc, n, 2.0, 3.0 * n, gpu);
+        }
+        Precision::Fp8Block => vector(acc, n, 3.0, 2.0 * n + n + n / 128.0 * 4.0, gpu),
+        Precision::Nvfp4 => vector(acc, n, 3.0, 2.0 * n + n * Precision::Nvfp4.bytes(), gpu),
+        _ => {}
+    }
 }
 
 /// Element-wise style kernel: `elems` elements, `flops_per_elem`, `bytes` of traffic, on the vector fp32 peak.
@@ -188,7 +213,8 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// k); elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
 /// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
 /// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy). GEMMs: forward one GEMM,
-/// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
+/// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
+/// ([`activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
 /// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e — the forward
 /// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
 /// `attention_decode`, `moe`; forward only, the phase is ignored) are counted in `serving.rs`.
@@ -221,6 +247,9 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
                 gemm(&mut acc, b, m, k, n, e, peak, gpu); // dX[m,k] = dY[m,n]·Wᵀ[n,k]
                 gemm(&mut acc, b, k, n, m, e, peak, gpu); // dW[k,n] = Xᵀ[k,m]·dY[m,n]
             } else {
+                if shape.class == OpClass::Linear {
+                    activation_quantization(&mut acc, m, k, dtype, gpu);
+                }
                 gemm(&mut acc, b, m, n, k, e, peak, gpu);
             }
         }
@@ -241,14 +270,25 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
             acc.kernel(flops, compute_s, bytes, bw);
             acc.waves += waves;
         }
-        OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe => {
+        OpClass::AttentionPrefill | OpClass::AttentionDecode => {
+            // `dtype` is the KV cache's; the attention itself computes in 16 bits (aiconfigurator's `attn_dtype`
+            // is bfloat16 in every row, and its fp8-KV prefill is no faster than bf16).
+            let peak = serving::attention_peak(gpu).ok_or(UnsupportedPrecision {
+                gpu: gpu.name.clone(),
+                precision: Precision::Bf16,
+                path: "matrix",
+            })?;
+            peak_used = peak;
+            if shape.class == OpClass::AttentionPrefill {
+                serving::attention_prefill(&mut acc, &d, e, peak, gpu);
+            } else {
+                serving::attention_decode(&mut acc, &d, e, peak, gpu);
+            }
+        }
+        OpClass::Moe => {
             let peak = matmul_peak()?;
             peak_used = peak;
-            match shape.class {
-                OpClass::AttentionPrefill => serving::attention_prefill(&mut acc, &d, e, peak, gpu),
-                OpClass::AttentionDecode => serving::attention_decode(&mut acc, &d, e, peak, gpu),
-                _ => serving::moe(&mut acc, &d, e, peak, gpu),
-            }
+            serving::moe(&mut acc, &d, e, peak, gpu);
         }
         OpClass::LayerNorm | OpClass::RmsNorm => {
             let n = (d[0] * d[1]) as f64;

@@ -9,47 +9,67 @@
 //! attention the KV-cache precision, for MoE the weights' (and activations') precision.
 
 use super::{ceil_div, Acc};
-use crate::hw::GpuSpec;
+use crate::hw::{GpuSpec, Precision};
 use crate::op::Dims;
 
 /// Query rows per flash-attention tile (one CTA), FlashAttention-2/3's block size on current GPUs.
-const QUERY_TILE: u64 = 128;
+pub const QUERY_TILE: u64 = 128;
 
-/// `attention_prefill` (B, L, A, G, D) at matrix peak `peak` FLOP/s, two kernels:
-/// 1. KV-cache write of the new keys and values: 2·B·L·G·D·e bytes.
+/// Bytes per element of the attention's activations (Q, the new K/V before the cache write, O): 16-bit.
+const ACT_BYTES: f64 = 2.0;
+
+/// The matrix peak attention computes at, FLOP/s: bf16 (fp16 where a GPU has no bf16 path). The sample's precision
+/// is the KV cache's and sets only the K/V traffic: vLLM's FlashAttention-3 and FlashInfer kernels take a bf16
+/// query (aiconfigurator's `attn_dtype` column, bfloat16 in every row of its tables) and an fp8 KV cache runs
+/// no faster in prefill than a bf16 one (the median fp8/bf16 time ratio of its prefill rows is 0.98–1.13 on H100,
+/// L40S and B200).
+pub fn attention_peak(gpu: &GpuSpec) -> Option<f64> {
+    gpu.peak_matmul_flops(Precision::Bf16).or_else(|| gpu.peak_matmul_flops(Precision::Fp16)).filter(|p| *p > 0.0)
+}
+
+/// `attention_prefill` (B, L, A, G, D) with a KV cache of `e` bytes per element, at the 16-bit matrix peak `peak`
+/// FLOP/s ([`attention_peak`]), two kernels:
+/// 1. KV-cache write of the new keys and values (vLLM `reshape_and_cache`): reads them, 2·B·L·G·D·2 bytes, and
+///    writes them, 2·B·L·G·D·e.
 /// 2. Causal flash attention: FLOPs = 4·B·L²·A·D / 2 (QKᵀ and P·V, halved by causality) = 2·B·L²·A·D; bytes =
-///    Q, K, V read once and O written once = (2·A + 2·G)·B·L·D·e. Compute over query tiles of 128 rows:
-///    tiles = B·A·⌈L/128⌉, waves = ⌈tiles / SMs⌉, each wave one average tile (FLOPs / tiles) at the per-SM peak.
+///    Q read and O written, 2·B·L·A·D·2, and the cached K and V read once, 2·B·L·G·D·e. Compute over query tiles
+///    of 128 rows: tiles = B·A·⌈L/128⌉, waves = ⌈tiles / SMs⌉, each wave one average tile (FLOPs / tiles) at
+///    the per-SM peak.
 ///
-/// In all, bytes = (2·A + 4·G)·B·L·D·e.
+/// In all, bytes = (4·A + 4·G)·B·L·D + 4·G·B·L·D·e.
 pub(super) fn attention_prefill(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     let (b, l, a, g, dh) = (d[0] as f64, d[1] as f64, d[2] as f64, d[3] as f64, d[4] as f64);
     let bw = gpu.memory_bandwidth_bps();
-    acc.kernel(0.0, 0.0, 2.0 * b * l * g * dh * e, bw);
+    acc.kernel(0.0, 0.0, 2.0 * b * l * g * dh * (ACT_BYTES + e), bw);
     let flops = 2.0 * b * l * l * a * dh;
     let sms = f64::from(gpu.sm_count.max(1));
     let tiles = (d[0].max(1) * d[2].max(1) * ceil_div(d[1], QUERY_TILE)) as f64;
     let waves = (tiles / sms).ceil();
     let compute_s = waves * (flops / tiles) / (peak / sms);
-    acc.kernel(flops, compute_s, (2.0 * a + 2.0 * g) * b * l * dh * e, bw);
+    acc.kernel(flops, compute_s, 2.0 * a * b * l * dh * ACT_BYTES + 2.0 * g * b * l * dh * e, bw);
     acc.waves += waves;
+    acc.tiles += tiles;
 }
 
-/// `attention_decode` (B, C, A, G, D) at matrix peak `peak` FLOP/s, two kernels:
-/// 1. KV-cache write of the new token's key and value: 2·B·G·D·e bytes.
+/// `attention_decode` (B, C, A, G, D) with a KV cache of `e` bytes per element, at the 16-bit matrix peak `peak`
+/// FLOP/s, two kernels:
+/// 1. KV-cache write of the new token's key and value: reads 2·B·G·D·2 bytes, writes 2·B·G·D·e.
 /// 2. Attention of one query token per sequence over its C cached tokens: FLOPs = 4·B·C·A·D (q·Kᵀ and p·V);
-///    bytes = the K and V of the cache, 2·B·C·G·D·e, plus q read and o written, 2·B·A·D·e. Memory-bound: the
-///    compute term is FLOPs / peak (split-KV kernels fill the GPU).
+///    bytes = the K and V of the cache, 2·B·C·G·D·e, plus q read and o written, 2·B·A·D·2. Memory-bound: the
+///    compute term is FLOPs / peak (split-KV kernels fill the GPU). Its work units are the B·G (sequence, KV
+///    head) pairs, each reading its own 2·C·D·e bytes of cache (`tiles`; split-KV kernels divide them further).
 pub(super) fn attention_decode(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     let (b, c, a, g, dh) = (d[0] as f64, d[1] as f64, d[2] as f64, d[3] as f64, d[4] as f64);
     let bw = gpu.memory_bandwidth_bps();
-    acc.kernel(0.0, 0.0, 2.0 * b * g * dh * e, bw);
+    acc.kernel(0.0, 0.0, 2.0 * b * g * dh * (ACT_BYTES + e), bw);
     let flops = 4.0 * b * c * a * dh;
-    acc.kernel(flops, flops / peak, 2.0 * b * c * g * dh * e + 2.0 * b * a * dh * e, bw);
+    acc.kernel(flops, flops / peak, 2.0 * b * c * g * dh * e + 2.0 * b * a * dh * ACT_BYTES, bw);
+    acc.tiles += b * g;
 }
 
-/// `moe` (T, H, F, E, K) at matrix peak `peak` FLOP/s: R = T·K routed token copies reach n = min(E, R) experts
-/// (at most every routed copy a different expert), five kernels:
+/// `moe` (T, H, F, E, K) at matrix peak `peak` FLOP/s: R = T·min(K, E) routed token copies (a token's K experts
+/// are distinct, so at most E of them are among this GPU's E experts — with expert parallelism, K > E) reach
+/// n = min(E, R) experts (at most every routed copy a different expert), five kernels:
 /// 1. top-k selection and token sorting: a launch, traffic negligible (counted 0).
 /// 2. gate+up grouped GEMM: 2·R·H·2F FLOPs; reads the n experts' 2F×H weights and the routed inputs R·H, writes
 ///    R·2F.
@@ -57,11 +77,13 @@ pub(super) fn attention_decode(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: 
 /// 4. down grouped GEMM: 2·R·F·H FLOPs; reads the n experts' H×F weights and R·F, writes R·H.
 /// 5. weighted combine: reads R·H, writes T·H.
 ///
-/// In all, FLOPs = 6·T·K·H·F (SwiGLU experts) and bytes = (3·n·H·F + T·K·(3·H + 6·F) + T·H)·e. Each GEMM's
+/// In all, FLOPs = 6·R·H·F (SwiGLU experts) and bytes = (3·n·H·F + R·(3·H + 6·F) + T·H)·e. Each GEMM's
 /// compute term is FLOPs / peak (grouped GEMMs of uneven expert loads; the learned correction carries tiles).
+/// Work units (`tiles`, a learned feature): 128×128 output tiles of both grouped GEMMs with the routed copies
+/// spread evenly, m = ⌈R/n⌉ rows per expert: n·⌈m/128⌉·(⌈2F/128⌉ + ⌈H/128⌉).
 pub(super) fn moe(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     let (t, h, f) = (d[0] as f64, d[1] as f64, d[2] as f64);
-    let r = (d[0] as f64) * (d[4] as f64);
+    let r = (d[0] as f64) * (d[4].min(d[3]) as f64);
     let n = (d[3] as f64).min(r);
     let bw = gpu.memory_bandwidth_bps();
     acc.kernel(0.0, 0.0, 0.0, bw);
@@ -71,6 +93,10 @@ pub(super) fn moe(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     let down = 2.0 * r * f * h;
     acc.kernel(down, down / peak, (n * f * h + r * f + r * h) * e, bw);
     acc.kernel(0.0, 0.0, (r * h + t * h) * e, bw);
+    if n >= 1.0 {
+        let row_tiles = ((r / n).ceil() / 128.0).ceil();
+        acc.tiles += n * row_tiles * ((2.0 * f / 128.0).ceil() + (h / 128.0).ceil());
+    }
 }
 
 #[cfg(test)]
@@ -91,41 +117,59 @@ mod tests {
     #[test]
     fn prefill_counts_causal_flops_and_the_kv_write() {
         // B 2, L 1024, A 8, G 1, D 128, bf16. FLOPs 2·2·1024²·8·128 = 4,294,967,296.
-        // Bytes: KV write 2·2·1024·1·128·2 = 1,048,576; attention (16 + 2)·2·1024·128·2 = 9,437,184; sum 10,485,760.
+        // Bytes: KV write reads and writes 2·2·1024·1·128·(2 + 2) = 2,097,152; attention Q and O 2·8·2·1024·128·2 =
+        // 8,388,608, K and V 2·1·2·1024·128·2 = 1,048,576; sum 11,534,336.
         // Tiles 2·8·⌈1024/128⌉ = 128 → 2 waves of 108 SMs; a tile 4,294,967,296/128 = 33,554,432 FLOP at
         // 312e12/108 FLOP/s: compute 2·33,554,432·108/312e12 s = 23.230 µs; memory 9,437,184/1555e9 = 6.069 µs.
-        // Time = 2 launches (4 µs) + KV write 1,048,576/1555e9 (0.674 µs) + 23.230 µs = 27.904 µs.
+        // Time = 2 launches (4 µs) + KV write 2,097,152/1555e9 (1.349 µs) + 23.230 µs = 28.579 µs.
         let s = OpShape::new(OpClass::AttentionPrefill, Phase::Fwd, &[2, 1024, 8, 1, 128]);
         let c = estimate(&s, Precision::Bf16, &a100()).unwrap();
         assert_eq!(c.flops, 4_294_967_296.0);
-        assert_eq!(c.bytes, 10_485_760.0);
-        assert_eq!((c.kernels, c.waves), (2, 2.0));
+        assert_eq!(c.bytes, 11_534_336.0);
+        assert_eq!((c.kernels, c.waves, c.tiles), (2, 2.0, 128.0));
         let compute_us = 2.0 * 33_554_432.0 * 108.0 / 312e12 * 1e6;
         assert!(close(c.compute_us, compute_us), "{}", c.compute_us);
         assert!((compute_us - 23.230).abs() < 1e-3);
-        let expected = 4.0 + 1_048_576.0 / 1555e9 * 1e6 + compute_us;
+        let expected = 4.0 + 2_097_152.0 / 1555e9 * 1e6 + compute_us;
         assert!(close(c.time_us, expected), "{} vs {expected}", c.time_us);
-        assert!((expected - 27.904).abs() < 1e-3);
+        assert!((expected - 28.579).abs() < 1e-3, "{expected}");
+    }
+
+    #[test]
+    fn fp8_kv_prefill_computes_at_the_bf16_peak() {
+        // H100 SXM: 989.4 TFLOP/s bf16 (the fp8 peak is twice that). Same shape as above with an fp8 cache: the
+        // compute term is the bf16 one, and only the K/V bytes halve: KV write 2·2·1024·128·(2 + 1) = 1,572,864;
+        // attention 8,388,608 + 2·2·1024·128·1 = 524,288 → 8,912,896; sum 10,485,760.
+        let h100 = lookup("H100-SXM5-80GB").unwrap().spec.clone();
+        let s = OpShape::new(OpClass::AttentionPrefill, Phase::Fwd, &[2, 1024, 8, 1, 128]);
+        let bf16 = estimate(&s, Precision::Bf16, &h100).unwrap();
+        let fp8 = estimate(&s, Precision::Fp8, &h100).unwrap();
+        assert_eq!(fp8.peak_flops, h100.peak_matmul_flops(Precision::Bf16).unwrap());
+        assert_eq!(fp8.compute_us, bf16.compute_us);
+        assert_eq!(fp8.bytes, 10_485_760.0);
+        // An fp8 cache on a GPU without an fp8 matrix path is fine: nothing computes in fp8.
+        assert!(estimate(&s, Precision::Fp8, &a100()).is_ok());
     }
 
     #[test]
     fn decode_is_memory_bound_on_the_kv_read() {
         // B 32, C 4096, A 8, G 1, D 128, bf16. FLOPs 4·32·4096·8·128 = 536,870,912.
-        // Bytes: KV write 2·32·1·128·2 = 16,384; KV read 2·32·4096·1·128·2 = 67,108,864; q and o 2·32·8·128·2 =
-        // 131,072; sum 67,256,320. Attention kernel: memory (67,108,864 + 131,072)/1555e9 = 43.241 µs against
-        // compute 536,870,912/312e12 = 1.72 µs; KV write 16,384/1555e9 = 0.0105 µs. Time 4 + 43.241 + 0.0105.
+        // Bytes: KV write 2·32·1·128·(2 + 2) = 32,768; KV read 2·32·4096·1·128·2 = 67,108,864; q and o 2·32·8·128·2 =
+        // 131,072; sum 67,272,704. Attention kernel: memory (67,108,864 + 131,072)/1555e9 = 43.241 µs against
+        // compute 536,870,912/312e12 = 1.72 µs; KV write 32,768/1555e9 = 0.0211 µs. Time 4 + 43.241 + 0.0211.
         let s = OpShape::new(OpClass::AttentionDecode, Phase::Fwd, &[32, 4096, 8, 1, 128]);
         let c = estimate(&s, Precision::Bf16, &a100()).unwrap();
         assert_eq!(c.flops, 536_870_912.0);
-        assert_eq!(c.bytes, 67_256_320.0);
+        assert_eq!(c.bytes, 67_272_704.0);
+        assert_eq!(c.tiles, 32.0);
         assert_eq!(c.bound, crate::cost::roofline::Bound::Memory);
-        let expected = 4.0 + (67_108_864.0 + 131_072.0) / 1555e9 * 1e6 + 16_384.0 / 1555e9 * 1e6;
+        let expected = 4.0 + (67_108_864.0 + 131_072.0) / 1555e9 * 1e6 + 32_768.0 / 1555e9 * 1e6;
         assert!(close(c.time_us, expected), "{} vs {expected}", c.time_us);
-        assert!((expected - 47.2517).abs() < 1e-3, "{expected}");
-        // An fp8 KV cache halves the traffic (A100 has no fp8 path: H100 SXM).
+        assert!((expected - 47.2622).abs() < 1e-3, "{expected}");
+        // An fp8 KV cache halves the cache traffic, not q and o: 2·32·128·(2 + 1) + 33,554,432 + 131,072.
         let h100 = lookup("H100-SXM5-80GB").unwrap().spec.clone();
         let f = estimate(&s, Precision::Fp8, &h100).unwrap();
-        assert_eq!(f.bytes, 67_256_320.0 / 2.0);
+        assert_eq!(f.bytes, 24_576.0 + 33_554_432.0 + 131_072.0);
     }
 
     #[test]
@@ -139,6 +183,8 @@ mod tests {
         assert_eq!(c.flops, 704_643_072.0);
         assert_eq!(c.bytes, 705_044_480.0);
         assert_eq!((c.kernels, c.bound), (5, crate::cost::roofline::Bound::Memory));
+        // 2 experts of one row each: 2·1·(⌈28672/128⌉ + ⌈4096/128⌉) = 2·(224 + 32) = 512 tiles.
+        assert_eq!(c.tiles, 512.0);
         // Every kernel memory-bound here (a GEMM of 2 rows): time = 5 launches + bytes / 1555 GB/s.
         assert!(close(c.time_us, 10.0 + 705_044_480.0 / 1555e9 * 1e6), "{}", c.time_us);
         // 4096 tokens: every expert touched, weights 3·8·4096·14336·2 B.
@@ -147,6 +193,13 @@ mod tests {
         let acts = (4096.0 * 2.0 * (3.0 * 4096.0 + 6.0 * 14336.0) + 4096.0 * 4096.0) * 2.0;
         assert_eq!(big.bytes, 3.0 * 8.0 * 4096.0 * 14336.0 * 2.0 + acts);
         assert_eq!(big.flops, 6.0 * 4096.0 * 2.0 * 4096.0 * 14336.0);
+        // 8192 copies over 8 experts: 1024 rows each = 8 row tiles; 8·8·(224 + 32) = 16,384 tiles.
+        assert_eq!(big.tiles, 16_384.0);
+        // Expert parallelism: top-22 of 512 experts with 2 on this GPU (aiconfigurator's moe_ep_size 256). One token
+        // reaches at most both local experts: R = 1·min(22, 2) = 2 copies, FLOPs 6·2·2048·5120 = 125,829,120
+        // (not 6·22·2048·5120).
+        let ep = estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
+        assert_eq!(ep.flops, 125_829_120.0);
     }
 
     #[test]
@@ -157,6 +210,7 @@ mod tests {
         assert!(err.to_string().contains("peak_tflops.fp4 is null"), "{err}");
         let block = estimate(&s, Precision::Fp8Block, &h100).unwrap();
         let fp8 = estimate(&s, Precision::Fp8, &h100).unwrap();
-        assert_eq!((block.time_us, block.peak_flops), (fp8.time_us, fp8.peak_flops));
+        assert_eq!((block.compute_us > 0.0, block.peak_flops), (true, fp8.peak_flops));
+        assert_eq!((block.kernels, fp8.kernels), (2, 3));
     }
 }

@@ -71,3 +71,28 @@ fn tiny_ops_are_launch_bound() {
     let c = estimate(&OpShape::new(OpClass::Gelu, Phase::Fwd, &[1, 1024]), Precision::Fp16, &a100()).unwrap();
     assert_eq!(c.bound, Bound::Launch);
 }
+
+#[test]
+fn low_precision_linears_quantize_their_input_first() {
+    // H100 SXM (3350 GB/s), M = N = K = 4096: X has n = 16,777,216 elements. fp8 per-tensor adds vLLM's max
+    // reduction (reads 2n B = 33,554,432 → 10.016 µs) and quantization (reads 2n, writes n: 50,331,648 B →
+    // 15.024 µs), two launches; the GEMM itself is the same as a batched GEMM of one matrix, whose output is
+    // written in bf16: bytes (n + n)·1 + n·2 = 67,108,864.
+    let h100 = lookup("H100-SXM5-80GB").unwrap().spec.clone();
+    let shape = |c| OpShape::new(c, Phase::Fwd, &[1, 4096, 4096, 4096]);
+    let n = 16_777_216.0;
+    let gemm = estimate(&shape(OpClass::Bmm), Precision::Fp8, &h100).unwrap();
+    assert_eq!(gemm.bytes, 67_108_864.0);
+    let fp8 = estimate(&shape(OpClass::Linear), Precision::Fp8, &h100).unwrap();
+    assert_eq!(fp8.kernels, 3);
+    assert_eq!(fp8.bytes, gemm.bytes + 5.0 * n);
+    let quant_us = 2.0 * n / 3350e9 * 1e6 + 3.0 * n / 3350e9 * 1e6;
+    assert!((quant_us - 25.040).abs() < 1e-3, "{quant_us}");
+    assert!((fp8.time_us - (gemm.time_us + 4.0 + quant_us)).abs() < 1e-6, "{} vs {}", fp8.time_us, gemm.time_us);
+    // fp8_block: one kernel reading 2n and writing n plus a 4-byte scale per 128 elements: 3.03125·n bytes.
+    let block = estimate(&shape(OpClass::Linear), Precision::Fp8Block, &h100).unwrap();
+    assert_eq!((block.kernels, block.bytes), (2, gemm.bytes + 3.03125 * n));
+    // bf16 quantizes nothing: one kernel, output 2 B.
+    let bf16 = estimate(&shape(OpClass::Linear), Precision::Bf16, &h100).unwrap();
+    assert_eq!((bf16.kernels, bf16.bytes), (1, 3.0 * n * 2.0));
+}
