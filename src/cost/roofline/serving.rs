@@ -198,7 +198,8 @@ mod tests {
         // Expert parallelism: top-22 of 512 experts with 2 on this GPU (aiconfigurator's moe_ep_size 256). One token
         // reaches at most both local experts: R = 1·min(22, 2) = 2 copies, FLOPs 6·2·2048·5120 = 125,829,120
         // (not 6·22·2048·5120).
-        let ep = estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
+        let ep =
+            estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
         assert_eq!(ep.flops, 125_829_120.0);
     }
 
