@@ -53,7 +53,7 @@ pub struct AnalyticCost {
     /// GEMM waves (Σ over the operator's GEMMs; 0 for non-matmul classes).
     pub waves: f64,
     /// Work units (CTAs): GEMM tiles × split-K (Σ over the operator's GEMMs), prefill attention's query tiles,
-    /// decode attention's (sequence, KV head) pairs; 0 for the other classes.
+    /// decode attention's (sequence, KV head) pairs, MoE's expert tiles; 0 for the other classes.
     pub tiles: f64,
     /// Largest split-K factor of the operator's GEMMs (1 without split-K or GEMM).
     pub split_k: f64,
@@ -272,7 +272,9 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         }
         OpClass::AttentionPrefill | OpClass::AttentionDecode => {
             // `dtype` is the KV cache's; the attention itself computes in 16 bits (aiconfigurator's `attn_dtype`
-            // is bfloat16 in every row, and its fp8-KV prefill is no faster than bf16).
+            // is bfloat16 in every row, and its fp8-KV prefill is no faster than bf16). A cache precision the GPU's
+            // tensor cores have no path for is still refused, as for every matrix product (an nvfp4 cache on H100).
+            matmul_peak()?;
             let peak = serving::attention_peak(gpu).ok_or(UnsupportedPrecision {
                 gpu: gpu.name.clone(),
                 precision: Precision::Bf16,

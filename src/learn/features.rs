@@ -84,10 +84,8 @@ fn per_tile(amount: f64, rate_per_s: f64, tiles: f64, sms: f64) -> f64 {
 /// precisions only tensor cores run (bf16, fp8, fp8_block, nvfp4). fp16 keeps them: NeuSight's and DeepBench's
 /// fp16 GEMMs ran on GPUs without tensor cores (P100) too.
 pub fn describes_gpu_identity(class: OpClass, dtype: Precision) -> bool {
-    let tensor_core_class = matches!(
-        class,
-        OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe | OpClass::FlashAttention
-    );
+    let tensor_core_class =
+        matches!(class, OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe | OpClass::FlashAttention);
     let tensor_core_dtype = matches!(dtype, Precision::Bf16 | Precision::Fp8 | Precision::Fp8Block | Precision::Nvfp4);
     let matmul = matches!(class, OpClass::Linear | OpClass::Bmm);
     !(tensor_core_class || (matmul && tensor_core_dtype))

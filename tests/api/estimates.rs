@@ -179,9 +179,10 @@ async fn serving_operator_classes_estimate_with_named_dims() {
         "dims": {"B": 32, "C": 4096, "A": 8, "G": 1, "D": 128}});
     let v = app.post_json("/v1/estimates/operator", &req).await.json();
     assert_eq!(v["dims"], json!([32, 4096, 8, 1, 128]), "{v}");
-    // FLOPs 4·32·4096·8·128; bytes: new K/V 2·32·1·128·2 + cache 2·32·4096·1·128·2 + q/o 2·32·8·128·2.
+    // FLOPs 4·32·4096·8·128; bytes: new K/V read and written 2·32·1·128·(2 + 2) + cache 2·32·4096·1·128·2 + q/o
+    // 2·32·8·128·2.
     assert_eq!(v["analytic"]["flops"], 536_870_912.0);
-    assert_eq!(v["analytic"]["bytes"], 16_384.0 + 67_108_864.0 + 131_072.0);
+    assert_eq!(v["analytic"]["bytes"], 32_768.0 + 67_108_864.0 + 131_072.0);
     assert_eq!(v["analytic"]["bound"], "memory");
     let moe = json!({"gpu": "H100", "op": "moe", "dtype": "fp8_block",
         "dims": {"T": 16, "H": 7168, "F": 512, "E": 256, "K": 8}});
@@ -189,11 +190,12 @@ async fn serving_operator_classes_estimate_with_named_dims() {
     assert_eq!(app.post_json("/v1/estimates/operator", &moe).await.json()["analytic"]["flops"], 2_818_572_288.0);
     let prefill = json!({"gpu": "H100", "op": "attention_prefill", "dtype": "bf16",
         "dims": {"B": 2, "L": 1024, "A": 8, "G": 1, "D": 128}});
-    // 2·2·1024²·8·128 FLOPs (causal), (2·8 + 4·1)·2·1024·128·2 bytes.
+    // 2·2·1024²·8·128 FLOPs (causal); bytes: q/o 2·8·2·1024·128·2, new K/V read and written 2·1·2·1024·128·(2 + 2),
+    // cached K/V read 2·1·2·1024·128·2: (32 + 8 + 4)·2·1024·128 = 11,534,336.
     let p = app.post_json("/v1/estimates/operator", &prefill).await.json();
     assert_eq!(
         (p["analytic"]["flops"].as_f64(), p["analytic"]["bytes"].as_f64()),
-        (Some(4_294_967_296.0), Some(10_485_760.0))
+        (Some(4_294_967_296.0), Some(11_534_336.0))
     );
     let problem = |r: crate::common::Reply| r.problem(422)["errors"][0]["field"].as_str().unwrap().to_string();
     let mut bwd = req.clone();

@@ -147,8 +147,8 @@ mod tests {
         assert_eq!(fp8.peak_flops, h100.peak_matmul_flops(Precision::Bf16).unwrap());
         assert_eq!(fp8.compute_us, bf16.compute_us);
         assert_eq!(fp8.bytes, 10_485_760.0);
-        // An fp8 cache on a GPU without an fp8 matrix path is fine: nothing computes in fp8.
-        assert!(estimate(&s, Precision::Fp8, &a100()).is_ok());
+        // A cache precision the GPU has no matrix path for is refused (A100: no fp8), as for every matrix product.
+        assert_eq!(estimate(&s, Precision::Fp8, &a100()).unwrap_err().precision, Precision::Fp8);
     }
 
     #[test]
@@ -198,7 +198,8 @@ mod tests {
         // Expert parallelism: top-22 of 512 experts with 2 on this GPU (aiconfigurator's moe_ep_size 256). One token
         // reaches at most both local experts: R = 1·min(22, 2) = 2 copies, FLOPs 6·2·2048·5120 = 125,829,120
         // (not 6·22·2048·5120).
-        let ep = estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
+        let ep =
+            estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
         assert_eq!(ep.flops, 125_829_120.0);
     }
 
