@@ -3,7 +3,8 @@
 //! It runs the service's own pipeline end to end: the train split (DATA.md) is uploaded into a fresh database
 //! through [`Service::upload_profile`], the retrain job trains the regressors exactly as the worker does, and every
 //! test row is answered by the learned backend the API uses. Nothing from the test split is uploaded, and no
-//! hyper-parameter is chosen on it.
+//! hyper-parameter is chosen on it. The same test rows are also answered by the bundled models a fresh install
+//! serves (`crate::bundle`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,9 @@ pub struct Row {
     pub seen: bool,
     pub analytic: Accuracy,
     pub learned: Accuracy,
+    /// The bundled models (what a fresh install serves; trained on the thinned train split and the other bundled
+    /// datasets, never on these rows).
+    pub bundled: Accuracy,
     /// On the test rows that have train neighbours of the same GPU ([`super::neighbours`]): the neighbours'
     /// answer and the learned model's, on the same rows. `rows` = 0 where none has.
     pub neighbour_reference: Accuracy,
@@ -57,6 +61,7 @@ pub struct Row {
 struct Group {
     analytic: Vec<f64>,
     learned: Vec<f64>,
+    bundled: Vec<f64>,
     measured: Vec<f64>,
     /// (neighbour reference, learned, measured) of the rows with train neighbours.
     neighbour: (Vec<f64>, Vec<f64>, Vec<f64>),
@@ -68,6 +73,8 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Summaries (label → analytic, learned).
     pub summary: Vec<(String, Accuracy, Accuracy)>,
+    /// The same subsets answered by the bundled models (label → bundled).
+    pub bundled_summary: Vec<(String, Accuracy)>,
     /// Summaries of the rows with train neighbours (label → neighbour reference, learned on the same rows).
     pub neighbour_summary: Vec<(String, Accuracy, Accuracy)>,
     pub training_samples: u64,
@@ -160,6 +167,8 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         }
     }
     let snapshot = service.registry.load_full();
+    let bundle = crate::bundle::Bundle::embedded().map_err(|e| e.to_string())?;
+    let bundled = std::sync::Arc::new(crate::bundle::registry(&bundle).map_err(|e| e.to_string())?);
     let link = Link::new("none", 1.0, 0.0);
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut skipped = 0u64;
@@ -200,13 +209,18 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
                 intra_node: link.clone(),
                 inter_node: link.clone(),
             };
-            let Ok(learned) = LearnedBackend::new(system, snapshot.clone()).compute(&shape, s.dtype) else {
+            let Ok(learned) = LearnedBackend::new(system.clone(), snapshot.clone()).compute(&shape, s.dtype) else {
+                skipped += 1;
+                continue;
+            };
+            let Ok(fresh) = LearnedBackend::new(system, bundled.clone()).compute(&shape, s.dtype) else {
                 skipped += 1;
                 continue;
             };
             let g = groups.entry((s.op.as_str().to_string(), gpu.name.clone())).or_default();
             g.analytic.push(analytic.time_us);
             g.learned.push(learned.time_us);
+            g.bundled.push(fresh.time_us);
             g.measured.push(s.time_us);
             if let Some(reference) = neighbours.predict(&s, &gpu.name) {
                 g.neighbour.0.push(reference);
@@ -240,29 +254,32 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
             seen: seen.get(op).is_some_and(|s| s.contains(gpu)),
             analytic: accuracy(&g.analytic, &g.measured),
             learned: accuracy(&g.learned, &g.measured),
+            bundled: accuracy(&g.bundled, &g.measured),
             neighbour_reference: accuracy(nr, nm),
             learned_on_neighbour_rows: accuracy(nl, nm),
         });
     }
     // (analytic, learned) and (neighbour reference, learned on those rows) over the groups `f` selects.
     let pick = |f: &dyn Fn(&str, &str, bool) -> bool| {
-        let (mut a, mut l, mut m) = (vec![], vec![], vec![]);
+        let (mut a, mut l, mut b, mut m) = (vec![], vec![], vec![], vec![]);
         let (mut nr, mut nl, mut nm) = (vec![], vec![], vec![]);
         for ((op, gpu), g) in &groups {
             let s = seen.get(op).is_some_and(|s| s.contains(gpu));
             if f(op, gpu, s) {
                 a.extend(&g.analytic);
                 l.extend(&g.learned);
+                b.extend(&g.bundled);
                 m.extend(&g.measured);
                 nr.extend(&g.neighbour.0);
                 nl.extend(&g.neighbour.1);
                 nm.extend(&g.neighbour.2);
             }
         }
-        ((accuracy(&a, &m), accuracy(&l, &m)), (accuracy(&nr, &nm), accuracy(&nl, &nm)))
+        ((accuracy(&a, &m), accuracy(&l, &m), accuracy(&b, &m)), (accuracy(&nr, &nm), accuracy(&nl, &nm)))
     };
     let gemm = |op: &str| op == "linear" || op == "bmm";
     let mut summary = Vec::new();
+    let mut bundled_summary = Vec::new();
     let mut neighbour_summary = Vec::new();
     for (label, f) in [
         (
@@ -276,13 +293,15 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
         ("vector ops, training GPUs' test shapes", Box::new(|op: &str, _g: &str, s: bool| !gemm(op) && s)),
         ("all test rows", Box::new(|_: &str, _: &str, _: bool| true)),
     ] {
-        let ((a, l), (nr, nl)) = pick(&*f);
+        let ((a, l, b), (nr, nl)) = pick(&*f);
         summary.push((label.to_string(), a, l));
+        bundled_summary.push((label.to_string(), b));
         if nr.rows > 0 {
             neighbour_summary.push((label.to_string(), nr, nl));
         }
     }
-    let report = Report { rows, summary, neighbour_summary, training_samples, skipped_test_rows: skipped };
+    let report =
+        Report { rows, summary, bundled_summary, neighbour_summary, training_samples, skipped_test_rows: skipped };
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     std::fs::write(opts.out.join("operators.md"), markdown(&report)).map_err(|e| e.to_string())?;
     std::fs::write(opts.out.join("operators.json"), serde_json::to_vec_pretty(&report).unwrap_or_default())
@@ -332,8 +351,23 @@ pub fn markdown(r: &Report) -> String {
          means the GPU had fp32 training samples of that operator.\n\n",
         r.training_samples, r.skipped_test_rows
     ));
-    s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
-    summary_rows(&mut s, &r.summary);
+    s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | bundled models MAPE | bundled signed |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for ((label, a, l), (_, b)) in r.summary.iter().zip(&r.bundled_summary) {
+        s.push_str(&format!(
+            "| {label} | {} | {} | {} | {} | {} | {} | {} |\n",
+            a.rows,
+            pct(a.mape),
+            signed_pct(a.signed),
+            pct(l.mape),
+            signed_pct(l.signed),
+            pct(b.mape),
+            signed_pct(b.signed)
+        ));
+    }
+    s.push_str(
+        "\n\"learned\": the models this evaluation trains on the train split it uploads; \"bundled models\": the ones a \
+         fresh install serves (`models/bundled`, trained on the thinned train split and the other bundled datasets).\n",
+    );
     s.push_str(&format!(
         "\nTrain-neighbour reference: test rows with train samples of the same GPU and operator whose every dim is \
          within {}×, answered by those samples' median work-scaled time (a lookup table of the train split; its \

@@ -23,6 +23,15 @@ pub async fn stale_models(store: &Store) -> Result<Vec<String>, StoreError> {
 /// skipped with a log: serving continues analytically for their keys until the next retrain replaces them.
 pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
     let records = store.active_regressors().await?;
+    // Parsing dozens of LightGBM texts is CPU work (about a second for the bundled models): a niced thread, so that
+    // the hot swap after a retrain does not stall requests.
+    super::retrain::niced::niced(move || registry_of(records))
+        .await
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The registry of `records` (active versions with their model texts); see [`load_registry`].
+fn registry_of(records: Vec<RegressorRecord>) -> Registry {
     let mut models = Vec::with_capacity(records.len());
     for r in records {
         if stale(&r) {
@@ -44,7 +53,7 @@ pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
     }
     let registry = Registry::new(models);
     crate::metrics::active_models(&registry.versions());
-    Ok(registry)
+    registry
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Retrain jobs: train the learned models whose samples changed — operator models here (a cross-GPU model per
 //! (class, phase, dtype) and per-GPU models where a GPU has enough samples), communication ([`comm`]) and kernel
 //! ([`kernels`]) corrections beside — apply the promotion rule ([`crate::learn::promotion`]), write every new
-//! version in one transaction and hot-swap the registry. Training runs in `spawn_blocking`.
+//! version in one transaction and hot-swap the registry. Every CPU-heavy step (training sets, fits, hold-out
+//! evaluations, loading the new registry) runs on niced threads of its own ([`niced`]), never on the runtime's
+//! workers: requests keep their latency while a retrain runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -12,17 +14,18 @@ use serde_json::json;
 use super::models::load_registry;
 use super::{RetrainParams, WorkerConfig};
 use crate::hw::{GpuSpec, Precision};
-use crate::learn::fit::{fit_with, thin_by_key, FitError, Fitted, Threads, MIN_ROWS};
-use crate::learn::op_data::{op_training_set, OpObservation};
-use crate::learn::promotion::{holdout_accuracy, Promotion};
-use crate::learn::registry::family;
-use crate::learn::{op_key, Grid, SharedRegistry, TrainingSet};
+use crate::learn::fit::{FitError, Fitted};
+use crate::learn::op_key;
+use crate::learn::promotion::Promotion;
+use crate::learn::SharedRegistry;
 use crate::op::{OpClass, Phase};
 use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::{Store, StoreError};
 
 pub mod comm;
 pub mod kernels;
+pub mod niced;
+mod ops;
 
 /// One key's line in a retrain's report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -119,29 +122,6 @@ fn parse_group(op: &str, phase: &str, dtype: &str) -> Option<(OpClass, Phase, Pr
         _ => return None,
     };
     Some((class, phase, Precision::parse(dtype)?))
-}
-
-/// Nice value of the threads that train models: below every request-serving thread (0), so a retrain takes the
-/// cores only while requests leave them idle.
-pub const TRAINING_NICE: i32 = 10;
-
-/// Lowers the calling thread's scheduling priority to [`TRAINING_NICE`] (Linux: nice is per thread). Failing to
-/// is harmless (the retrain then competes with requests on equal terms).
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on this thread's id only changes its nice value; gettid cannot fail.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, TRAINING_NICE);
-    }
-}
-
-async fn fit_blocking(set: Arc<TrainingSet>, grid: Grid, key: &str) -> Result<Fitted, RetrainError> {
-    let k = key.to_string();
-    let threads = Threads { on_start: lower_priority, ..Threads::default() };
-    tokio::task::spawn_blocking(move || fit_with(&set, grid, threads, &mut |_| {}))
-        .await
-        .map_err(|e| RetrainError::Join(e.to_string()))?
-        .map_err(|source| RetrainError::Fit { key: k, source })
 }
 
 /// The provenance of a version trained here on rows of `datasets` (the API shows the version's `created_at` as
@@ -244,89 +224,34 @@ pub async fn retrain(
         for r in &rows {
             gpu_cache.entry(r.gpu.clone()).or_insert_with(|| directory.spec(&r.gpu));
         }
-        let observations: Vec<OpObservation> = rows
-            .iter()
-            .filter_map(|r| {
-                gpu_cache.get(&r.gpu)?.as_ref().map(|gpu| OpObservation {
-                    gpu,
-                    dims: r.dims,
-                    time_us: r.time_us,
-                    split_key: r.split_key,
-                })
-            })
-            .collect();
-        // A uniform sample by split key: measured tables arrive in grid order, where every k-th row would alias.
-        let observations = thin_by_key(observations, config.max_training_rows, |o| o.split_key);
-        let (set, summary) = op_training_set(g.class, g.phase, g.dtype, &observations);
-        if set.len() < MIN_ROWS {
-            report.push(KeyReport::skipped(key, format!("{} usable samples, {} needed", set.len(), MIN_ROWS)));
-            continue;
+        let gpus: HashMap<String, Option<GpuSpec>> =
+            g.per_gpu.keys().map(|name| (name.clone(), gpu_cache.get(name).cloned().flatten())).collect();
+        let mut active_per_gpu = HashMap::new();
+        for spec in gpus.values().flatten() {
+            let gkey = op_key(g.class, g.phase, g.dtype, Some(&spec.name));
+            if let Some((_, text)) = store.active_holdout(&gkey).await? {
+                active_per_gpu.insert(gkey, text);
+            }
         }
-        let set = Arc::new(set);
-        let fitted = fit_blocking(set.clone(), grid, key).await?;
-        // Promotion: the candidate's hold-out model against the active one's, on the same validation rows.
-        let active = store.active_holdout(key).await?;
-        let candidate_acc = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
-        let promotion = match &active {
-            // A bundled version ships without its hold-out model: the candidate trained on its rows replaces it.
-            Some((version, text)) if text.is_empty() => Promotion::replaces_bundled(candidate_acc.mape, *version),
-            _ => Promotion::versioned(
-                candidate_acc.mape,
-                active.as_ref().map(|(version, text)| (*version, holdout_accuracy(text, &set))),
-            ),
+        let input = ops::OpKey {
+            key: key.clone(),
+            class: g.class,
+            phase: g.phase,
+            dtype: g.dtype,
+            total: g.total,
+            per_gpu: g.per_gpu.clone(),
+            rows,
+            gpus,
+            datasets,
+            active: store.active_holdout(key).await?,
+            active_per_gpu,
+            grid,
+            max_training_rows: config.max_training_rows,
+            per_gpu_min_samples: config.per_gpu_min_samples,
         };
-        let activate = promotion.activated();
-        let cross_holdout =
-            if activate { Some(fitted.holdout_text.clone()) } else { active.map(|(_, t)| t).filter(|t| !t.is_empty()) };
-        let mut reg = new_regressor(
-            key,
-            family::OP,
-            "all",
-            &crate::learn::features::OP_FEATURES,
-            &fitted,
-            g.total,
-            serde_json::to_value(&summary).unwrap_or_default(),
-        );
-        reg.activate = activate;
-        reg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
-        reg.provenance = trained_here(datasets.clone());
-        report.push(KeyReport::trained(key, set.len(), &fitted, true, promotion));
-        new.push(reg);
-
-        // Per-GPU models where a GPU has enough samples; active only when better than the cross-GPU model.
-        for (gpu_name, n) in &g.per_gpu {
-            if *n < config.per_gpu_min_samples {
-                continue;
-            }
-            let Some(Some(gpu)) = gpu_cache.get(gpu_name) else { continue };
-            let canonical = gpu.name.clone();
-            let obs: Vec<OpObservation> = observations.iter().filter(|o| o.gpu.name == canonical).copied().collect();
-            let (gset, gsummary) = op_training_set(g.class, g.phase, g.dtype, &obs);
-            if gset.len() < MIN_ROWS {
-                continue;
-            }
-            let gkey = op_key(g.class, g.phase, g.dtype, Some(&canonical));
-            let gset = Arc::new(gset);
-            let gfit = fit_blocking(gset.clone(), grid, &gkey).await?;
-            let cand = holdout_accuracy(&gfit.holdout_text, &gset).unwrap_or(gfit.validation);
-            let cross = cross_holdout.as_deref().and_then(|t| holdout_accuracy(t, &gset));
-            let own = store.active_holdout(&gkey).await?.and_then(|(_, t)| holdout_accuracy(&t, &gset));
-            let promotion = Promotion::per_gpu(cand.mape, cross.map(|c| c.mape), own.map(|o| o.mape));
-            let mut greg = new_regressor(
-                &gkey,
-                family::OP,
-                &canonical,
-                &crate::learn::features::OP_FEATURES,
-                &gfit,
-                *n,
-                serde_json::to_value(&gsummary).unwrap_or_default(),
-            );
-            greg.activate = promotion.activated();
-            greg.promotion = serde_json::to_value(&promotion).unwrap_or_default();
-            greg.provenance = trained_here(datasets.clone());
-            report.push(KeyReport::trained(&gkey, gset.len(), &gfit, false, promotion));
-            new.push(greg);
-        }
+        let (versions, lines) = niced::niced(move || ops::train_op_key(input)).await??;
+        new.extend(versions);
+        report.extend(lines);
     }
     comm::retrain_comm(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
     kernels::retrain_kernels(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;

@@ -1,8 +1,9 @@
 //! The learned backend: the analytic time corrected by an active regressor, t = t_analytic · exp(r̂)
 //! (MODELS.md §4; S1's per-operator regressors, hardware-aware as in DESIGN.md "The hybrid model").
 //!
-//! Lookup order for an operator on GPU g: the per-GPU model of (class, phase, dtype, g), else the cross-GPU
-//! model of (class, phase, dtype). A GEMM's backward with no backward model of its own is timed as its two GEMMs
+//! Lookup order for an operator on GPU g: the per-GPU model of (class, phase, dtype, g), else — fp16 on a GPU
+//! whose fp16 and bf16 peaks are equal — its per-GPU bf16 model, else the cross-GPU model of (class, phase, dtype)
+//! ([`Registry::op_on`]). A GEMM's backward with no backward model of its own is timed as its two GEMMs
 //! (dX = dY·Wᵀ, dW = Xᵀ·dY), each through the forward model: they are forward GEMMs of other shapes. Training's
 //! flash attention with no `flash_attention` model of its own is timed through the `attention_prefill` forward
 //! model of its precision: the prefill of the same B, L, A, G, D is the same causal flash-attention forward (plus
@@ -95,8 +96,8 @@ impl LearnedBackend {
         if shape.phase != Phase::Bwd || !matches!(shape.class, OpClass::Linear | OpClass::Bmm) {
             return None;
         }
-        let gpu = &self.analytic.system().gpu.name;
-        let fwd = self.registry.op(shape.class, Phase::Fwd, dtype, gpu)?;
+        let gpu = &self.analytic.system().gpu;
+        let fwd = self.registry.op_on(shape.class, Phase::Fwd, dtype, gpu)?;
         let [b, m, n, k, _] = shape.dims;
         let (b, m) = if shape.class == OpClass::Linear { (1, b.max(1) * m) } else { (b, m) };
         let dgrad = OpShape::new(shape.class, Phase::Fwd, &[b, m, k, n]);
@@ -122,7 +123,7 @@ impl LearnedBackend {
             return None;
         }
         let gpu = &self.analytic.system().gpu;
-        let model = self.registry.op(OpClass::AttentionPrefill, Phase::Fwd, dtype, &gpu.name)?;
+        let model = self.registry.op_on(OpClass::AttentionPrefill, Phase::Fwd, dtype, gpu)?;
         let [b, l, a, d, g] = shape.dims;
         let prefill = OpShape::new(OpClass::AttentionPrefill, Phase::Fwd, &[b, l, a, if g == 0 { a } else { g }, d]);
         let learned = match self.corrected(&prefill, dtype, model) {
@@ -159,8 +160,8 @@ fn gpu_hash(gpu: &crate::hw::GpuSpec) -> u64 {
 impl LearnedBackend {
     /// [`CostBackend::compute`] without the process-wide cache: what a shape costs the first time.
     pub fn compute_uncached(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
-        let gpu = &self.analytic.system().gpu.name;
-        if let Some(model) = self.registry.op(shape.class, shape.phase, dtype, gpu) {
+        let gpu = &self.analytic.system().gpu;
+        if let Some(model) = self.registry.op_on(shape.class, shape.phase, dtype, gpu) {
             return self.corrected(shape, dtype, model);
         }
         if let Some(t) = self.gemm_backward_via_forward(shape, dtype) {
@@ -229,7 +230,7 @@ impl CostBackend for LearnedBackend {
             if !seen.insert(key) || cache().contains_key(&key) {
                 continue;
             }
-            let Some(model) = self.registry.op(shape.class, shape.phase, dtype, &gpu.name) else { continue };
+            let Some(model) = self.registry.op_on(shape.class, shape.phase, dtype, gpu) else { continue };
             let Ok(cost) = roofline::estimate(&shape, dtype, gpu) else { continue };
             let entry = groups.entry(Arc::as_ptr(model)).or_insert_with(|| (model.as_ref(), Vec::new(), Vec::new()));
             entry.1.push((shape, dtype, cost.time_us, cost.kernels));

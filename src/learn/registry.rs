@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::lgbm::Model;
-use crate::hw::Precision;
+use crate::hw::{GpuSpec, Precision};
 use crate::op::{OpClass, Phase};
 
 /// Model families: what a regressor corrects.
@@ -123,6 +123,21 @@ impl Registry {
         self.get(&op_key(class, phase, dtype, Some(gpu))).or_else(|| self.get(&op_key(class, phase, dtype, None)))
     }
 
+    /// The operator model for `gpu` as [`Registry::op`], except that an fp16 operator on a GPU whose fp16 and bf16
+    /// matrix peaks are equal (the same tensor cores at the same rate: Ampere and later) takes the GPU's own bf16
+    /// model before any cross-GPU fp16 one — a model measured on this GPU at the same rate knows it better than one
+    /// of other GPUs (the bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100). Its features are the
+    /// same for both precisions (2 bytes per element, the same peak).
+    pub fn op_on(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &GpuSpec) -> Option<&Arc<ActiveRegressor>> {
+        let own = |p: Precision| self.get(&op_key(class, phase, p, Some(&gpu.name)));
+        let same_rate = |a: Precision, b: Precision| {
+            gpu.peak_matmul_flops(a).is_some() && gpu.peak_matmul_flops(a) == gpu.peak_matmul_flops(b)
+        };
+        own(dtype)
+            .or_else(|| (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16)).then(|| own(Precision::Bf16)).flatten())
+            .or_else(|| self.get(&op_key(class, phase, dtype, None)))
+    }
+
     /// Number of active models.
     pub fn len(&self) -> usize {
         self.by_key.len()
@@ -138,5 +153,49 @@ impl Registry {
         let mut v: Vec<(String, i64)> = self.by_key.values().map(|m| (m.key.clone(), m.version)).collect();
         v.sort();
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::lookup;
+    use crate::learn::lgbm::{train, Model};
+
+    fn model(key: &str) -> ActiveRegressor {
+        let x: Vec<f64> = (0..20).map(f64::from).collect();
+        let y = vec![0.1f32; 20];
+        let text = train(&x, &y, 1, "objective=regression num_leaves=2 min_data_in_leaf=2", 1).unwrap();
+        ActiveRegressor {
+            key: key.into(),
+            version: 1,
+            model: Model::from_text(&text).unwrap(),
+            feature_names: vec!["x".into()],
+            validation_mape: 0.0,
+            summary: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn fp16_takes_the_gpus_own_bf16_model_before_a_cross_gpu_fp16_one() {
+        let r = Registry::new([model("linear.fwd.bf16.A100-SXM4-80GB"), model("linear.fwd.fp16")]);
+        let key = |gpu: &str, p: Precision| {
+            r.op_on(OpClass::Linear, Phase::Fwd, p, &lookup(gpu).unwrap().spec).map(|m| m.key.clone())
+        };
+        // A100: fp16 and bf16 at 312 TFLOP/s — its own bf16 model.
+        assert_eq!(key("A100-SXM4-80GB", Precision::Fp16).as_deref(), Some("linear.fwd.bf16.A100-SXM4-80GB"));
+        // V100 has no bf16 path; H100 has no own model: the cross-GPU fp16 one.
+        assert_eq!(key("V100-SXM2", Precision::Fp16).as_deref(), Some("linear.fwd.fp16"));
+        assert_eq!(key("H100-SXM5-80GB", Precision::Fp16).as_deref(), Some("linear.fwd.fp16"));
+        // An own fp16 model wins; bf16 questions never take an fp16 model.
+        let r2 = Registry::new([model("linear.fwd.bf16.A100-SXM4-80GB"), model("linear.fwd.fp16.A100-SXM4-80GB")]);
+        let a100 = &lookup("A100-SXM4-80GB").unwrap().spec;
+        assert_eq!(
+            r2.op_on(OpClass::Linear, Phase::Fwd, Precision::Fp16, a100).unwrap().key,
+            "linear.fwd.fp16.A100-SXM4-80GB"
+        );
+        assert!(Registry::new([model("linear.fwd.fp16")])
+            .op_on(OpClass::Linear, Phase::Fwd, Precision::Bf16, a100)
+            .is_none());
     }
 }

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
+use super::niced::{fit_async, holdout_pair, niced};
+use super::{new_regressor, trained_here, KeyReport, RetrainError};
 use crate::comm::calibrated::calibrate;
 use crate::jobs::calibrate::load_calibration;
 use crate::learn::comm_data::{push_system_samples, CommTrainingSets};
 use crate::learn::comm_features::{comm_key, COMM_FEATURES};
 use crate::learn::fit::MIN_ROWS;
-use crate::learn::promotion::{holdout_accuracy, Promotion};
+use crate::learn::promotion::Promotion;
 use crate::learn::registry::family;
 use crate::learn::Grid;
 use crate::store::regressors::NewRegressor;
@@ -21,18 +22,24 @@ use crate::store::Store;
 /// GPU directory (systems that no longer resolve are skipped) and calibrated (its stored calibration, else a fit
 /// of its samples).
 pub async fn comm_training_sets(store: &Store) -> Result<CommTrainingSets, RetrainError> {
-    let mut sets = CommTrainingSets::new();
     let directory = store.gpu_directory().await?;
+    let mut systems = Vec::new();
     for (name, _) in store.comm_sample_counts().await? {
         let Ok(system) = store.get_system(&name).await?.spec.resolve_with(&directory) else { continue };
         let samples = store.comm_samples(&name).await?;
-        let cal = match load_calibration(store, &name).await? {
-            Some(c) => c,
-            None => Arc::new(calibrate(&samples)),
-        };
-        push_system_samples(&mut sets, &name, &system, &samples, &cal);
+        let cal = load_calibration(store, &name).await?;
+        systems.push((name, system, samples, cal));
     }
-    Ok(sets)
+    // Calibrating and computing features is CPU work: a niced thread, not the runtime.
+    niced(move || {
+        let mut sets = CommTrainingSets::new();
+        for (name, system, samples, cal) in systems {
+            let cal = cal.unwrap_or_else(|| Arc::new(calibrate(&samples)));
+            push_system_samples(&mut sets, &name, &system, &samples, &cal);
+        }
+        sets
+    })
+    .await
 }
 
 /// Trains the communication regressors whose samples changed (or all with `force`), appending new versions to
@@ -60,10 +67,11 @@ pub async fn retrain_comm(
             continue;
         }
         let set = Arc::new(set);
-        let fitted = fit_blocking(set.clone(), grid, &key).await?;
-        let cand = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
+        let fitted = fit_async(set.clone(), grid, &key).await?;
         let active = store.active_holdout(&key).await?;
-        let active_acc = active.as_ref().and_then(|(_, t)| holdout_accuracy(t, &set));
+        let (cand, active_acc) =
+            holdout_pair(set.clone(), fitted.holdout_text.clone(), active.as_ref().map(|(_, t)| t.clone())).await?;
+        let cand = cand.unwrap_or(fitted.validation);
         let promotion = match &active {
             Some((_, text)) if text.is_empty() => Promotion::keyed_replaces_bundled(cand.mape),
             _ => Promotion::keyed(cand.mape, active.is_some(), active_acc),

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{fit_blocking, new_regressor, trained_here, KeyReport, RetrainError};
+use super::niced::{fit_async, holdout_pair, niced};
+use super::{new_regressor, trained_here, KeyReport, RetrainError};
 use crate::kernel::pipes::PipeFeatures;
 use crate::learn::fit::{TrainingSet, MIN_ROWS};
 use crate::learn::kernel_data::{kernel_training_set as build_set, KERNEL_KEY};
-use crate::learn::promotion::{holdout_accuracy, Promotion};
+use crate::learn::promotion::Promotion;
 use crate::learn::registry::family;
 use crate::learn::Grid;
 use crate::store::regressors::NewRegressor;
@@ -19,9 +20,12 @@ use crate::store::Store;
 pub async fn kernel_training_set(store: &Store) -> Result<TrainingSet, RetrainError> {
     let directory = store.gpu_directory().await?;
     let samples = store.kernel_samples().await?;
-    Ok(build_set(
-        samples.iter().filter_map(|(id, s)| Some((*id, s, s.gpu.as_deref().and_then(|n| directory.spec(n))?))),
-    ))
+    niced(move || {
+        build_set(
+            samples.iter().filter_map(|(id, s)| Some((*id, s, s.gpu.as_deref().and_then(|n| directory.spec(n))?))),
+        )
+    })
+    .await
 }
 
 /// Trains the kernel regressor when its samples changed (or with `force`).
@@ -49,10 +53,11 @@ pub async fn retrain_kernels(
         return Ok(());
     }
     let set = Arc::new(set);
-    let fitted = fit_blocking(set.clone(), grid, KERNEL_KEY).await?;
-    let cand = holdout_accuracy(&fitted.holdout_text, &set).unwrap_or(fitted.validation);
+    let fitted = fit_async(set.clone(), grid, KERNEL_KEY).await?;
     let active = store.active_holdout(KERNEL_KEY).await?;
-    let active_acc = active.as_ref().and_then(|(_, t)| holdout_accuracy(t, &set));
+    let (cand, active_acc) =
+        holdout_pair(set.clone(), fitted.holdout_text.clone(), active.as_ref().map(|(_, t)| t.clone())).await?;
+    let cand = cand.unwrap_or(fitted.validation);
     let promotion = match &active {
         Some((_, text)) if text.is_empty() => Promotion::keyed_replaces_bundled(cand.mape),
         _ => Promotion::keyed(cand.mape, active.is_some(), active_acc),
