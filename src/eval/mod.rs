@@ -8,6 +8,7 @@ pub mod comm;
 pub mod datasets;
 pub mod e2e;
 pub mod efficiency_fit;
+pub mod inference;
 pub mod kernels;
 pub mod logo;
 pub mod neighbours;
