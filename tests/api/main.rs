@@ -15,6 +15,7 @@ mod collector;
 mod estimates;
 mod fixtures_upload;
 mod fuzz_json;
+mod inference;
 mod ingest_props;
 mod learning;
 mod openapi;
