@@ -92,6 +92,9 @@ pub(super) enum EvalWhat {
         /// Nelder–Mead iterations per fit.
         #[arg(long, default_value_t = 200)]
         iterations: usize,
+        /// Predict with the bare roofline (every fraction 1, no host cost) instead of the shipped constants.
+        #[arg(long)]
+        roofline: bool,
     },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs).
     CrossGpu {
@@ -125,9 +128,11 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             training(&data, &out, &mode, steps)
         }
-        EvalWhat::Inference { data, out, cross_validate, folds, iterations } => {
+        EvalWhat::Inference { data, out, cross_validate, folds, iterations, roofline } => {
             let mode = if cross_validate {
                 crate::eval::inference::Mode::CrossValidate { folds, iterations }
+            } else if roofline {
+                crate::eval::inference::Mode::Fixed(crate::llm::serving::ServingConstants::ROOFLINE)
             } else {
                 crate::eval::inference::Mode::Fixed(crate::llm::serving::ServingConstants::CALIBRATED)
             };

@@ -157,6 +157,17 @@ impl ServingConstants {
         eager_kernel_us: 5.0,
     };
 
+    /// The bare roofline: every fraction 1, 2 µs per kernel, no host cost (the lower bound the calibrated constants
+    /// are compared with).
+    pub const ROOFLINE: ServingConstants = ServingConstants {
+        efficiency: Efficiency::ROOFLINE,
+        stream: 1.0,
+        vllm: HostCost { step_us: 0.0, seq_us: 0.0 },
+        sglang: HostCost { step_us: 0.0, seq_us: 0.0 },
+        trtllm: HostCost { step_us: 0.0, seq_us: 0.0 },
+        eager_kernel_us: 0.0,
+    };
+
     /// The host cost of `engine`.
     pub fn host(&self, engine: Engine) -> HostCost {
         match engine {
