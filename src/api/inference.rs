@@ -1,5 +1,5 @@
 //! `/v1/predictions/inference`: LLM serving — TTFT, TPOT, throughput and KV-cache capacity of a model served by
-//! vLLM, SGLang or TensorRT-LLM.
+//! vLLM, SGLang or TensorRT-LLM; `/v1/predictions/inference/search`: the configurations that meet a latency target.
 
 use axum::extract::State;
 use axum::Json;
@@ -7,6 +7,7 @@ use axum::Json;
 use super::json::ValidJson;
 use super::problem::{ApiError, Problem};
 use super::AppState;
+use crate::llm::serving::search::{InferenceSearchRequest, InferenceSearchResult};
 use crate::llm::serving::{InferencePrediction, InferenceRequest};
 
 /// Predict LLM serving.
@@ -38,4 +39,29 @@ pub async fn predict_inference(
     ValidJson(req): ValidJson<InferenceRequest>,
 ) -> Result<Json<InferencePrediction>, ApiError> {
     Ok(Json(state.service.predict_inference(&req).await?))
+}
+
+/// Search serving configurations for a latency target.
+///
+/// Tries tensor, pipeline and expert parallel degrees within the GPU budget (`gpus`), precisions (bf16, and fp8
+/// where the GPU has FP8 tensor cores) and concurrency levels per instance; keeps, per configuration, the largest
+/// concurrency whose TTFT and TPOT meet `slo`, and ranks the configurations by generated tokens/s per GPU (replicas
+/// of an instance fill the budget). The `top_k` come with their full predictions; `evaluated` counts the
+/// (configuration, concurrency) pairs considered and `configurations_per_s` the search's rate.
+#[utoipa::path(post, path = "/v1/predictions/inference/search", tag = "predictions",
+    request_body = InferenceSearchRequest,
+    responses(
+        (status = 200, description = "The best configurations", body = InferenceSearchResult),
+        (status = 400, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown system", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Impossible request, unknown model or unknown field", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Server error", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn search_inference(
+    State(state): State<AppState>,
+    ValidJson(req): ValidJson<InferenceSearchRequest>,
+) -> Result<Json<InferenceSearchResult>, ApiError> {
+    Ok(Json(state.service.search_inference(&req).await?))
 }

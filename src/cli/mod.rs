@@ -1,5 +1,5 @@
-//! The `perfcast` command line: `serve` the HTTP API, `predict` (training), `predict-inference` (serving), `search`
-//! or draw the `timeline` from a request file, print the `openapi` document, manage API `keys`, `import`
+//! The `perfcast` command line: `serve` the HTTP API, `predict` (training), `predict-inference` and
+//! `search-inference` (serving), `search` or draw the `timeline` from a request file, print the `openapi` document, manage API `keys`, `import`
 //! measurements, `eval` accuracy.
 //!
 //! The top layer: it parses the command line (clap derive), loads the configuration and calls what the API calls
@@ -71,6 +71,12 @@ enum Command {
         /// Request file.
         request: PathBuf,
     },
+    /// Search serving configurations (tp, pp, ep, precision, concurrency) for a latency target from a request file
+    /// (the body of POST /v1/predictions/inference/search; `-` reads stdin), ranked by tokens/s per GPU.
+    SearchInference {
+        /// Request file.
+        request: PathBuf,
+    },
     /// Search for the fastest configuration that fits, from a request file (the body of
     /// POST /v1/predictions/training/search; `-` reads stdin), and print the result. Runs here however large the
     /// search is.
@@ -121,6 +127,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Serve { .. } => serve::run(config).await,
         Command::Predict { request } => predict::run(&request, &config).await,
         Command::PredictInference { request } => inference::run(&request, &config).await,
+        Command::SearchInference { request } => inference::search(&request, &config).await,
         Command::Search { request } => search::run(&request, &config, progress).await,
         Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),

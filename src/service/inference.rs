@@ -3,6 +3,7 @@
 use super::systems::SystemContext;
 use super::{Service, ServiceError};
 use crate::learn::backend::LearnedBackend;
+use crate::llm::serving::search::{InferenceSearchRequest, InferenceSearchResult};
 use crate::llm::serving::{self, InferencePrediction, InferenceRequest, ServingConstants, ServingDerated};
 
 impl Service {
@@ -23,5 +24,20 @@ impl Service {
         let cfg = serving::validate(req, &context.system)?;
         let backend = self.serving_backend(&context);
         Ok(serving::predict(&cfg, &backend, ServingConstants::CALIBRATED)?)
+    }
+
+    /// Searches serving configurations for a latency target ([`serving::search::search`]) on a blocking thread
+    /// (it is CPU-bound). Errors as [`Service::predict_inference`], fields of [`InferenceSearchRequest`].
+    pub async fn search_inference(&self, req: &InferenceSearchRequest) -> Result<InferenceSearchResult, ServiceError> {
+        let context = self.system_context(&req.system, "system").await?;
+        let backend = self.serving_backend(&context);
+        let req = req.clone();
+        let result =
+            tokio::task::spawn_blocking(move || serving::search::search(&req, &backend, ServingConstants::CALIBRATED))
+                .await
+                .map_err(|e| {
+                    ServiceError::Internal(crate::store::StoreError::Corrupt(format!("search task failed: {e}")))
+                })?;
+        Ok(result?)
     }
 }

@@ -55,6 +55,13 @@ fn seeds() -> Vec<(&'static str, Value)> {
                 "workload": {"input_tokens": 512, "output_tokens": 64, "request_rate": 4.0}}),
         ),
         (
+            "/v1/predictions/inference/search",
+            json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "gpus": 8,
+                "workload": {"input_tokens": 512, "output_tokens": 128}, "slo": {"ttft_ms": 500, "tpot_ms": 30},
+                "constraints": {"tp": [1, 2], "pp": [1], "precisions": ["bf16"], "concurrency": [1, 8, 64]},
+                "top_k": 2}),
+        ),
+        (
             "/v1/estimates/operator",
             json!({"gpu": "H100-SXM5-80GB", "op": "linear", "phase": "fwd", "dtype": "bf16",
                    "dims": {"B": 1, "M": 4096, "N": 4096, "K": 4096}}),

@@ -121,3 +121,36 @@ async fn every_error_is_a_problem_naming_its_field() {
     let p = app.post_json("/v1/predictions/inference", &fp8).await.problem(422);
     assert_eq!(p["errors"][0]["field"], "precision");
 }
+
+#[tokio::test]
+async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
+    let app = TestApp::new().await;
+    let req: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/serving/search_llama-3.1-70b_8xh100.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let r = app.post_json("/v1/predictions/inference/search", &req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = r.json();
+    let best = r["best"].as_array().unwrap();
+    assert_eq!(best.len(), 3);
+    let mut last = f64::INFINITY;
+    for h in best {
+        assert!(h["ttft_ms"].as_f64().unwrap() <= 500.0 && h["tpot_ms"].as_f64().unwrap() <= 30.0, "{h}");
+        let per_gpu = h["tokens_per_s_per_gpu"].as_f64().unwrap();
+        assert!(per_gpu <= last);
+        last = per_gpu;
+        // The hit is the full prediction of its configuration at its concurrency.
+        assert_eq!(h["prediction"]["config"]["tp"], h["tp"]);
+        assert_eq!(h["prediction"]["config"]["concurrency"], h["concurrency"]);
+    }
+    assert!(r["evaluated"].as_u64().unwrap() >= r["solved"].as_u64().unwrap());
+    let mut bad = req.clone();
+    bad["slo"] = json!({});
+    let p = app.post_json("/v1/predictions/inference/search", &bad).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "slo");
+    bad = req;
+    bad["system"] = json!("nowhere");
+    app.post_json("/v1/predictions/inference/search", &bad).await.problem(404);
+}

@@ -21,12 +21,35 @@ use crate::op::{Collective, OpShape};
 pub struct ServingDerated<B> {
     inner: B,
     consts: ServingConstants,
+    gpu_hash: u64,
 }
 
 impl<B: CostBackend> ServingDerated<B> {
     /// `inner` derated by `consts`.
     pub fn new(inner: B, consts: ServingConstants) -> ServingDerated<B> {
-        ServingDerated { inner, consts }
+        let gpu_hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&inner.system().gpu).unwrap_or_default().hash(&mut h);
+            h.finish()
+        };
+        ServingDerated { inner, consts, gpu_hash }
+    }
+
+    /// The roofline's compute and memory terms of a matrix operator, µs, computed once per GPU description,
+    /// shape and precision in the process (a pure function of the three; searches and repeated predictions ask
+    /// for the same shapes).
+    fn terms(&self, shape: &OpShape, dtype: Precision) -> Result<(f64, f64), UnsupportedPrecision> {
+        type Key = (u64, OpShape, Precision);
+        static CACHE: std::sync::OnceLock<moka::sync::Cache<Key, (f64, f64)>> = std::sync::OnceLock::new();
+        let cache = CACHE.get_or_init(|| moka::sync::Cache::new(200_000));
+        let key = (self.gpu_hash, *shape, dtype);
+        if let Some(v) = cache.get(&key) {
+            return Ok(v);
+        }
+        let cost = roofline::estimate(shape, dtype, &self.system().gpu)?;
+        cache.insert(key, (cost.compute_us, cost.memory_us));
+        Ok((cost.compute_us, cost.memory_us))
     }
 }
 
@@ -43,10 +66,9 @@ impl<B: CostBackend> CostBackend for ServingDerated<B> {
         let eff = &self.consts.efficiency;
         let kernels = t.kernels as f64;
         let body_us = if shape.class.is_matmul() {
-            let gpu = &self.system().gpu;
-            let cost = roofline::estimate(shape, dtype, gpu)?;
-            let eta = eff.gemm_on(&gpu.name, dtype).max(1e-6);
-            (cost.compute_us / eta).max(cost.memory_us / self.consts.stream.max(1e-6))
+            let (compute_us, memory_us) = self.terms(shape, dtype)?;
+            let eta = eff.gemm_on(&self.system().gpu.name, dtype).max(1e-6);
+            (compute_us / eta).max(memory_us / self.consts.stream.max(1e-6))
         } else {
             (t.time_us - kernels * LAUNCH_OVERHEAD_US).max(0.0) / eff.memory.max(1e-6)
         };

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod model;
 pub mod report;
 pub mod request;
+pub mod search;
 pub mod steady;
 pub mod step;
 pub mod validate;
@@ -69,7 +70,18 @@ pub fn predict(
         (None, None) => return Err(crate::llm::config::bad("workload", "give concurrency or request_rate")),
     };
     let capacity = solver.capacity;
-    Ok(report(ReportInputs { cfg, system, steady: &steady, memory, capacity, consts, warnings }))
+    let (mixed, decode) = (solver.detail(&steady.mixed)?, solver.detail(&steady.decode)?);
+    Ok(report(ReportInputs {
+        cfg,
+        system,
+        steady: &steady,
+        mixed: &mixed,
+        decode: &decode,
+        memory,
+        capacity,
+        consts,
+        warnings,
+    }))
 }
 
 /// One static batch of `batch` prompts of `cfg.input_tokens` tokens generating `cfg.output_tokens` each (the

@@ -9,6 +9,7 @@ use super::engine::ServingConstants;
 use super::memory::ServingMemory;
 use super::model::ServingModel;
 use super::steady::{Steady, StepResult};
+use super::step::TimedStep;
 use super::validate::ServingConfig;
 use crate::cost::{Source, Timed};
 use crate::hw::{Precision, System};
@@ -133,13 +134,12 @@ pub struct InferencePrediction {
     pub warnings: Vec<String>,
 }
 
-/// The report of one step kind.
-pub fn step_report(s: &StepResult) -> StepReport {
-    let operators = s
-        .stage
+/// The report of one step kind from its result and its slowest stage's operators, timed.
+pub fn step_report(s: &StepResult, stage: &TimedStep) -> StepReport {
+    let operators = stage
         .ops
         .iter()
-        .zip(&s.stage.times)
+        .zip(&stage.times)
         .map(|(o, t): (_, &Timed)| ServingOperatorRow {
             name: o.op.name,
             features: o.op.features.clone(),
@@ -171,6 +171,9 @@ pub struct ReportInputs<'a> {
     pub cfg: &'a ServingConfig,
     pub system: &'a System,
     pub steady: &'a Steady,
+    /// The slowest stage's operators of the mixed step and of the decode step.
+    pub mixed: &'a TimedStep,
+    pub decode: &'a TimedStep,
     pub memory: ServingMemory,
     pub capacity: u32,
     pub consts: ServingConstants,
@@ -183,8 +186,8 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
     let (cfg, s) = (r.cfg, r.steady);
     let x = s.throughput_rps;
     let (l, o) = (cfg.input_tokens as f64, cfg.output_tokens as f64);
-    let prefill_step = step_report(&s.mixed);
-    let decode_step = step_report(&s.decode);
+    let prefill_step = step_report(&s.mixed, r.mixed);
+    let decode_step = step_report(&s.decode, r.decode);
     let mut sources: Vec<String> = prefill_step
         .operators
         .iter()

@@ -32,11 +32,22 @@
 use std::collections::HashMap;
 
 use super::engine::ServingConstants;
-use super::step::{stage_ops, time_step, StageRole, StepLoad, TimedStep};
+use super::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 use super::validate::ServingConfig;
+use crate::comm::Group;
 use crate::cost::CostBackend;
+use crate::hw::Precision;
 use crate::llm::config::ConfigError;
+use crate::llm::operators::Work;
 use crate::llm::timing::Timer;
+use crate::op::{Collective, OpShape};
+
+/// An operator's work as a hashable key (a collective's bytes by their bits).
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
+enum OpKey {
+    Compute(OpShape, Precision),
+    Collective(Collective, u64, Group, u32),
+}
 
 /// One step of the whole running batch, timed.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,8 +64,8 @@ pub struct StepResult {
     pub overhead_s: f64,
     /// The step replays a CUDA graph.
     pub cuda_graph: bool,
-    /// The slowest stage's operators for one micro-batch, timed.
-    pub stage: TimedStep,
+    /// The slowest stage (0 = the first; with pp = 1 the only one).
+    pub slowest_stage: usize,
 }
 
 /// The steady state of a closed loop.
@@ -96,12 +107,13 @@ pub struct StaticBatch {
     pub decode: StepResult,
 }
 
-/// Steps of one configuration, timed through one backend; caches steps by load.
+/// Steps of one configuration, timed through one backend; caches operator times and steps by load.
 pub struct Solver<'a> {
     cfg: &'a ServingConfig,
     timer: Timer<'a>,
     consts: ServingConstants,
     steps: HashMap<(u32, u32, u32, u32, u32), StepResult>,
+    ops: HashMap<OpKey, (f64, u32)>,
     /// Sequences the engine runs at once (max_num_seqs, the KV cache and the step budget).
     pub capacity: u32,
     /// Sequences a static batch runs at once (max_num_seqs and the KV cache).
@@ -124,6 +136,7 @@ impl<'a> Solver<'a> {
             timer: Timer::new(backend),
             consts,
             steps: HashMap::new(),
+            ops: HashMap::new(),
             capacity: capacity.max(1) as u32,
             static_capacity: fit.max(1) as u32,
         }
@@ -134,10 +147,77 @@ impl<'a> Solver<'a> {
         self.cfg
     }
 
-    fn stage(&mut self, load: &StepLoad, role: StageRole, dense: u32, moe: u32) -> Result<TimedStep, ConfigError> {
-        let system = self.timer.backend().system();
-        let ops = stage_ops(self.cfg, system, load, role, dense, moe);
-        time_step(ops, &mut self.timer)
+    /// The stages a step is timed on (pp = 1: the only one; else the first and the last, the slowest two) with
+    /// their dense and MoE layers.
+    fn stages(&self) -> Vec<(StageRole, u32, u32)> {
+        let cfg = self.cfg;
+        let moe_total = cfg.model.moe_layers();
+        let dense_total = cfg.model.layers - moe_total;
+        if cfg.pp == 1 {
+            return vec![(StageRole { first: true, last: true }, dense_total, moe_total)];
+        }
+        let per = cfg.layers_per_stage();
+        let (first_dense, last_moe) = (dense_total.min(per), moe_total.min(per));
+        vec![
+            (StageRole { first: true, last: false }, first_dense, per - first_dense),
+            (StageRole { first: false, last: true }, per - last_moe, last_moe),
+        ]
+    }
+
+    /// One micro-batch of `load`: every count split over the pp micro-batches.
+    fn micro(&self, load: &StepLoad) -> StepLoad {
+        let split = |v: u32| v.div_ceil(self.cfg.pp);
+        StepLoad {
+            decode_seqs: split(load.decode_seqs),
+            prefill_tokens: split(load.prefill_tokens),
+            sampled: split(load.sampled),
+            ..*load
+        }
+    }
+
+    /// GPU seconds and kernels of one stage's micro-batch step, without allocating (operator times memoized).
+    fn stage_time(
+        &mut self,
+        micro: &StepLoad,
+        role: StageRole,
+        dense: u32,
+        moe: u32,
+    ) -> Result<(f64, f64), ConfigError> {
+        let (mut gpu_us, mut kernels) = (0.0, 0.0);
+        let mut err = None;
+        let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops);
+        let system = timer.backend().system();
+        for_each_op(cfg, system, micro, role, dense, moe, &mut |_, work, per_step, _| {
+            if err.is_some() {
+                return;
+            }
+            let key = match work {
+                Work::Compute { shape, dtype } => OpKey::Compute(shape, dtype),
+                Work::Collective { collective, bytes, group, active_per_node } => {
+                    OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
+                }
+            };
+            let (t, k) = match cache.get(&key) {
+                Some(v) => *v,
+                None => match timer.time(&work) {
+                    Ok(t) => {
+                        let v = (t.time_us, t.kernels.max(1));
+                        cache.insert(key, v);
+                        v
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        return;
+                    }
+                },
+            };
+            gpu_us += per_step * t;
+            kernels += per_step * f64::from(k);
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok((gpu_us * 1e-6, kernels)),
+        }
     }
 
     /// The time of one step processing `load` (see the module doc).
@@ -147,50 +227,41 @@ impl<'a> Solver<'a> {
             return Ok(s.clone());
         }
         let cfg = self.cfg;
-        let pp = cfg.pp;
-        let split = |v: u32| v.div_ceil(pp);
-        let micro = StepLoad {
-            decode_seqs: split(load.decode_seqs),
-            prefill_tokens: split(load.prefill_tokens),
-            sampled: split(load.sampled),
-            ..load
-        };
-        let moe_total = cfg.model.moe_layers();
-        let dense_total = cfg.model.layers - moe_total;
-        let stages = if pp == 1 {
-            vec![self.stage(&micro, StageRole { first: true, last: true }, dense_total, moe_total)?]
-        } else {
-            let per = cfg.layers_per_stage();
-            let first_dense = dense_total.min(per);
-            let last_moe = moe_total.min(per);
-            vec![
-                self.stage(&micro, StageRole { first: true, last: false }, first_dense, per - first_dense)?,
-                self.stage(&micro, StageRole { first: false, last: true }, per - last_moe, last_moe)?,
-            ]
-        };
+        let micro = self.micro(&load);
         let graph = cfg.settings.cuda_graphs
             && load.prefill_tokens == 0
             && micro.decode_seqs <= cfg.settings.cuda_graph_max_batch;
-        let launch = |s: &TimedStep| if graph { 0.0 } else { s.kernels * self.consts.eager_kernel_us * 1e-6 };
-        let slowest = stages
-            .into_iter()
-            .max_by(|a, b| a.gpu_s.max(launch(a)).total_cmp(&b.gpu_s.max(launch(b))))
-            .expect("at least one stage");
-        let launch_s = launch(&slowest);
+        let eager_us = if graph { 0.0 } else { self.consts.eager_kernel_us };
+        let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
+        for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
+            let (g, k) = self.stage_time(&micro, role, dense, moe)?;
+            let l = k * eager_us * 1e-6;
+            if i == 0 || g.max(l) > gpu_s.max(launch_s) {
+                (slowest, gpu_s, launch_s) = (i, g, l);
+            }
+        }
         let host = self.consts.host(cfg.engine);
         let seqs = load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil();
         let overhead_s = (host.step_us + host.seq_us * seqs) * 1e-6;
         let result = StepResult {
             load,
-            time_s: pp as f64 * slowest.gpu_s.max(launch_s) + overhead_s,
-            gpu_s: slowest.gpu_s,
+            time_s: cfg.pp as f64 * gpu_s.max(launch_s) + overhead_s,
+            gpu_s,
             launch_s,
             overhead_s,
             cuda_graph: graph,
-            stage: slowest,
+            slowest_stage: slowest,
         };
         self.steps.insert(key, result.clone());
         Ok(result)
+    }
+
+    /// The slowest stage's operators of `step`, each timed (the report's operator table).
+    pub fn detail(&mut self, step: &StepResult) -> Result<TimedStep, ConfigError> {
+        let micro = self.micro(&step.load);
+        let (role, dense, moe) = self.stages()[step.slowest_stage];
+        let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
+        time_step(ops, &mut self.timer)
     }
 
     /// The mean context of a decoding sequence, tokens: L + O/2.

@@ -75,35 +75,18 @@ pub struct StepOp {
     pub per_step: f64,
 }
 
-fn compute(name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) -> StepOp {
+/// Receives the operators of a step one by one: name, work, calls per step and features (the dims, or bytes,
+/// nodes and GPUs per node of a collective). The allocation-free path of [`for_each_op`].
+pub type Emit<'e> = dyn FnMut(OpName, Work, f64, &[u64]) + 'e;
+
+fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
     let shape = OpShape::new(class, Phase::Fwd, dims);
-    StepOp {
-        op: StageOp {
-            name,
-            phase: Phase::Fwd,
-            calls: 1,
-            work: Work::Compute { shape, dtype },
-            features: dims.to_vec(),
-            recompute: false,
-            overlaps: None,
-        },
-        per_step,
-    }
+    out(name, Work::Compute { shape, dtype }, per_step, dims);
 }
 
-fn collective(name: OpName, c: Collective, bytes: f64, group: Group, active: u32, per_step: f64) -> StepOp {
-    StepOp {
-        op: StageOp {
-            name,
-            phase: Phase::Fwd,
-            calls: 1,
-            work: Work::Collective { collective: c, bytes, group, active_per_node: active },
-            features: vec![bytes as u64, group.nodes as u64, group.ranks_per_node as u64],
-            recompute: false,
-            overlaps: None,
-        },
-        per_step,
-    }
+fn collective(out: &mut Emit, name: OpName, c: Collective, bytes: f64, group: Group, active: u32, per_step: f64) {
+    let features = [bytes as u64, group.nodes as u64, group.ranks_per_node as u64];
+    out(name, Work::Collective { collective: c, bytes, group, active_per_node: active }, per_step, &features);
 }
 
 /// Vocabulary rows on one GPU: V padded to a multiple of 64 (vLLM's `DEFAULT_VOCAB_PADDING_SIZE`), split over tp.
@@ -119,7 +102,7 @@ pub fn tp_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
 }
 
 /// The operators one pipeline stage runs in one step with `load`, holding `dense_layers` dense and `moe_layers`
-/// MoE layers.
+/// MoE layers, as a list.
 pub fn stage_ops(
     cfg: &ServingConfig,
     system: &System,
@@ -128,6 +111,35 @@ pub fn stage_ops(
     dense_layers: u32,
     moe_layers: u32,
 ) -> Vec<StepOp> {
+    let mut ops = Vec::with_capacity(24);
+    for_each_op(cfg, system, load, role, dense_layers, moe_layers, &mut |name, work, per_step, features| {
+        ops.push(StepOp {
+            op: StageOp {
+                name,
+                phase: Phase::Fwd,
+                calls: 1,
+                work,
+                features: features.to_vec(),
+                recompute: false,
+                overlaps: None,
+            },
+            per_step,
+        })
+    });
+    ops
+}
+
+/// The operators of [`stage_ops`], handed to `out` one by one without allocating (the solver's path: it times
+/// thousands of steps).
+pub fn for_each_op(
+    cfg: &ServingConfig,
+    system: &System,
+    load: &StepLoad,
+    role: StageRole,
+    dense_layers: u32,
+    moe_layers: u32,
+    out: &mut Emit,
+) {
     let m = &cfg.model;
     let (tp, layers) = (cfg.tp as u64, (dense_layers + moe_layers) as f64);
     let t = load.tokens() as u64;
@@ -136,31 +148,30 @@ pub fn stage_ops(
     let g = cfg.kv_heads_per_gpu() as u64;
     let dh = m.head_dim as u64;
     let (w, act, kv) = (cfg.precision, cfg.activation_precision, cfg.kv_cache_dtype);
-    let mut ops = Vec::with_capacity(24);
     if t == 0 {
-        return ops;
+        return;
     }
     let (norm_name, norm_class) = match m.norm {
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
     };
-    ops.push(compute(norm_name, norm_class, act, &[t, d], 2.0 * layers));
+    compute(out, norm_name, norm_class, act, &[t, d], 2.0 * layers);
     let (rope_dim, v_dim) = match &m.mla {
         None => {
-            ops.push(compute(OpName::Linear1, OpClass::Linear, w, &[1, t, (a + 2 * g) * dh, d], layers));
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, (a + 2 * g) * dh, d], layers);
             (dh, dh)
         }
         Some(mla) => {
             let (qr, kvr) = (mla.q_lora_rank as u64, mla.kv_lora_rank as u64);
             let (nope, rope, v) = (mla.qk_nope_head_dim as u64, mla.qk_rope_head_dim as u64, mla.v_head_dim as u64);
-            ops.push(compute(OpName::Linear1, OpClass::Linear, w, &[1, t, qr + kvr + rope, d], layers));
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, qr + kvr + rope, d], layers);
             let q_in = if qr > 0 { qr } else { d };
-            ops.push(compute(OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + rope), q_in], layers));
-            ops.push(compute(OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + v), kvr], layers));
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + rope), q_in], layers);
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + v), kvr], layers);
             (rope, v)
         }
     };
-    ops.push(compute(OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers));
+    compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
     if load.prefill_tokens > 0 {
         let l = load.prompt_len.max(1) as u64;
         let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
@@ -168,7 +179,7 @@ pub fn stage_ops(
         // MLA prefill: multi-head attention after the up-projection (g = a on this GPU).
         let g_prefill = if m.mla.is_some() { a } else { g };
         let dims = [prompts, l, a, g_prefill, dh];
-        ops.push(compute(OpName::AttentionPrefill, OpClass::AttentionPrefill, kv, &dims, layers * share));
+        compute(out, OpName::AttentionPrefill, OpClass::AttentionPrefill, kv, &dims, layers * share);
     }
     if load.decode_seqs > 0 {
         let c = load.decode_context.max(1) as u64;
@@ -177,66 +188,65 @@ pub fn stage_ops(
             Some(mla) => (1, ((mla.kv_lora_rank + mla.qk_rope_head_dim) as u64).div_ceil(2)),
         };
         let dims = [load.decode_seqs as u64, c, a, g_dec, d_dec];
-        ops.push(compute(OpName::AttentionDecode, OpClass::AttentionDecode, kv, &dims, layers));
+        compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &dims, layers);
     }
-    ops.push(compute(OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers));
-    let mlp = |ops: &mut Vec<StepOp>, width: u64, n: f64| {
+    compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
+    let mlp = |out: &mut Emit, width: u64, n: f64| {
         if n == 0.0 || width == 0 {
             return;
         }
         match m.activation {
             Activation::Swiglu => {
-                ops.push(compute(OpName::Linear3, OpClass::Linear, w, &[1, t, 2 * width, d], n));
-                ops.push(compute(OpName::SwiGLU, OpClass::Swiglu, act, &[t, width], n));
+                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, 2 * width, d], n);
+                compute(out, OpName::SwiGLU, OpClass::Swiglu, act, &[t, width], n);
             }
             Activation::Gelu => {
-                ops.push(compute(OpName::Linear3, OpClass::Linear, w, &[1, t, width, d], n));
-                ops.push(compute(OpName::GeLU, OpClass::Gelu, act, &[t, width], n));
+                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, width, d], n);
+                compute(out, OpName::GeLU, OpClass::Gelu, act, &[t, width], n);
             }
         }
-        ops.push(compute(OpName::Linear4, OpClass::Linear, w, &[1, t, d, width], n));
+        compute(out, OpName::Linear4, OpClass::Linear, w, &[1, t, d, width], n);
     };
-    mlp(&mut ops, m.ffn_hidden as u64 / tp, dense_layers as f64);
+    mlp(out, m.ffn_hidden as u64 / tp, dense_layers as f64);
     if let (Some(moe), true) = (&m.moe, moe_layers > 0) {
         let n = moe_layers as f64;
         let ep = cfg.ep as u64;
         let f = moe.expert_ffn_hidden as u64 / (tp / ep);
-        ops.push(compute(OpName::MoeRouter, OpClass::Linear, act, &[1, t, moe.experts as u64, d], n));
+        compute(out, OpName::MoeRouter, OpClass::Linear, act, &[1, t, moe.experts as u64, d], n);
         let dims = [t, d, f, moe.experts as u64 / ep, moe.top_k as u64];
-        ops.push(compute(OpName::Moe, OpClass::Moe, w, &dims, n));
-        mlp(&mut ops, moe.shared_ffn_hidden as u64 / tp, n);
+        compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
+        mlp(out, moe.shared_ffn_hidden as u64 / tp, n);
     }
     let act_bytes = act.bytes();
     let (group, active) = tp_group(cfg, system);
     if cfg.tp > 1 {
         let bytes = (t * d) as f64 * act_bytes;
-        ops.push(collective(OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 2.0 * layers));
+        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 2.0 * layers);
     }
     let vp = vocab_per_gpu(m.vocab, cfg.tp);
     if role.first {
-        ops.push(compute(OpName::Embedding, OpClass::Embedding, act, &[t, vp, d], 1.0));
+        compute(out, OpName::Embedding, OpClass::Embedding, act, &[t, vp, d], 1.0);
         if cfg.tp > 1 {
             let bytes = (t * d) as f64 * act_bytes;
-            ops.push(collective(OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 1.0));
+            collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 1.0);
         }
     }
     if role.last {
         let s = load.sampled.max(1) as u64;
-        ops.push(compute(norm_name, norm_class, act, &[s, d], 1.0));
-        ops.push(compute(OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0));
+        compute(out, norm_name, norm_class, act, &[s, d], 1.0);
+        compute(out, OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0);
         if cfg.tp > 1 {
             let bytes = (s * vp * tp) as f64 * act_bytes;
-            ops.push(collective(OpName::MpAllGather, Collective::AllGather, bytes, group, active, 1.0));
+            collective(out, OpName::MpAllGather, Collective::AllGather, bytes, group, active, 1.0);
         }
-        ops.push(compute(OpName::Sampler, OpClass::Softmax, Precision::Fp32, &[s, vp * tp], 1.0));
+        compute(out, OpName::Sampler, OpClass::Softmax, Precision::Fp32, &[s, vp * tp], 1.0);
     } else {
         // The next stage's first GPU: on the same node when the instance fits in one.
         let gpn = system.gpus_per_node.max(1);
         let pair = if cfg.gpus() <= gpn { Group::new(2, 2) } else { Group::new(2, 1) };
         let bytes = (t * d) as f64 * act_bytes;
-        ops.push(collective(OpName::PpP2p, Collective::SendRecv, bytes, pair, cfg.tp.min(gpn), 1.0));
+        collective(out, OpName::PpP2p, Collective::SendRecv, bytes, pair, cfg.tp.min(gpn), 1.0);
     }
-    ops
 }
 
 /// One step's operators timed.
