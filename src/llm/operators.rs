@@ -108,6 +108,10 @@ pub enum OpName {
     Moe,
     /// Serving: sampling over the gathered logits (softmax and top-k/top-p over the vocabulary).
     Sampler,
+    /// Serving: expert parallelism's all-to-all, dispatching routed tokens to their experts' GPUs (and combining
+    /// the results back), with data-parallel attention.
+    #[serde(rename = "EP_Alltoall")]
+    EpAllToAll,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.

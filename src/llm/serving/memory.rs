@@ -14,7 +14,8 @@
 //! - **KV cache** = gpu_memory_utilization·HBM − weights − workspace (TensorRT-LLM: its fraction of HBM −
 //!   weights − workspace), in whole blocks of 16 tokens (vLLM; SGLang pages of 1, TensorRT-LLM blocks of 32); per
 //!   token per GPU 2·⌈N/pp⌉·g_t·D·e_kv bytes (MLA: ⌈N/pp⌉·(kv_r + D_rope)·e_kv). **Max concurrency** = blocks /
-//!   blocks per request of L + O tokens.
+//!   blocks per request of L + O tokens (× tp with data-parallel attention: each rank caches its own requests,
+//!   with all g key/value heads, and holds the attention and dense weights whole).
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -57,7 +58,10 @@ pub struct ServingMemory {
 /// Bytes of the weights on one GPU of the fullest stage ([`ServingMemory::weights_gib`] in bytes).
 pub fn weights_bytes(cfg: &ServingConfig) -> f64 {
     let m = &cfg.model;
-    let (tp, d) = (cfg.tp as f64, m.hidden as f64);
+    // Attention, dense layers and the vocabulary split over attn_tp (tp, or 1 with data-parallel attention); the
+    // experts always over tp (E/ep experts of F/(tp/ep) columns).
+    let (tp, d) = (cfg.attn_tp() as f64, m.hidden as f64);
+    let experts_tp = cfg.tp as f64;
     let (we, ae) = (cfg.precision.bytes(), cfg.activation_precision.bytes());
     let (a, g, dh) = (m.heads as f64 / tp, cfg.kv_heads_per_gpu() as f64, m.head_dim as f64);
     let attention = match &m.mla {
@@ -73,13 +77,14 @@ pub fn weights_bytes(cfg: &ServingConfig) -> f64 {
     let common = attention * we + (2.0 * d + latent_norms) * ae;
     let dense = m.mlp_params(m.ffn_hidden) / tp * we;
     let moe = m.moe.as_ref().map_or(0.0, |x| {
-        (x.experts as f64 * m.mlp_params(x.expert_ffn_hidden) + m.mlp_params(x.shared_ffn_hidden)) / tp * we
+        x.experts as f64 * m.mlp_params(x.expert_ffn_hidden) / experts_tp * we
+            + m.mlp_params(x.shared_ffn_hidden) / tp * we
             + d * x.experts as f64 * ae
     });
     let stage = cfg.layers_per_stage();
     let moe_layers = m.moe_layers().min(stage);
     let layers = stage as f64 * common + (stage - moe_layers) as f64 * dense + moe_layers as f64 * moe;
-    let table = vocab_per_gpu(m.vocab, cfg.tp) as f64 * d * ae;
+    let table = vocab_per_gpu(m.vocab, cfg.attn_tp()) as f64 * d * ae;
     let ends = if cfg.pp == 1 {
         if m.tied_embeddings {
             table + d * ae
@@ -98,7 +103,7 @@ pub fn weights_bytes(cfg: &ServingConfig) -> f64 {
 /// step from below.
 pub fn decode_weight_bytes(cfg: &ServingConfig, batch: u32) -> f64 {
     let m = &cfg.model;
-    let table = vocab_per_gpu(m.vocab, cfg.tp) as f64 * m.hidden as f64 * cfg.activation_precision.bytes();
+    let table = vocab_per_gpu(m.vocab, cfg.attn_tp()) as f64 * m.hidden as f64 * cfg.activation_precision.bytes();
     let tied_once = cfg.pp == 1 && m.tied_embeddings;
     let mut bytes = weights_bytes(cfg) - if tied_once { 0.0 } else { table };
     if let Some(x) = &m.moe {
@@ -113,9 +118,10 @@ pub fn decode_weight_bytes(cfg: &ServingConfig, batch: u32) -> f64 {
 /// Activation workspace plus [`NON_TENSOR_BYTES`] on one GPU, bytes (see the module doc).
 pub fn workspace_bytes(cfg: &ServingConfig) -> f64 {
     let m = &cfg.model;
-    let tp = cfg.tp as f64;
+    let tp = cfg.attn_tp() as f64;
     let qkv = (m.heads as f64 / tp + 2.0 * cfg.kv_heads_per_gpu() as f64) * m.head_dim as f64;
-    let moe_w = m.moe.as_ref().map_or(0.0, |x| x.top_k as f64 * x.expert_ffn_hidden as f64 / (tp / cfg.ep as f64));
+    let expert_tp = cfg.tp as f64 / cfg.ep as f64;
+    let moe_w = m.moe.as_ref().map_or(0.0, |x| x.top_k as f64 * x.expert_ffn_hidden as f64 / expert_tp);
     let w = (m.ffn_hidden as f64 / tp).max(moe_w).max(qkv);
     let s = &cfg.settings;
     let step = s.max_num_batched_tokens as f64 * (2.0 * m.hidden as f64 + 3.0 * w) * cfg.activation_precision.bytes();
@@ -153,7 +159,8 @@ pub fn serving_memory(cfg: &ServingConfig, gpu: &GpuSpec) -> ServingMemory {
     let block = block_tokens(cfg.engine);
     let blocks = (kv / (per_gpu * block as f64)).floor() as u64;
     let per_request = (cfg.input_tokens as u64 + cfg.output_tokens as u64).div_ceil(block as u64).max(1);
-    let max_concurrency = blocks / per_request;
+    // With data-parallel attention every rank keeps its own requests' KV cache.
+    let max_concurrency = blocks / per_request * cfg.dp() as u64;
     ServingMemory {
         weights_gib: weights / GIB,
         workspace_gib: workspace / GIB,

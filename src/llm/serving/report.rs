@@ -254,14 +254,6 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
                 .to_string(),
         );
     }
-    if cfg.ep > 1 && sources.iter().all(|s| !s.starts_with("regressor:moe")) {
-        warnings.push(
-            "with ep > 1 the analytic fused-MoE cost counts all T·K routed token copies on every GPU (the moe \
-             operator's dims carry no total expert count), an upper bound; a learned moe regressor trained on ep > 1 \
-             rows corrects it"
-                .to_string(),
-        );
-    }
     let gpus = cfg.gpus() as f64;
     InferencePrediction {
         ttft_ms: s.ttft_s * 1e3,

@@ -167,14 +167,23 @@ pub struct ServingParallelism {
     #[serde(default = "one")]
     pub pp: u32,
     /// Expert-parallel degree: the routed experts are sharded over ep of the tp GPUs of a stage (E/ep experts
-    /// each), each expert's MLP split over the remaining tp/ep. Must divide tp and the experts. Default 1.
+    /// each), each expert's MLP split over the remaining tp/ep. Must divide tp and the experts. Without
+    /// `dp_attention` the tokens are replicated over the tensor-parallel group, so no all-to-all is needed (the
+    /// layer's all-reduce combines the experts' outputs). Default 1.
     #[serde(default = "one")]
     pub ep: u32,
+    /// Data-parallel attention (SGLang `--enable-dp-attention`, vLLM data parallelism with
+    /// `--enable-expert-parallel`, DeepEP): attention and the dense layers run data-parallel on each of the tp GPUs
+    /// (full weights, 1/tp of the running requests and their KV cache each), the experts are sharded over ep = tp
+    /// GPUs, and every MoE layer dispatches its routed tokens to the experts' GPUs by an all-to-all and combines
+    /// them by another. Needs a mixture-of-experts model and ep = tp. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dp_attention: bool,
 }
 
 impl Default for ServingParallelism {
     fn default() -> ServingParallelism {
-        ServingParallelism { tp: 1, pp: 1, ep: 1 }
+        ServingParallelism { tp: 1, pp: 1, ep: 1, dp_attention: false }
     }
 }
 

@@ -68,6 +68,9 @@ pub struct SearchConstraints {
     /// 768, 1024.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<Vec<u32>>,
+    /// Data-parallel attention (MoE models): `true` tries only it, `false` never; default both (ep = tp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp_attention: Option<bool>,
 }
 
 fn five() -> u32 {
@@ -112,6 +115,8 @@ pub struct SearchHit {
     pub tp: u32,
     pub pp: u32,
     pub ep: u32,
+    /// Data-parallel attention with all-to-all expert dispatch.
+    pub dp_attention: bool,
     pub precision: Precision,
     /// Requests in flight per instance (the largest tried that meets the target).
     pub concurrency: u32,
@@ -205,12 +210,20 @@ pub fn search(
                 (Some(_), Some(list)) => list.clone(),
                 (Some(m), None) => powers_of_two(tp).into_iter().filter(|e| m.experts % e == 0).collect(),
             };
-            for &ep in &eps {
+            // (ep, data-parallel attention): MoE models also try ep = tp with data-parallel attention.
+            let mut layouts: Vec<(u32, bool)> = eps.iter().map(|&e| (e, false)).collect();
+            if model.moe.is_some() && tp > 1 && eps.contains(&tp) && c.dp_attention != Some(false) {
+                layouts.push((tp, true));
+            }
+            if c.dp_attention == Some(true) {
+                layouts.retain(|l| l.1);
+            }
+            for &(ep, dp_attention) in &layouts {
                 for &precision in &precisions {
                     let candidate = InferenceRequest {
                         system: req.system.clone(),
                         model: req.model.clone(),
-                        parallelism: ServingParallelism { tp, pp, ep },
+                        parallelism: ServingParallelism { tp, pp, ep, dp_attention },
                         precision,
                         kv_cache_dtype: req.kv_cache_dtype,
                         engine: req.engine,
@@ -270,6 +283,7 @@ pub fn search(
             tp: cfg.tp,
             pp: cfg.pp,
             ep: cfg.ep,
+            dp_attention: cfg.dp_attention,
             precision: cfg.precision,
             concurrency: r.workload.concurrency.unwrap_or(1),
             replicas,

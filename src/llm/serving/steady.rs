@@ -164,9 +164,11 @@ impl<'a> Solver<'a> {
         ]
     }
 
-    /// One micro-batch of `load`: every count split over the pp micro-batches.
+    /// One micro-batch of `load` on one GPU: every count split over the pp micro-batches (and, with data-parallel
+    /// attention, over the tp ranks).
     fn micro(&self, load: &StepLoad) -> StepLoad {
-        let split = |v: u32| v.div_ceil(self.cfg.pp);
+        let parts = self.cfg.pp * self.cfg.dp();
+        let split = |v: u32| v.div_ceil(parts);
         StepLoad {
             decode_seqs: split(load.decode_seqs),
             prefill_tokens: split(load.prefill_tokens),
@@ -241,7 +243,9 @@ impl<'a> Solver<'a> {
             }
         }
         let host = self.consts.host(cfg.engine);
-        let seqs = load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil();
+        // Each data-parallel rank runs its own scheduler over its share of the sequences.
+        let seqs = (load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil())
+            / cfg.dp() as f64;
         let overhead_s = (host.step_us + host.seq_us * seqs) * 1e-6;
         let result = StepResult {
             load,

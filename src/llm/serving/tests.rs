@@ -107,7 +107,7 @@ fn moe_decodes_read_only_the_routed_experts() {
     let active_ms = (12_879_925_248.0 - 131_072_000.0) * 2.0 / 3350e9 * 1e3;
     assert!(p.decode_step.gpu_ms > active_ms && p.decode_step.gpu_ms < 2.0 * active_ms, "{}", p.decode_step.gpu_ms);
     assert!(p.decode_step.operators.iter().any(|o| o.name == crate::llm::operators::OpName::Moe));
-    // ep 2 at tp 2: four experts per GPU, each whole.
+    // ep 2 at tp 2: four experts per GPU, each whole, receiving ⌈1/2⌉ token's routed copies on average.
     let ep = request(json!({"system": "dgx-h100", "model": "Mixtral-8x7B", "parallelism": {"tp": 2, "ep": 2},
         "workload": {"input_tokens": 128, "output_tokens": 128, "concurrency": 1}}));
     let e = run(&ep);
@@ -251,4 +251,43 @@ fn every_catalog_model_predicts_on_eight_h100s() {
         let p = run(&req);
         assert!(p.ttft_ms > 0.0 && p.tpot_ms > 0.0 && p.ttft_ms.is_finite() && p.tpot_ms.is_finite(), "{}", m.name);
     }
+}
+
+#[test]
+fn data_parallel_attention_dispatches_experts_by_all_to_all() {
+    // Mixtral-8x7B on 4 H100s, ep = tp = 4, data-parallel attention, 64 requests of 512 + 128 tokens.
+    let req = request(json!({"system": "dgx-h100", "model": "Mixtral-8x7B",
+        "parallelism": {"tp": 4, "ep": 4, "dp_attention": true},
+        "workload": {"input_tokens": 512, "output_tokens": 128, "concurrency": 64}}));
+    let p = run(&req);
+    // Weights per GPU: attention 41,943,040 params, two norms 8192, two of the eight experts 352,321,536, the
+    // router 32,768 (all 2 B) = 788,611,072 B per layer, × 32 = 25,235,554,304; embedding and head whole
+    // 2·32000·4096·2 = 524,288,000; final norm 8192 B: 25,759,850,496 B.
+    assert!((p.memory.weights_gib * GIB - 25_759_850_496.0).abs() < 1.0, "{}", p.memory.weights_gib * GIB);
+    // Each rank caches its own requests with all 8 key/value heads: 2·32·8·128·2 = 131,072 B per token.
+    // Workspace 8192·(2·4096 + 3·28672)·2 + 1024·32000·4 + 1 GiB = 2,748,317,696 B; KV 0.9·80 GiB − weights −
+    // workspace = 48,801,243,136 B → 23,270 blocks of 16 → 581 requests of 40 blocks per rank, × 4 ranks = 2,324.
+    assert_eq!(p.memory.kv_bytes_per_token_per_gpu, 131_072.0);
+    assert_eq!(p.memory.max_concurrency, 2324);
+    let names: Vec<_> = p.decode_step.operators.iter().map(|o| o.name).collect();
+    use crate::llm::operators::OpName;
+    assert!(!names.contains(&OpName::MpAllReduce), "{names:?}");
+    let a2a = p.decode_step.operators.iter().find(|o| o.name == OpName::EpAllToAll).unwrap();
+    // Dispatch and combine in each of the 32 MoE layers; a rank's decode tokens ⌈64/4⌉ = 16 · top-2 · 4096 · 2 B.
+    assert_eq!(a2a.calls_per_step, 64.0);
+    let local = (p.decode_step.decode_seqs as u64).div_ceil(4);
+    assert_eq!(a2a.features[0], local * 2 * 4096 * 2);
+    // The experts of one GPU see the routed copies of every rank's tokens that chose them: 4·local tokens' copies
+    // spread over 4 GPUs, local tokens' worth; its 2 of 8 experts, whole.
+    let moe = p.decode_step.operators.iter().find(|o| o.name == OpName::Moe).unwrap();
+    assert_eq!(moe.features, vec![local, 4096, 14336, 2, 2]);
+    // Refused: ep ≠ tp, or a dense model.
+    let s = system("dgx-h100");
+    let mut bad = req.clone();
+    bad.parallelism.ep = 2;
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "parallelism.dp_attention");
+    let dense = request(json!({"system": "dgx-h100", "model": "Llama-3.1-8B",
+        "parallelism": {"tp": 2, "dp_attention": true},
+        "workload": {"input_tokens": 512, "output_tokens": 128, "concurrency": 4}}));
+    assert_eq!(validate(&dense, &s).unwrap_err().field, "parallelism.dp_attention");
 }

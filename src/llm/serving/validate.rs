@@ -23,6 +23,8 @@ pub struct ServingConfig {
     pub tp: u32,
     pub pp: u32,
     pub ep: u32,
+    /// Data-parallel attention with all-to-all expert dispatch.
+    pub dp_attention: bool,
     /// GEMM and expert weights and activations.
     pub precision: Precision,
     /// Everything else: embedding, LM head, norms, element-wise kernels (bf16, or fp16 where the GPU has no bf16).
@@ -47,12 +49,31 @@ impl ServingConfig {
         self.tp * self.pp
     }
 
-    /// Key/value heads on one GPU: g/tp, or 1 (replicated) when tp exceeds g (vLLM replicates key/value heads).
+    /// The degree attention and the dense layers are split over: tp, or 1 with data-parallel attention.
+    pub fn attn_tp(&self) -> u32 {
+        if self.dp_attention {
+            1
+        } else {
+            self.tp
+        }
+    }
+
+    /// Data-parallel attention ranks the running requests are split over: tp with data-parallel attention, else 1.
+    pub fn dp(&self) -> u32 {
+        if self.dp_attention {
+            self.tp
+        } else {
+            1
+        }
+    }
+
+    /// Key/value heads on one GPU: g/tp, or 1 (replicated) when tp exceeds g (vLLM replicates key/value heads); all
+    /// g with data-parallel attention; MLA's one latent.
     pub fn kv_heads_per_gpu(&self) -> u32 {
         if self.model.mla.is_some() {
             1
         } else {
-            (self.model.kv_heads / self.tp).max(1)
+            (self.model.kv_heads / self.attn_tp()).max(1)
         }
     }
 
@@ -220,17 +241,25 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         }
     }
     let tp = p.tp;
-    if model.heads % tp != 0 {
+    // With data-parallel attention the heads are not split.
+    let attn_tp = if p.dp_attention { 1 } else { tp };
+    if model.heads % attn_tp != 0 {
         return Err(bad("parallelism.tp", format!("the {} query heads are not divisible by tp {tp}", model.heads)));
     }
-    if model.mla.is_none() && model.kv_heads % tp != 0 && tp % model.kv_heads != 0 {
+    if model.mla.is_none() && model.kv_heads % attn_tp != 0 && attn_tp % model.kv_heads != 0 {
         return Err(bad(
             "parallelism.tp",
             format!("{} key/value heads are neither a multiple nor a divisor of tp {tp}", model.kv_heads),
         ));
     }
     let dense_layers = model.layers - model.moe_layers();
-    if dense_layers > 0 && model.ffn_hidden % tp != 0 {
+    if p.dp_attention && (model.moe.is_none() || p.ep != tp) {
+        return Err(bad(
+            "parallelism.dp_attention",
+            format!("needs a mixture-of-experts model and ep = tp (got ep {}, tp {tp})", p.ep),
+        ));
+    }
+    if dense_layers > 0 && !p.dp_attention && model.ffn_hidden % tp != 0 {
         return Err(bad("parallelism.tp", format!("ffn_hidden {} is not divisible by tp {tp}", model.ffn_hidden)));
     }
     match &model.moe {
@@ -247,7 +276,8 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
                 return Err(bad("parallelism.ep", format!("ep {} does not divide the {} experts", p.ep, m.experts)));
             }
             let expert_tp = tp / p.ep;
-            if m.expert_ffn_hidden % expert_tp != 0 || m.shared_ffn_hidden % tp != 0 {
+            let shared_tp = if p.dp_attention { 1 } else { tp };
+            if m.expert_ffn_hidden % expert_tp != 0 || m.shared_ffn_hidden % shared_tp != 0 {
                 return Err(bad(
                     "parallelism.tp",
                     format!(
@@ -319,6 +349,7 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         tp,
         pp: p.pp,
         ep: p.ep,
+        dp_attention: p.dp_attention,
         precision: req.precision.precision(),
         activation_precision,
         kv_cache_dtype,
