@@ -10,6 +10,7 @@ pub mod auth;
 pub mod estimates;
 pub mod gpus;
 pub mod health;
+pub mod inference;
 pub mod json;
 pub mod openapi_refine;
 pub mod predictions;
@@ -63,7 +64,8 @@ impl utoipa::Modify for BearerScheme {
     info(
         title = "perfcast",
         description = "Predicts how fast distributed GPU applications run: LLM training iterations (S1's \
-operator-level model with a 1F1B pipeline timeline), GPU kernels and collectives, from analytic models corrected \
+operator-level model with a 1F1B pipeline timeline), LLM serving (TTFT, TPOT, throughput and KV-cache capacity \
+under continuous batching), GPU kernels and collectives, from analytic models corrected \
 by learned ones.\n\nConventions: JSON, snake_case, units in field names (`_us`, `_s`, `_gbs` = 10⁹ B/s, `_gib`, \
 `_tflops`). Every error is RFC 9457 `application/problem+json` with `errors[]` naming the field (or the line and \
 column of the body).",
@@ -71,7 +73,7 @@ column of the body).",
     ),
     modifiers(&BearerScheme),
     tags(
-        (name = "predictions", description = "Training-iteration predictions"),
+        (name = "predictions", description = "Training-iteration and LLM-serving predictions"),
         (name = "estimates", description = "Operator, kernel and collective estimates, analytic and learned"),
         (name = "profiles", description = "Uploads of profiler and benchmark outputs, and their samples"),
         (name = "regressors", description = "Learned correction models and their retraining"),
@@ -106,6 +108,8 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(predictions::predict_training))
         .routes(routes!(predictions::search_training))
         .routes(routes!(predictions::training_timeline))
+        .routes(routes!(inference::predict_inference))
+        .routes(routes!(inference::search_inference))
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))
         .routes(routes!(gpus::list_gpus))

@@ -81,6 +81,29 @@ pub(super) enum EvalWhat {
         #[arg(long)]
         analytic_only: bool,
     },
+    /// Serving: LLM-Inference-Bench's static batches (vLLM, TensorRT-LLM on A100/H100/GH200) through the serving
+    /// predictor; MAPE and signed error per framework, GPU, batch, length and model.
+    Inference {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for inference.md, inference.json and inference_rows.csv.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Cross-validate: fit the serving constants on all but one fold of (framework, model) groups, predict
+        /// that fold, for every fold; then fit on every row. Without it, the shipped constants predict every row.
+        #[arg(long)]
+        cross_validate: bool,
+        /// Folds of the cross-validation.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Nelder–Mead iterations per fit.
+        #[arg(long, default_value_t = 200)]
+        iterations: usize,
+        /// Predict with the bare roofline (every fraction 1, no host cost) instead of the shipped constants.
+        #[arg(long)]
+        roofline: bool,
+    },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs): per
     /// regressor key, fit on all GPUs but one, report on the one left out.
     CrossGpu {
@@ -163,6 +186,16 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
                 rows_csv,
             };
             cross_gpu(&opts, &out, steps)
+        }
+        EvalWhat::Inference { data, out, cross_validate, folds, iterations, roofline } => {
+            let mode = if cross_validate {
+                crate::eval::inference::Mode::CrossValidate { folds, iterations }
+            } else if roofline {
+                crate::eval::inference::Mode::Fixed(crate::llm::serving::ServingConstants::ROOFLINE)
+            } else {
+                crate::eval::inference::Mode::Fixed(crate::llm::serving::ServingConstants::CALIBRATED)
+            };
+            inference(&data, &out, &mode, steps)
         }
     }
 }
@@ -282,6 +315,19 @@ fn git_commit() -> String {
         Some(c) => c,
         None => "unknown".into(),
     }
+}
+
+fn inference(data: &Path, out: &Path, mode: &crate::eval::inference::Mode, steps: &mut Steps) -> ExitCode {
+    let report = match crate::eval::inference::run(data, mode, &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::inference::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::inference::markdown(&report));
+    eprintln!("wrote {0}/inference.md, {0}/inference.json, {0}/inference_rows.csv", out.display());
+    ExitCode::SUCCESS
 }
 
 fn cross_gpu(opts: &crate::eval::logo::Options, out: &Path, steps: &mut Steps) -> ExitCode {

@@ -1,5 +1,6 @@
-//! The `perfcast` command line: `serve` the HTTP API, `predict`, `search` or draw the `timeline` from a request file, print the
-//! `openapi` document, manage API `keys`, `import` measurements, `eval` accuracy, build or show the bundled `models`.
+//! The `perfcast` command line: `serve` the HTTP API, `predict` (training), `predict-inference` and
+//! `search-inference` (serving), `search` or draw the `timeline` from a request file, print the `openapi` document,
+//! manage API `keys`, `import` measurements, `eval` accuracy, build or show the bundled `models`.
 //!
 //! The top layer: it parses the command line (clap derive), loads the configuration and calls what the API calls
 //! ([`crate::service`], [`crate::app`], [`crate::eval`]). What it prints is the same response types the API
@@ -12,6 +13,7 @@
 
 mod eval;
 mod import;
+mod inference;
 mod keys;
 mod models;
 mod predict;
@@ -61,6 +63,18 @@ enum Command {
     /// Predict one training iteration from a request file (the body of POST /v1/predictions/training; `-` reads
     /// stdin) and print the same JSON the API returns.
     Predict {
+        /// Request file.
+        request: PathBuf,
+    },
+    /// Predict LLM serving from a request file (the body of POST /v1/predictions/inference; `-` reads stdin):
+    /// TTFT, TPOT, throughput and KV-cache capacity, the same JSON the API returns.
+    PredictInference {
+        /// Request file.
+        request: PathBuf,
+    },
+    /// Search serving configurations (tp, pp, ep, precision, concurrency) for a latency target from a request file
+    /// (the body of POST /v1/predictions/inference/search; `-` reads stdin), ranked by tokens/s per GPU.
+    SearchInference {
         /// Request file.
         request: PathBuf,
     },
@@ -119,6 +133,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve { .. } => serve::run(config).await,
         Command::Predict { request } => predict::run(&request, &config).await,
+        Command::PredictInference { request } => inference::run(&request, &config).await,
+        Command::SearchInference { request } => inference::search(&request, &config).await,
         Command::Search { request } => search::run(&request, &config, progress).await,
         Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),

@@ -1,6 +1,6 @@
 //! LLM training-iteration prediction (S1, MODELS.md §1, and the Megatron-LM options of §1.6): model and parallel
 //! configuration, vocabulary padding and parameters, pipeline partition, memory per GPU, and the search for the
-//! fastest configuration that fits. [`predict()`] runs four stages, one module each: [`decompose`] (operators and
+//! fastest configuration that fits; and LLM serving ([`serving`], MODELS.md §5) through the same stages. [`predict()`] runs four stages, one module each: [`decompose`] (operators and
 //! collectives per stage, from [`operators`]), [`timing`] (the cost backend, once per distinct operator),
 //! [`schedule`] (S1 eq. 7, or the 1F1B / interleaved simulation of [`pipeline`]) and [`report`] (the answer).
 //!
@@ -21,6 +21,7 @@ pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod search;
+pub mod serving;
 pub mod sizing;
 pub mod timing;
 pub mod trace;

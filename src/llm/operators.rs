@@ -94,6 +94,24 @@ pub enum OpName {
     #[serde(rename = "PP_P2P")]
     PpP2p,
     Optimizer,
+    /// Serving: prefill attention over the new prompt tokens, writing their K/V into the KV cache.
+    #[serde(rename = "Attention_Prefill")]
+    AttentionPrefill,
+    /// Serving: decode attention of one new token per sequence over its KV cache.
+    #[serde(rename = "Attention_Decode")]
+    AttentionDecode,
+    /// Serving: the MoE router GEMM (hidden → experts logits).
+    #[serde(rename = "MoE_Router")]
+    MoeRouter,
+    /// Serving: the fused routed experts of an MoE layer (top-k, grouped GEMMs, combine).
+    #[serde(rename = "MoE")]
+    Moe,
+    /// Serving: sampling over the gathered logits (softmax and top-k/top-p over the vocabulary).
+    Sampler,
+    /// Serving: expert parallelism's all-to-all, dispatching routed tokens to their experts' GPUs (and combining
+    /// the results back), with data-parallel attention.
+    #[serde(rename = "EP_Alltoall")]
+    EpAllToAll,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.

@@ -7,6 +7,7 @@
 pub mod comm_estimates;
 pub mod estimates;
 pub mod gpus;
+pub mod inference;
 pub mod kernel_estimates;
 pub mod keys;
 pub mod learning;

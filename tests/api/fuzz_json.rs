@@ -40,6 +40,28 @@ fn seeds() -> Vec<(&'static str, Value)> {
                 "constraints": {"max_pp": 4}}),
         ),
         (
+            "/v1/predictions/inference",
+            json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "parallelism": {"tp": 4, "pp": 1, "ep": 1},
+                "precision": "bf16", "engine": "vllm", "engine_options": {"max_num_seqs": 256,
+                "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9, "cuda_graphs": true},
+                "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}}),
+        ),
+        (
+            "/v1/predictions/inference",
+            json!({"system": "dgx-h100", "parallelism": {"tp": 2, "ep": 2}, "kv_cache_dtype": "fp8",
+                "model": {"name": "moe", "layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "head_dim": 64,
+                          "vocab": 32000, "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024,
+                          "shared_experts": 1, "dense_layers": 1}},
+                "workload": {"input_tokens": 512, "output_tokens": 64, "request_rate": 4.0}}),
+        ),
+        (
+            "/v1/predictions/inference/search",
+            json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "gpus": 8,
+                "workload": {"input_tokens": 512, "output_tokens": 128}, "slo": {"ttft_ms": 500, "tpot_ms": 30},
+                "constraints": {"tp": [1, 2], "pp": [1], "precisions": ["bf16"], "concurrency": [1, 8, 64]},
+                "top_k": 2}),
+        ),
+        (
             "/v1/estimates/operator",
             json!({"gpu": "H100-SXM5-80GB", "op": "linear", "phase": "fwd", "dtype": "bf16",
                    "dims": {"B": 1, "M": 4096, "N": 4096, "K": 4096}}),

@@ -19,6 +19,7 @@ mod dashboard;
 mod estimates;
 mod fixtures_upload;
 mod fuzz_json;
+mod inference;
 mod ingest_props;
 mod learning;
 mod openapi;

@@ -1,0 +1,248 @@
+//! A Hugging Face `config.json` → [`ServingModel`]. The keys read (others are ignored; errors name
+//! `model.hf_config.<key>`):
+//!
+//! | what | keys, first present wins | default |
+//! |---|---|---|
+//! | hidden size | `hidden_size`, `n_embd`, `d_model` | required |
+//! | layers | `num_hidden_layers`, `n_layer`, `num_layers` | required |
+//! | query heads | `num_attention_heads`, `n_head` | required |
+//! | key/value heads | `num_key_value_heads` | query heads |
+//! | head dim | `head_dim` (MLA: `qk_nope_head_dim + qk_rope_head_dim`) | hidden / heads |
+//! | MLP width | `intermediate_size`, `n_inner`, `ffn_dim` | 4·hidden (GeLU), expert width (MoE) |
+//! | vocabulary | `vocab_size` | required |
+//! | activation | `hidden_act`, `activation_function`: `silu`/`swiglu` → SwiGLU, `gelu*`/`relu` → a two-matrix MLP | SwiGLU |
+//! | norm | `layer_norm_eps` / `layer_norm_epsilon` → LayerNorm, else RMSNorm | RMSNorm |
+//! | tied LM head | `tie_word_embeddings` | `false` |
+//! | experts | `num_local_experts` (Mixtral), `num_experts` (Qwen-MoE), `n_routed_experts` (DeepSeek) | dense |
+//! | routed per token | `num_experts_per_tok` | required with experts |
+//! | expert width | `moe_intermediate_size`, else `intermediate_size` (Mixtral) | |
+//! | shared experts | `n_shared_experts` (× expert width), `shared_expert_intermediate_size` (one of that width) | none |
+//! | dense leading layers | `first_k_dense_replace`; Qwen's `mlp_only_layers` (their count) | 0 |
+//! | MLA | `kv_lora_rank`, `q_lora_rank` (null = 0), `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim` | none |
+//!
+//! `decoder_sparse_step` other than 1 (MoE every k-th layer) is refused: perfcast's MoE layers are contiguous.
+
+use serde_json::{Map, Value};
+
+use super::model::{MoeConfig, ServingModel};
+use super::request::MlaSpec;
+use crate::llm::config::{bad, Activation, ConfigError, Norm};
+
+const FIELD: &str = "model.hf_config";
+
+fn field(key: &str) -> String {
+    format!("{FIELD}.{key}")
+}
+
+/// The first of `keys` present (and not null) in `cfg`, as a positive integer that fits u32: `Ok(None)` when none
+/// is present; an error naming the key otherwise.
+fn uint(cfg: &Map<String, Value>, keys: &[&str]) -> Result<Option<u32>, ConfigError> {
+    for k in keys {
+        match cfg.get(*k) {
+            None | Some(Value::Null) => continue,
+            Some(v) => {
+                return match v.as_u64() {
+                    Some(n) if n >= 1 && n <= u32::MAX as u64 => Ok(Some(n as u32)),
+                    _ => Err(bad(&field(k), format!("must be a positive integer, got {v}"))),
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn required(cfg: &Map<String, Value>, keys: &[&str]) -> Result<u32, ConfigError> {
+    uint(cfg, keys)?.ok_or_else(|| bad(&field(keys[0]), format!("missing: config.json needs one of {keys:?}")))
+}
+
+/// Parses `hf_config` (the JSON object of a `config.json`), naming the model `name` (else its `_name_or_path`, its
+/// first `architectures` entry or `"hf_config"`).
+pub fn parse(hf_config: &Value, name: Option<&str>) -> Result<ServingModel, ConfigError> {
+    let Some(cfg) = hf_config.as_object() else {
+        return Err(bad(FIELD, "must be the JSON object of a Hugging Face config.json"));
+    };
+    let hidden = required(cfg, &["hidden_size", "n_embd", "d_model"])?;
+    let layers = required(cfg, &["num_hidden_layers", "n_layer", "num_layers"])?;
+    let heads = required(cfg, &["num_attention_heads", "n_head"])?;
+    let vocab = required(cfg, &["vocab_size"])?;
+    let kv_heads = uint(cfg, &["num_key_value_heads"])?.unwrap_or(heads);
+    if heads % kv_heads != 0 {
+        return Err(bad(
+            &field("num_key_value_heads"),
+            format!("{kv_heads} key/value heads do not divide {heads} attention heads"),
+        ));
+    }
+    let act = cfg.get("hidden_act").or_else(|| cfg.get("activation_function")).and_then(Value::as_str);
+    let activation = match act.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("silu") | Some("swiglu") | Some("swish") => Activation::Swiglu,
+        Some(a) if a.starts_with("gelu") || a == "relu" => Activation::Gelu,
+        Some(a) => {
+            let key = if cfg.contains_key("hidden_act") { "hidden_act" } else { "activation_function" };
+            return Err(bad(&field(key), format!("unknown activation {a:?} (silu, swiglu, gelu*, relu)")));
+        }
+    };
+    let norm = if cfg.contains_key("layer_norm_eps") || cfg.contains_key("layer_norm_epsilon") {
+        Norm::Layernorm
+    } else {
+        Norm::Rmsnorm
+    };
+    let tied = match cfg.get("tie_word_embeddings") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(bad(&field("tie_word_embeddings"), format!("must be true or false, got {v}"))),
+    };
+    let mla = match uint(cfg, &["kv_lora_rank"])? {
+        None => None,
+        Some(kv_lora_rank) => Some(MlaSpec {
+            q_lora_rank: uint(cfg, &["q_lora_rank"])?.unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_head_dim: required(cfg, &["qk_nope_head_dim"])?,
+            qk_rope_head_dim: required(cfg, &["qk_rope_head_dim"])?,
+            v_head_dim: required(cfg, &["v_head_dim"])?,
+        }),
+    };
+    let head_dim = match (&mla, uint(cfg, &["head_dim"])?) {
+        (Some(m), _) => m.qk_nope_head_dim + m.qk_rope_head_dim,
+        (None, Some(d)) => d,
+        (None, None) if hidden % heads == 0 => hidden / heads,
+        (None, None) => {
+            return Err(bad(
+                &field("num_attention_heads"),
+                format!("hidden_size {hidden} is not divisible by {heads} heads and head_dim is not given"),
+            ))
+        }
+    };
+    let intermediate = uint(cfg, &["intermediate_size", "n_inner", "ffn_dim"])?;
+    let moe = moe(cfg, layers, intermediate)?;
+    let ffn_hidden = match (intermediate, &moe) {
+        (Some(f), _) => f,
+        (None, Some(m)) => m.expert_ffn_hidden,
+        (None, None) if activation == Activation::Gelu => 4 * hidden,
+        (None, None) => return Err(bad(&field("intermediate_size"), "missing: the MLP width is needed")),
+    };
+    let name = name
+        .map(str::to_string)
+        .or_else(|| cfg.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string))
+        .or_else(|| {
+            cfg.get("architectures")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "hf_config".to_string());
+    Ok(ServingModel {
+        name,
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        ffn_hidden,
+        vocab,
+        norm,
+        activation,
+        tied_embeddings: tied,
+        moe,
+        mla,
+    })
+}
+
+fn moe(cfg: &Map<String, Value>, layers: u32, intermediate: Option<u32>) -> Result<Option<MoeConfig>, ConfigError> {
+    let Some(experts) = uint(cfg, &["num_local_experts", "num_experts", "n_routed_experts"])? else {
+        return Ok(None);
+    };
+    let top_k = required(cfg, &["num_experts_per_tok"])?;
+    if top_k > experts {
+        return Err(bad(&field("num_experts_per_tok"), format!("{top_k} routed experts per token of only {experts}")));
+    }
+    let expert_ffn_hidden = match uint(cfg, &["moe_intermediate_size"])?.or(intermediate) {
+        Some(f) => f,
+        None => return Err(bad(&field("moe_intermediate_size"), "missing: the experts' MLP width is needed")),
+    };
+    if let Some(step) = uint(cfg, &["decoder_sparse_step"])? {
+        if step != 1 {
+            return Err(bad(&field("decoder_sparse_step"), format!("MoE every {step} layers is not supported (1 is)")));
+        }
+    }
+    let (shared_experts, shared_ffn_hidden) =
+        match (uint(cfg, &["n_shared_experts"])?, uint(cfg, &["shared_expert_intermediate_size"])?) {
+            (Some(n), _) => (n, n * expert_ffn_hidden),
+            (None, Some(w)) => (1, w),
+            (None, None) => (0, 0),
+        };
+    let mlp_only = cfg.get("mlp_only_layers").and_then(Value::as_array).map_or(0, |a| a.len() as u32);
+    let dense_layers = uint(cfg, &["first_k_dense_replace"])?.unwrap_or(0).max(mlp_only);
+    if dense_layers >= layers {
+        return Err(bad(
+            &field("first_k_dense_replace"),
+            format!("{dense_layers} dense layers of {layers}: no MoE layer"),
+        ));
+    }
+    Ok(Some(MoeConfig { experts, top_k, expert_ffn_hidden, shared_experts, shared_ffn_hidden, dense_layers }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::serving::catalog::lookup;
+    use serde_json::json;
+
+    #[test]
+    fn llama_and_mixtral_configs_give_the_catalog_models() {
+        // meta-llama/Llama-3.1-70B config.json (abridged to the keys read, plus some that are not).
+        let llama = json!({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 8192,
+            "intermediate_size": 28672, "num_attention_heads": 64, "num_hidden_layers": 80,
+            "num_key_value_heads": 8, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": false,
+            "torch_dtype": "bfloat16", "vocab_size": 128256});
+        let m = parse(&llama, Some("Llama-3.1-70B")).unwrap();
+        assert_eq!(m, lookup("Llama-3.1-70B").unwrap().model);
+        let mixtral = json!({"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+            "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+            "vocab_size": 32000, "hidden_act": "silu", "rms_norm_eps": 1e-5});
+        assert_eq!(parse(&mixtral, Some("Mixtral-8x7B")).unwrap(), lookup("Mixtral-8x7B").unwrap().model);
+        // Qwen3-32B: head_dim 128 with hidden 5120 and 64 heads.
+        let qwen3 = json!({"hidden_size": 5120, "head_dim": 128, "intermediate_size": 25600,
+            "num_attention_heads": 64, "num_hidden_layers": 64, "num_key_value_heads": 8, "vocab_size": 151936,
+            "_name_or_path": "Qwen/Qwen3-32B"});
+        let q = parse(&qwen3, None).unwrap();
+        assert_eq!((q.name.as_str(), q.head_dim), ("Qwen/Qwen3-32B", 128));
+        // DeepSeek-V3: MLA and shared experts.
+        let ds = json!({"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
+            "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+            "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3,
+            "vocab_size": 129280, "tie_word_embeddings": false});
+        assert_eq!(parse(&ds, Some("DeepSeek-V3")).unwrap(), lookup("DeepSeek-V3").unwrap().model);
+    }
+
+    #[test]
+    fn unknown_or_inconsistent_values_name_their_key() {
+        let base = json!({"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+            "intermediate_size": 14336, "vocab_size": 32000});
+        let cases = [
+            ("num_key_value_heads", json!(5), "model.hf_config.num_key_value_heads"),
+            ("hidden_size", json!("big"), "model.hf_config.hidden_size"),
+            ("num_hidden_layers", json!(0), "model.hf_config.num_hidden_layers"),
+            ("hidden_act", json!("mish"), "model.hf_config.hidden_act"),
+            ("num_local_experts", json!(8), "model.hf_config.num_experts_per_tok"),
+            ("tie_word_embeddings", json!("yes"), "model.hf_config.tie_word_embeddings"),
+        ];
+        for (k, v, field) in cases {
+            let mut c = base.clone();
+            c[k] = v;
+            assert_eq!(parse(&c, None).unwrap_err().field, field, "{k}");
+        }
+        let mut c = base.clone();
+        c.as_object_mut().unwrap().remove("vocab_size");
+        assert_eq!(parse(&c, None).unwrap_err().field, "model.hf_config.vocab_size");
+        let mut c = base.clone();
+        c["num_attention_heads"] = json!(30);
+        assert_eq!(parse(&c, None).unwrap_err().field, "model.hf_config.num_attention_heads");
+        assert_eq!(parse(&json!([1]), None).unwrap_err().field, "model.hf_config");
+        let mut c = base;
+        c["num_local_experts"] = json!(8);
+        c["num_experts_per_tok"] = json!(9);
+        assert_eq!(parse(&c, None).unwrap_err().field, "model.hf_config.num_experts_per_tok");
+    }
+}

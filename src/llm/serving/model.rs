@@ -1,0 +1,158 @@
+//! A resolved serving model: every architectural number filled in (from the catalog, a Hugging Face config or
+//! the request), with its parameter counts (total and active per token) and KV-cache bytes per token.
+//!
+//! Parameter counts (MODELS.md §5, generalized): per layer the attention projections
+//! d·D·(a + 2g) (QKV) + a·D·d (output), the MLP 3·d·f (SwiGLU: gate, up, down) or 2·d·f (GeLU), two norms of d;
+//! plus the embedding V·d, the final norm d and the LM head V·d unless tied. An MoE layer replaces the MLP by
+//! E routed experts of 3·d·F, the router d·E and the shared experts 3·d·F_shared; a token uses K of the routed
+//! experts (active parameters). Biases are not counted (Qwen2's QKV biases, GPT-3's: < 0.1 %). MLA (DeepSeek-V3):
+//! q down/up d·q_r + q_r·a·(D_nope + D_rope) (or d·a·(D_nope + D_rope) without q_r), kv down d·(kv_r + D_rope), kv
+//! up kv_r·a·(D_nope + D_v), output a·D_v·d, and the two latent norms q_r + kv_r.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::request::{MlaSpec, MoeSpec};
+use crate::llm::config::{Activation, Norm};
+
+/// A resolved mixture-of-experts configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct MoeConfig {
+    /// Routed experts per MoE layer, E.
+    pub experts: u32,
+    /// Routed experts per token, K.
+    pub top_k: u32,
+    /// One routed expert's MLP width, F.
+    pub expert_ffn_hidden: u32,
+    /// Shared experts (every token).
+    pub shared_experts: u32,
+    /// Total MLP width of the shared experts (0 without them).
+    pub shared_ffn_hidden: u32,
+    /// Leading layers with a dense MLP.
+    pub dense_layers: u32,
+}
+
+impl MoeConfig {
+    /// From a request's [`MoeSpec`] (shared width defaults to shared_experts · expert_ffn_hidden).
+    pub fn from_spec(m: &MoeSpec) -> MoeConfig {
+        MoeConfig {
+            experts: m.experts,
+            top_k: m.top_k,
+            expert_ffn_hidden: m.expert_ffn_hidden,
+            shared_experts: m.shared_experts,
+            shared_ffn_hidden: m.shared_ffn_hidden.unwrap_or(m.shared_experts * m.expert_ffn_hidden),
+            dense_layers: m.dense_layers,
+        }
+    }
+}
+
+/// A decoder-only transformer with every number resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ServingModel {
+    pub name: String,
+    /// Layers N.
+    pub layers: u32,
+    /// Hidden size d.
+    pub hidden: u32,
+    /// Query heads a.
+    pub heads: u32,
+    /// Key/value heads g.
+    pub kv_heads: u32,
+    /// Dims per head D.
+    pub head_dim: u32,
+    /// Dense MLP width f (the MoE model's dense layers).
+    pub ffn_hidden: u32,
+    /// Vocabulary V.
+    pub vocab: u32,
+    pub norm: Norm,
+    pub activation: Activation,
+    pub tied_embeddings: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe: Option<MoeConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub mla: Option<MlaSpec>,
+}
+
+impl ServingModel {
+    /// Layers with an MoE MLP (0 for a dense model).
+    pub fn moe_layers(&self) -> u32 {
+        self.moe.as_ref().map_or(0, |m| self.layers.saturating_sub(m.dense_layers))
+    }
+
+    /// Attention projection parameters of one layer (QKV and output; MLA's projections and latent norms).
+    pub fn attention_params(&self) -> f64 {
+        let (d, a, g, dh) = (self.hidden as f64, self.heads as f64, self.kv_heads as f64, self.head_dim as f64);
+        match &self.mla {
+            None => d * dh * (a + 2.0 * g) + a * dh * d,
+            Some(m) => {
+                let (qr, kvr) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
+                let (nope, rope, v) = (m.qk_nope_head_dim as f64, m.qk_rope_head_dim as f64, m.v_head_dim as f64);
+                let q = if m.q_lora_rank > 0 { d * qr + qr * a * (nope + rope) + qr } else { d * a * (nope + rope) };
+                q + d * (kvr + rope) + kvr + kvr * a * (nope + v) + a * v * d
+            }
+        }
+    }
+
+    /// Parameters of one dense MLP of width `f`: 3·d·f with SwiGLU, 2·d·f with GeLU.
+    pub fn mlp_params(&self, f: u32) -> f64 {
+        let u = if self.activation == Activation::Swiglu { 3.0 } else { 2.0 };
+        u * self.hidden as f64 * f as f64
+    }
+
+    /// Parameters of one MoE layer's MLP part: all routed experts, the router and the shared experts
+    /// (`active` = only the top-K routed experts a token uses).
+    pub fn moe_mlp_params(&self, active: bool) -> f64 {
+        let Some(m) = &self.moe else { return 0.0 };
+        let routed = if active { m.top_k } else { m.experts } as f64;
+        routed * self.mlp_params(m.expert_ffn_hidden)
+            + self.hidden as f64 * m.experts as f64
+            + self.mlp_params(m.shared_ffn_hidden)
+    }
+
+    /// Embedding (and untied LM head) parameters: V·d, twice unless tied.
+    pub fn embedding_params(&self) -> f64 {
+        let e = self.vocab as f64 * self.hidden as f64;
+        if self.tied_embeddings {
+            e
+        } else {
+            2.0 * e
+        }
+    }
+
+    fn params(&self, active: bool) -> f64 {
+        let n = self.layers as f64;
+        let d = self.hidden as f64;
+        let moe = self.moe_layers() as f64;
+        let layer_common = self.attention_params() + 2.0 * d;
+        n * layer_common
+            + (n - moe) * self.mlp_params(self.ffn_hidden)
+            + moe * self.moe_mlp_params(active)
+            + self.embedding_params()
+            + d
+    }
+
+    /// Every parameter of the model.
+    pub fn params_total(&self) -> f64 {
+        self.params(false)
+    }
+
+    /// Parameters one token uses (MoE: its top-K routed experts; the embedding and LM head count).
+    pub fn params_active(&self) -> f64 {
+        self.params(true)
+    }
+
+    /// KV-cache elements per token and layer: 2·g·D (keys and values), or MLA's latent kv_lora_rank + D_rope.
+    pub fn kv_elems_per_token_layer(&self) -> f64 {
+        match &self.mla {
+            None => 2.0 * self.kv_heads as f64 * self.head_dim as f64,
+            Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
+        }
+    }
+
+    /// KV-cache bytes per token over the whole model (MODELS.md §5): 2·N·g·D·e_kv (MLA: N·(kv_r + D_rope)·e_kv).
+    /// Llama-3.1-70B in bf16: 2·80·8·128·2 = 327,680 B.
+    pub fn kv_bytes_per_token(&self, kv_elem_bytes: f64) -> f64 {
+        self.layers as f64 * self.kv_elems_per_token_layer() * kv_elem_bytes
+    }
+}

@@ -1,0 +1,320 @@
+//! What a serving prediction is asked about (`POST /v1/predictions/inference`): the system, the model (a catalog
+//! name, a Hugging Face `config.json`, or the architecture spelled out), the parallel configuration, the
+//! precision, the serving engine with its scheduling options, and the workload. [`super::validate`] checks a
+//! request and names the offending field.
+
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+use crate::hw::Precision;
+use crate::llm::config::{Activation, Norm};
+
+/// The model to serve: a name from perfcast's catalog (`"Llama-3.1-70B"`, see [`super::catalog`]), or an object —
+/// either `{"hf_config": {…}}` with the contents of a Hugging Face `config.json`, or the architecture's fields
+/// ([`ServingModelSpec`]).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelRef {
+    /// A catalog name, compared case-insensitively (the README lists them).
+    Name(String),
+    /// An architecture, or a Hugging Face config under `hf_config`.
+    Spec(ServingModelSpec),
+}
+
+/// Reads a string as a catalog name and an object as a [`ServingModelSpec`], keeping the field path of any error
+/// inside the object (`model.layers`), which an untagged enum would lose.
+impl<'de> Deserialize<'de> for ModelRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ModelRef, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ModelRef;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a catalog model name, {\"hf_config\": {…}} or a model object")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ModelRef, E> {
+                Ok(ModelRef::Name(s.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelRef, A::Error> {
+                ServingModelSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(ModelRef::Spec)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Mixture-of-experts layers (Shazeer et al. 2017; Mixtral, Qwen-MoE, DeepSeek-V3): every layer after the first
+/// `dense_layers` replaces its MLP by `experts` SwiGLU experts of width `expert_ffn_hidden`, of which each token
+/// uses `top_k` (chosen by a router GEMM of `hidden × experts`), plus `shared_experts` experts every token uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}))]
+pub struct MoeSpec {
+    /// Routed experts per MoE layer, E.
+    pub experts: u32,
+    /// Experts each token is routed to, K.
+    pub top_k: u32,
+    /// Width of one routed expert's MLP (gate and up projections of this width, down projection back).
+    pub expert_ffn_hidden: u32,
+    /// Experts every token goes through besides its routed ones (DeepSeek's shared experts). Default 0.
+    #[serde(default)]
+    pub shared_experts: u32,
+    /// Total width of the shared experts' MLP (Qwen-MoE's `shared_expert_intermediate_size`). Default
+    /// shared_experts · expert_ffn_hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_ffn_hidden: Option<u32>,
+    /// Leading layers that keep a dense MLP of `ffn_hidden` (DeepSeek-V3's `first_k_dense_replace`). Default 0.
+    #[serde(default)]
+    pub dense_layers: u32,
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3, `kv_lora_rank` in config.json), **approximated**: the KV cache
+/// holds one compressed latent of `kv_lora_rank + qk_rope_head_dim` elements per token and layer (not per head, and
+/// replicated on every tensor-parallel rank); the weights are the down- and up-projections; attention is timed as
+/// grouped attention over the latent (decode: one key/value head of (kv_lora_rank + qk_rope_head_dim)/2 so that
+/// the bytes read per token equal the latent's; prefill: heads of qk_nope + qk_rope dims), not FlashMLA's exact
+/// kernels — the learned correction is where the difference goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128}))]
+pub struct MlaSpec {
+    /// Rank of the query down-projection (0: queries projected directly from the hidden state).
+    #[serde(default)]
+    pub q_lora_rank: u32,
+    /// Rank of the compressed key/value latent.
+    pub kv_lora_rank: u32,
+    /// Per-head query/key dims without rotary embedding.
+    pub qk_nope_head_dim: u32,
+    /// Per-head query/key dims with rotary embedding (shared key part cached with the latent).
+    pub qk_rope_head_dim: u32,
+    /// Per-head value dims.
+    pub v_head_dim: u32,
+}
+
+/// A decoder-only transformer as a serving engine loads it. Give the architecture's fields, or `hf_config` alone
+/// (a Hugging Face `config.json`, optionally with `name`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Llama-3.1-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+    "head_dim": 128, "ffn_hidden": 28672, "vocab": 128256, "norm": "rmsnorm", "activation": "swiglu"}))]
+pub struct ServingModelSpec {
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The contents of a Hugging Face `config.json` (`hidden_size`, `num_hidden_layers`, `num_attention_heads`,
+    /// `num_key_value_heads`, `head_dim`, `intermediate_size`, `vocab_size`, `num_local_experts` / `num_experts`
+    /// / `n_routed_experts`, `num_experts_per_tok`, `moe_intermediate_size`, …; [`super::hf`]). Excludes every
+    /// other field but `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub hf_config: Option<serde_json::Value>,
+    /// Transformer layers, N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u32>,
+    /// Hidden size d.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u32>,
+    /// Query heads a.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heads: Option<u32>,
+    /// Key/value heads g (GQA; must divide `heads`). Default `heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<u32>,
+    /// Dims per head D; may differ from hidden/heads (Qwen3, GPT-3 13B). Default hidden/heads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u32>,
+    /// Width of the (dense) MLP, f. Default 4·hidden for `gelu`, ⌊(8·hidden/3)/64⌋·64 for `swiglu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ffn_hidden: Option<u32>,
+    /// Vocabulary size V.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab: Option<u32>,
+    /// Default `rmsnorm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm: Option<Norm>,
+    /// Default `swiglu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation: Option<Activation>,
+    /// The LM head shares the embedding's weights (stored once). Default `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tied_embeddings: Option<bool>,
+    /// Mixture-of-experts layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<MoeSpec>,
+    /// Multi-head latent attention (approximated, see [`MlaSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaSpec>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Tensor (tp), pipeline (pp) and expert (ep) parallel degrees of one serving instance: tp·pp GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"tp": 4, "pp": 1, "ep": 1}))]
+pub struct ServingParallelism {
+    /// Tensor-parallel degree (Megatron-style: attention heads and MLP columns split, two all-reduces per layer).
+    /// Default 1.
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// Pipeline stages (layers split; the running batch is split into pp micro-batches that flow through them).
+    /// Default 1.
+    #[serde(default = "one")]
+    pub pp: u32,
+    /// Expert-parallel degree: the routed experts are sharded over ep of the tp GPUs of a stage (E/ep experts
+    /// each), each expert's MLP split over the remaining tp/ep. Must divide tp and the experts. Without
+    /// `dp_attention` the tokens are replicated over the tensor-parallel group, so no all-to-all is needed (the
+    /// layer's all-reduce combines the experts' outputs). Default 1.
+    #[serde(default = "one")]
+    pub ep: u32,
+    /// Data-parallel attention (SGLang `--enable-dp-attention`, vLLM data parallelism with
+    /// `--enable-expert-parallel`, DeepEP): attention and the dense layers run data-parallel on each of the tp GPUs
+    /// (full weights, 1/tp of the running requests and their KV cache each), the experts are sharded over ep = tp
+    /// GPUs, and every MoE layer dispatches its routed tokens to the experts' GPUs by an all-to-all and combines
+    /// them by another. Needs a mixture-of-experts model and ep = tp. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dp_attention: bool,
+}
+
+impl Default for ServingParallelism {
+    fn default() -> ServingParallelism {
+        ServingParallelism { tp: 1, pp: 1, ep: 1, dp_attention: false }
+    }
+}
+
+/// Precision of weights and activations (and, by default, of the KV cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ServingPrecision {
+    #[default]
+    Bf16,
+    Fp16,
+    /// FP8 (E4M3) weights and activations of the transformer layers' GEMMs and experts (vLLM's `fp8`
+    /// quantization); embedding, LM head, norms and attention stay 16-bit. Needs FP8 tensor cores.
+    Fp8,
+}
+
+impl ServingPrecision {
+    /// The precision perfcast's cost models use.
+    pub fn precision(self) -> Precision {
+        match self {
+            ServingPrecision::Bf16 => Precision::Bf16,
+            ServingPrecision::Fp16 => Precision::Fp16,
+            ServingPrecision::Fp8 => Precision::Fp8,
+        }
+    }
+}
+
+/// The serving engine: selects its documented scheduling defaults ([`super::engine`]) and its per-step host
+/// overhead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Vllm,
+    Sglang,
+    Trtllm,
+}
+
+impl Engine {
+    /// Every engine.
+    pub const ALL: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::Trtllm];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// Overrides of the engine's scheduling defaults (each absent field keeps the engine's default,
+/// [`super::engine::EngineDefaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9}))]
+pub struct EngineOptions {
+    /// Most sequences running at once (vLLM `max_num_seqs`, SGLang `max_running_requests`, TensorRT-LLM
+    /// `max_batch_size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+    /// Most tokens one step processes, decodes and prefill chunks together (vLLM `max_num_batched_tokens`,
+    /// SGLang `chunked_prefill_size`, TensorRT-LLM `max_num_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_batched_tokens: Option<u32>,
+    /// Chunked prefill: prompts are prefilled in chunks that share steps with the running decodes. Off: a step
+    /// prefills whole prompts and the decodes wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunked_prefill: Option<bool>,
+    /// Fraction of the GPU's memory the engine may use (vLLM `gpu_memory_utilization`, SGLang
+    /// `mem_fraction_static`; TensorRT-LLM's `free_gpu_memory_fraction` applies to the memory left after the
+    /// weights), in (0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_utilization: Option<f64>,
+    /// Decode steps replay captured CUDA graphs (no per-kernel host launch cost) up to
+    /// `cuda_graph_max_batch` sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graphs: Option<bool>,
+    /// Largest decode batch with a captured CUDA graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_max_batch: Option<u32>,
+}
+
+/// The traffic: requests of `input_tokens` prompt tokens generating `output_tokens` tokens, either a closed loop
+/// of `concurrency` clients (each sends its next request when its last one ends) or an open loop of `request_rate`
+/// requests per second. Give exactly one of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}))]
+pub struct Workload {
+    /// Prompt tokens per request, L.
+    pub input_tokens: u32,
+    /// Generated tokens per request, O (the first comes out of the prefill).
+    pub output_tokens: u32,
+    /// Requests in flight (closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Open loop: requests per second arriving at this steady rate (arrival variance is not modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_rate: Option<f64>,
+}
+
+fn bf16() -> ServingPrecision {
+    ServingPrecision::Bf16
+}
+
+/// `POST /v1/predictions/inference`: steady-state serving of `model` on tp·pp GPUs of `system` by `engine`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "parallelism": {"tp": 4},
+    "precision": "bf16", "engine": "vllm",
+    "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}}))]
+pub struct InferenceRequest {
+    /// Name of a stored system (`GET /v1/systems`).
+    pub system: String,
+    /// A catalog name, `{"hf_config": {…}}`, or the architecture.
+    pub model: ModelRef,
+    /// Default tp = pp = ep = 1.
+    #[serde(default)]
+    pub parallelism: ServingParallelism,
+    /// Weights and activations: `bf16` (default), `fp16` or `fp8`.
+    #[serde(default = "bf16")]
+    pub precision: ServingPrecision,
+    /// KV-cache precision. Default: `precision`, except 16-bit (bf16) under fp8 weights (vLLM's `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_dtype: Option<ServingPrecision>,
+    /// `vllm` (default), `sglang` or `trtllm`.
+    #[serde(default)]
+    pub engine: Engine,
+    /// Overrides of the engine's scheduling defaults.
+    #[serde(default)]
+    pub engine_options: EngineOptions,
+    pub workload: Workload,
+}

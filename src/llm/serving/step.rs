@@ -1,0 +1,290 @@
+//! Stage 1 and 2 of a serving prediction for one engine step — **decompose** and **time**: the operators one
+//! pipeline stage runs in one step of a continuous batch (decodes and prefill tokens together, vLLM's
+//! `max_num_batched_tokens` step), timed through the training predictor's memoizing [`Timer`] and [`time_ops`].
+//!
+//! Per layer, T = prefill tokens + decoding sequences (the step's tokens), per GPU (a/t query heads, g_t = max(1,
+//! g/t) key/value heads, f/t MLP columns):
+//! - two norms [T, d]; QKV `Linear1` [T, d → (a/t + 2·g_t)·D]; `RoPE` over q and k; `Attention_Prefill`
+//!   (B, L, a/t, g_t, D) over whole prompts charged by the share of their tokens in this step (a chunk of c of a
+//!   prompt's L tokens costs c/L of the prompt's causal attention: summed over the chunks, a chunk at offset p
+//!   costs c·(p + c/2), and Σ = L²/2); `Attention_Decode` (B, C, a/t, g_t, D) at the decodes' mean context C;
+//!   output `Linear2` [T, a/t·D → d];
+//! - dense MLP: `Linear3` [T, d → 2f/t] (gate and up), `SwiGLU`, `Linear4` [T, f/t → d] (GeLU: f/t and `GeLU`);
+//! - MoE MLP (MODELS.md §5): `MoE_Router` [T, d → E] (16-bit), fused experts `MoE` (T/ep, d, F/(t/ep), E/ep, K) —
+//!   the GPU's E/ep experts receive, on average, the T·K/ep routed copies of T/ep tokens (aiconfigurator's vLLM
+//!   measurements agree: 16,384 tokens at ep 4 over 32 local experts take what 4,096 take at ep 1, 1.57 against
+//!   1.48 ms on H100) — and the shared experts as a dense MLP of width F_shared/t. With ep > 1 the tokens are
+//!   replicated over the
+//!   tensor-parallel group (vLLM's `--enable-expert-parallel` at data-parallel size 1, SGLang's and TensorRT-LLM's
+//!   default), so no all-to-all dispatch is needed: each GPU runs only its experts' tokens and the layer's
+//!   tensor-parallel all-reduce combines them;
+//! - two tensor-parallel all-reduces of T·d 16-bit activations (after attention and after the MLP; vLLM's custom
+//!   all-reduce or NCCL through the backend's collective model);
+//! - with data-parallel attention (`parallelism.dp_attention`) each GPU runs attention and the dense layers whole
+//!   on its 1/tp of the step's tokens (no all-reduce), and every MoE layer adds two all-to-alls (`EP_Alltoall`,
+//!   dispatch and combine) of the rank's T·K routed copies of d activations over the ep = tp GPUs (DeepEP, SGLang's
+//!   DP attention); the experts of a GPU receive the routed copies of every rank's tokens;
+//! - the first stage adds the vocabulary-parallel `Embedding` (and its all-reduce); the last the final norm, the
+//!   LM head `Final_Linear` over only the S sequences that sample this step (vLLM computes logits for the last
+//!   token of each sequence), the all-gather of their logits and the `Sampler` (a softmax over S·V fp32 logits);
+//!   every stage but the last sends its T·d activations to the next (`PP_P2P`).
+//!
+//! MLA (DeepSeek-V3) is approximated: the down-projections (replicated) and the per-head up-projections are three
+//! `Linear1` GEMMs, prefill attention runs as heads of D_nope + D_rope dims, decode attention as one key/value head
+//! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's.
+
+use super::validate::ServingConfig;
+use crate::comm::Group;
+use crate::cost::Timed;
+use crate::hw::{Precision, System};
+use crate::llm::config::{Activation, ConfigError, Norm};
+use crate::llm::operators::{OpName, StageOp, Work};
+use crate::llm::timing::{time_ops, Timer};
+use crate::op::{Collective, OpClass, OpShape, Phase};
+
+/// What one engine step processes (on every pipeline stage, for one micro-batch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepLoad {
+    /// Sequences decoding one token each.
+    pub decode_seqs: u32,
+    /// Mean tokens a decoding sequence attends (its context, the new token included).
+    pub decode_context: u32,
+    /// Prompt tokens prefilled in this step (chunks of one or more prompts).
+    pub prefill_tokens: u32,
+    /// Prompt length L (prefill attention is charged as a share of whole prompts).
+    pub prompt_len: u32,
+    /// Sequences that sample a token at the end of the step (the decodes and the prompts whose last chunk ran).
+    pub sampled: u32,
+}
+
+impl StepLoad {
+    /// Tokens in the step: prefill tokens plus one per decoding sequence.
+    pub fn tokens(&self) -> u32 {
+        self.prefill_tokens + self.decode_seqs
+    }
+}
+
+/// Where a stage sits in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageRole {
+    /// Runs the embedding.
+    pub first: bool,
+    /// Runs the LM head and sampling; stages that are not last send their activations on.
+    pub last: bool,
+}
+
+/// One operator of a step and how often it runs per step (fractional for a prefill attention charged by share).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOp {
+    pub op: StageOp,
+    /// Calls per step (layers × calls per layer, × the prompt share for prefill attention).
+    pub per_step: f64,
+}
+
+/// Receives the operators of a step one by one: name, work, calls per step and features (the dims, or bytes,
+/// nodes and GPUs per node of a collective). The allocation-free path of [`for_each_op`].
+pub type Emit<'e> = dyn FnMut(OpName, Work, f64, &[u64]) + 'e;
+
+fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
+    let shape = OpShape::new(class, Phase::Fwd, dims);
+    out(name, Work::Compute { shape, dtype }, per_step, dims);
+}
+
+fn collective(out: &mut Emit, name: OpName, c: Collective, bytes: f64, group: Group, active: u32, per_step: f64) {
+    let features = [bytes as u64, group.nodes as u64, group.ranks_per_node as u64];
+    out(name, Work::Collective { collective: c, bytes, group, active_per_node: active }, per_step, &features);
+}
+
+/// Vocabulary rows on one GPU: V padded to a multiple of 64 (vLLM's `DEFAULT_VOCAB_PADDING_SIZE`), split over tp.
+pub fn vocab_per_gpu(vocab: u32, tp: u32) -> u64 {
+    (vocab as u64).div_ceil(64).saturating_mul(64).div_ceil(tp.max(1) as u64)
+}
+
+/// The tensor-parallel group of one instance on `system` (packed into as few nodes as possible) and the GPUs of a
+/// node communicating at once.
+pub fn tp_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
+    let gpn = system.gpus_per_node.max(1);
+    (Group::new(cfg.tp, cfg.tp.min(gpn)), cfg.tp.min(gpn))
+}
+
+/// The operators one pipeline stage runs in one step with `load`, holding `dense_layers` dense and `moe_layers`
+/// MoE layers, as a list.
+pub fn stage_ops(
+    cfg: &ServingConfig,
+    system: &System,
+    load: &StepLoad,
+    role: StageRole,
+    dense_layers: u32,
+    moe_layers: u32,
+) -> Vec<StepOp> {
+    let mut ops = Vec::with_capacity(24);
+    for_each_op(cfg, system, load, role, dense_layers, moe_layers, &mut |name, work, per_step, features| {
+        ops.push(StepOp {
+            op: StageOp {
+                name,
+                phase: Phase::Fwd,
+                calls: 1,
+                work,
+                features: features.to_vec(),
+                recompute: false,
+                overlaps: None,
+            },
+            per_step,
+        })
+    });
+    ops
+}
+
+/// The operators of [`stage_ops`], handed to `out` one by one without allocating (the solver's path: it times
+/// thousands of steps).
+pub fn for_each_op(
+    cfg: &ServingConfig,
+    system: &System,
+    load: &StepLoad,
+    role: StageRole,
+    dense_layers: u32,
+    moe_layers: u32,
+    out: &mut Emit,
+) {
+    let m = &cfg.model;
+    // Attention and the dense layers split over tp, or data-parallel (full on every GPU) with dp_attention.
+    let (tp, layers) = (cfg.attn_tp() as u64, (dense_layers + moe_layers) as f64);
+    let t = load.tokens() as u64;
+    let d = m.hidden as u64;
+    let a = m.heads as u64 / tp;
+    let g = cfg.kv_heads_per_gpu() as u64;
+    let dh = m.head_dim as u64;
+    let (w, act, kv) = (cfg.precision, cfg.activation_precision, cfg.kv_cache_dtype);
+    if t == 0 {
+        return;
+    }
+    let (norm_name, norm_class) = match m.norm {
+        Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
+        Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
+    };
+    compute(out, norm_name, norm_class, act, &[t, d], 2.0 * layers);
+    let (rope_dim, v_dim) = match &m.mla {
+        None => {
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, (a + 2 * g) * dh, d], layers);
+            (dh, dh)
+        }
+        Some(mla) => {
+            let (qr, kvr) = (mla.q_lora_rank as u64, mla.kv_lora_rank as u64);
+            let (nope, rope, v) = (mla.qk_nope_head_dim as u64, mla.qk_rope_head_dim as u64, mla.v_head_dim as u64);
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, qr + kvr + rope, d], layers);
+            let q_in = if qr > 0 { qr } else { d };
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + rope), q_in], layers);
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + v), kvr], layers);
+            (rope, v)
+        }
+    };
+    compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
+    if load.prefill_tokens > 0 {
+        let l = load.prompt_len.max(1) as u64;
+        let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
+        let share = load.prefill_tokens as f64 / (prompts * l) as f64;
+        // MLA prefill: multi-head attention after the up-projection (g = a on this GPU).
+        let g_prefill = if m.mla.is_some() { a } else { g };
+        let dims = [prompts, l, a, g_prefill, dh];
+        compute(out, OpName::AttentionPrefill, OpClass::AttentionPrefill, kv, &dims, layers * share);
+    }
+    if load.decode_seqs > 0 {
+        let c = load.decode_context.max(1) as u64;
+        let (g_dec, d_dec) = match &m.mla {
+            None => (g, dh),
+            Some(mla) => (1, ((mla.kv_lora_rank + mla.qk_rope_head_dim) as u64).div_ceil(2)),
+        };
+        let dims = [load.decode_seqs as u64, c, a, g_dec, d_dec];
+        compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &dims, layers);
+    }
+    compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
+    let mlp = |out: &mut Emit, width: u64, n: f64| {
+        if n == 0.0 || width == 0 {
+            return;
+        }
+        match m.activation {
+            Activation::Swiglu => {
+                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, 2 * width, d], n);
+                compute(out, OpName::SwiGLU, OpClass::Swiglu, act, &[t, width], n);
+            }
+            Activation::Gelu => {
+                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, width, d], n);
+                compute(out, OpName::GeLU, OpClass::Gelu, act, &[t, width], n);
+            }
+        }
+        compute(out, OpName::Linear4, OpClass::Linear, w, &[1, t, d, width], n);
+    };
+    mlp(out, m.ffn_hidden as u64 / tp, dense_layers as f64);
+    let act_bytes = act.bytes();
+    let (group, active) = tp_group(cfg, system);
+    if let (Some(moe), true) = (&m.moe, moe_layers > 0) {
+        let n = moe_layers as f64;
+        let ep = cfg.ep as u64;
+        let f = moe.expert_ffn_hidden as u64 / (cfg.tp as u64 / ep);
+        compute(out, OpName::MoeRouter, OpClass::Linear, act, &[1, t, moe.experts as u64, d], n);
+        // The experts of one GPU receive the routed copies of the step's tokens (with data-parallel attention,
+        // every rank's) that chose them: on average T·K/ep copies, T/ep tokens' worth.
+        let t_experts = (t * cfg.dp() as u64).div_ceil(ep);
+        let dims = [t_experts, d, f, moe.experts as u64 / ep, moe.top_k as u64];
+        if cfg.dp_attention && cfg.ep > 1 {
+            // Dispatch this rank's T·K routed copies of d activations to their experts' GPUs, and combine back.
+            let bytes = (t * moe.top_k as u64 * d) as f64 * act_bytes;
+            collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
+        }
+        compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
+        mlp(out, moe.shared_ffn_hidden as u64 / tp, n);
+    }
+    if tp > 1 {
+        let bytes = (t * d) as f64 * act_bytes;
+        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 2.0 * layers);
+    }
+    let vp = vocab_per_gpu(m.vocab, tp as u32);
+    if role.first {
+        compute(out, OpName::Embedding, OpClass::Embedding, act, &[t, vp, d], 1.0);
+        if tp > 1 {
+            let bytes = (t * d) as f64 * act_bytes;
+            collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 1.0);
+        }
+    }
+    if role.last {
+        let s = load.sampled.max(1) as u64;
+        compute(out, norm_name, norm_class, act, &[s, d], 1.0);
+        compute(out, OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0);
+        if tp > 1 {
+            let bytes = (s * vp * tp) as f64 * act_bytes;
+            collective(out, OpName::MpAllGather, Collective::AllGather, bytes, group, active, 1.0);
+        }
+        compute(out, OpName::Sampler, OpClass::Softmax, Precision::Fp32, &[s, vp * tp], 1.0);
+    } else {
+        // The next stage's first GPU: on the same node when the instance fits in one.
+        let gpn = system.gpus_per_node.max(1);
+        let pair = if cfg.gpus() <= gpn { Group::new(2, 2) } else { Group::new(2, 1) };
+        let bytes = (t * d) as f64 * act_bytes;
+        collective(out, OpName::PpP2p, Collective::SendRecv, bytes, pair, cfg.tp.min(gpn), 1.0);
+    }
+}
+
+/// One step's operators timed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedStep {
+    /// The operators, in order.
+    pub ops: Vec<StepOp>,
+    /// Their times, in the same order.
+    pub times: Vec<Timed>,
+    /// Σ per_step · time, s: the GPU's work.
+    pub gpu_s: f64,
+    /// Kernels launched per step (a collective counts one).
+    pub kernels: f64,
+}
+
+/// Times `ops` through `timer` (each distinct operator once).
+pub fn time_step(ops: Vec<StepOp>, timer: &mut Timer) -> Result<TimedStep, ConfigError> {
+    let stage: Vec<StageOp> = ops.iter().map(|o| o.op.clone()).collect();
+    let timed = time_ops(&stage, timer)?;
+    let (mut gpu_us, mut kernels) = (0.0, 0.0);
+    for (o, t) in ops.iter().zip(&timed) {
+        gpu_us += o.per_step * t.charged_us;
+        kernels += o.per_step * f64::from(t.time.kernels.max(1));
+    }
+    Ok(TimedStep { ops, times: timed.into_iter().map(|t| t.time).collect(), gpu_s: gpu_us * 1e-6, kernels })
+}

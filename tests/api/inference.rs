@@ -1,0 +1,156 @@
+//! `POST /v1/predictions/inference` through the real router and a real SQLite file.
+
+use crate::common::TestApp;
+use serde_json::{json, Value};
+
+fn llama70b() -> Value {
+    serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/serving/llama-3.1-70b_tp4_h100.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+async fn predict(app: &TestApp, req: &Value) -> Value {
+    let r = app.post_json("/v1/predictions/inference", req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[tokio::test]
+async fn the_example_predicts_llama_3_1_70b_on_four_h100s() {
+    let app = TestApp::new().await;
+    let p = predict(&app, &llama70b()).await;
+    // KV cache: 2·80·8·128·2 = 327,680 B per token; capacity and concurrency as computed by hand in
+    // llm::serving::tests (485,968 tokens, 379 requests of 1,280 tokens).
+    assert_eq!(p["memory"]["kv_bytes_per_token"], 327_680.0);
+    assert_eq!(p["memory"]["kv_capacity_tokens"], 485_968);
+    assert_eq!(p["memory"]["max_concurrency"], 379);
+    assert_eq!(p["memory"]["fits"], true);
+    let (ttft, tpot) = (p["ttft_ms"].as_f64().unwrap(), p["tpot_ms"].as_f64().unwrap());
+    assert!(ttft > 0.0 && tpot > 0.0, "{p}");
+    // R = TTFT + (O − 1)·TPOT; X = concurrency / R; output tokens/s = X·O; per GPU over 4.
+    let r = p["request_latency_ms"].as_f64().unwrap();
+    assert!((r - ttft - 255.0 * tpot).abs() < 1e-6 * r);
+    let x = p["throughput"]["requests_per_s"].as_f64().unwrap();
+    assert!((x - 32.0 / (r / 1e3)).abs() < 1e-9 * x);
+    assert!((p["throughput"]["per_gpu"].as_f64().unwrap() * 4.0 - 256.0 * x).abs() < 1e-6 * x);
+    // Both step kinds carry their operators with a source per row, as training's operator table.
+    for step in ["prefill_step", "decode_step"] {
+        let ops = p[step]["operators"].as_array().unwrap();
+        assert!(ops.iter().all(|o| o["source"] == "analytic"), "{step}");
+        assert!(ops.iter().any(|o| o["name"] == "MP_Allreduce"), "{step}");
+    }
+    assert!(p["prefill_step"]["operators"].as_array().unwrap().iter().any(|o| o["name"] == "Attention_Prefill"));
+    assert!(p["decode_step"]["operators"].as_array().unwrap().iter().any(|o| o["name"] == "Attention_Decode"));
+    assert_eq!(p["decode_step_ms"], p["decode_step"]["time_ms"]);
+    assert_eq!(p["config"]["settings"]["max_num_batched_tokens"], 8192);
+    assert_eq!(p["params_total"], 70_553_706_496.0);
+}
+
+#[tokio::test]
+async fn a_hugging_face_config_and_the_fields_answer_as_the_catalog_name() {
+    let app = TestApp::new().await;
+    let by_name = predict(&app, &llama70b()).await;
+    let mut hf = llama70b();
+    hf["model"] = json!({"name": "Llama-3.1-70B", "hf_config": {"architectures": ["LlamaForCausalLM"],
+        "hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64, "num_hidden_layers": 80,
+        "num_key_value_heads": 8, "vocab_size": 128256, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16"}});
+    let mut fields = llama70b();
+    fields["model"] = json!({"name": "Llama-3.1-70B", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+        "head_dim": 128, "ffn_hidden": 28672, "vocab": 128256, "norm": "rmsnorm", "activation": "swiglu"});
+    for req in [hf, fields] {
+        let p = predict(&app, &req).await;
+        assert_eq!(
+            (&p["ttft_ms"], &p["tpot_ms"], &p["memory"]),
+            (&by_name["ttft_ms"], &by_name["tpot_ms"], &by_name["memory"])
+        );
+    }
+    // A MoE model with expert parallelism, an open loop, another engine.
+    let p = predict(
+        &app,
+        &json!({"system": "dgx-h100", "model": "Mixtral-8x7B", "parallelism": {"tp": 2, "ep": 2},
+        "engine": "sglang", "workload": {"input_tokens": 512, "output_tokens": 128, "request_rate": 2.0}}),
+    )
+    .await;
+    assert!((p["throughput"]["requests_per_s"].as_f64().unwrap() - 2.0).abs() < 0.01, "{p}");
+    assert_eq!(p["config"]["engine"], "sglang");
+}
+
+#[tokio::test]
+async fn every_error_is_a_problem_naming_its_field() {
+    let app = TestApp::new().await;
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (json!({"system": "no-such-system"}), 404, "system"),
+        (json!({"model": "Llama-9-1T"}), 422, "model"),
+        (json!({"model": {"layers": "many"}}), 422, "model.layers"),
+        (json!({"model": {"hidden": 64, "heads": 4, "vocab": 100}}), 422, "model.layers"),
+        (json!({"model": {"layrs": 2}}), 422, "model"),
+        (
+            json!({"model": {"hf_config": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 3, "vocab_size": 100, "intermediate_size": 128}}}),
+            422,
+            "model.hf_config.num_key_value_heads",
+        ),
+        (json!({"parallelism": {"tp": 3}}), 422, "parallelism.tp"),
+        (json!({"parallelism": {"ep": 2}}), 422, "parallelism.ep"),
+        (json!({"precision": "fp4"}), 422, "precision"),
+        (json!({"engine": "tgi"}), 422, "engine"),
+        (json!({"engine_options": {"max_num_seqs": 0}}), 422, "engine_options.max_num_seqs"),
+        (json!({"engine_options": {"max_num_seq": 8}}), 422, "engine_options"),
+        (json!({"workload": {"input_tokens": 16, "output_tokens": 16}}), 422, "workload"),
+        (
+            json!({"workload": {"input_tokens": 16, "output_tokens": 16, "concurrency": -1}}),
+            422,
+            "workload.concurrency",
+        ),
+    ];
+    for (patch, status, field) in cases {
+        let mut req = llama70b();
+        for (k, v) in patch.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        let p = app.post_json("/v1/predictions/inference", &req).await.problem(status);
+        let got = p["errors"][0]["field"].as_str().unwrap_or_default().to_string();
+        assert!(got == field || got.starts_with(&format!("{field}.")), "{req}: {p}");
+    }
+    // fp8 on an A100 system.
+    let mut fp8 = llama70b();
+    fp8["system"] = json!("dgx-a100-80g");
+    fp8["precision"] = json!("fp8");
+    let p = app.post_json("/v1/predictions/inference", &fp8).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "precision");
+}
+
+#[tokio::test]
+async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
+    let app = TestApp::new().await;
+    let req: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/serving/search_llama-3.1-70b_8xh100.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let r = app.post_json("/v1/predictions/inference/search", &req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = r.json();
+    let best = r["best"].as_array().unwrap();
+    assert_eq!(best.len(), 3);
+    let mut last = f64::INFINITY;
+    for h in best {
+        assert!(h["ttft_ms"].as_f64().unwrap() <= 500.0 && h["tpot_ms"].as_f64().unwrap() <= 30.0, "{h}");
+        let per_gpu = h["tokens_per_s_per_gpu"].as_f64().unwrap();
+        assert!(per_gpu <= last);
+        last = per_gpu;
+        // The hit is the full prediction of its configuration at its concurrency.
+        assert_eq!(h["prediction"]["config"]["tp"], h["tp"]);
+        assert_eq!(h["prediction"]["config"]["concurrency"], h["concurrency"]);
+    }
+    assert!(r["evaluated"].as_u64().unwrap() >= r["solved"].as_u64().unwrap());
+    let mut bad = req.clone();
+    bad["slo"] = json!({});
+    let p = app.post_json("/v1/predictions/inference/search", &bad).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "slo");
+    bad = req;
+    bad["system"] = json!("nowhere");
+    app.post_json("/v1/predictions/inference/search", &bad).await.problem(404);
+}
