@@ -149,6 +149,8 @@ impl ServingConstants {
             collective_us: 2.0,
             host_us: 0.0,
             measured_gemm: true,
+            // No collective is overlapped with compute in a serving step (the TP all-reduces sit between GEMMs).
+            overlap_slowdown: crate::cost::derate::OVERLAP_SLOWDOWN,
         },
         stream: 0.845,
         vllm: HostCost { step_us: 983.0, seq_us: 80.1 },
