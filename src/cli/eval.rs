@@ -278,6 +278,9 @@ fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &m
     if let (Mode::CrossValidate { .. }, Some(q)) = (mode, &report.quantiles) {
         let stamp = format!("{}, commit {}", utc_date(), git_commit());
         println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
+        let contention = matches!(mode, Mode::CrossValidate { contention: true, .. });
+        let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
+        println!("\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```");
     }
     eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
     ExitCode::SUCCESS
