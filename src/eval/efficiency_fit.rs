@@ -104,7 +104,8 @@ fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
 /// The search vector of `e`: the coordinates of [`FITTED`] in their [`BOUNDS`], and of the contention κ when
 /// `contention` is fitted.
 fn from_eff(e: &Efficiency, contention: bool) -> Vec<f64> {
-    let mut x = vec![coordinate(e.memory, range(0)), coordinate(e.kernel_us, range(1)), coordinate(e.host_us, range(2))];
+    let mut x =
+        vec![coordinate(e.memory, range(0)), coordinate(e.kernel_us, range(1)), coordinate(e.host_us, range(2))];
     if contention {
         x.push(coordinate(e.overlap_slowdown, range(3)));
     }
@@ -189,7 +190,11 @@ pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stam
     let range = |f: &dyn Fn(&Efficiency) -> f64| {
         let lo = folds.iter().map(f).fold(f64::INFINITY, f64::min);
         let hi = folds.iter().map(f).fold(f64::NEG_INFINITY, f64::max);
-        if folds.is_empty() { String::new() } else { format!(" // folds {lo:.3}–{hi:.3}") }
+        if folds.is_empty() {
+            String::new()
+        } else {
+            format!(" // folds {lo:.3}–{hi:.3}")
+        }
     };
     let mut s = format!("// fitted by `perfcast eval training --cross-validate`, {stamp}\n");
     s.push_str(&format!("memory: {:.3},{}\n", eff.memory, range(&|e| e.memory)));
@@ -284,13 +289,12 @@ mod tests {
 
     #[test]
     fn folds_keep_every_group_whole() {
-        let rows =
-            super::super::training::prepare(
-                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
-                &Arc::new(Registry::default()),
-            )
-                .unwrap()
-                .0;
+        let rows = super::super::training::prepare(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+            &Arc::new(Registry::default()),
+        )
+        .unwrap()
+        .0;
         let rows: Vec<Prepared> = rows.into_iter().map(|(_, p)| p).collect();
         let f = folds(&rows, 5);
         // Every (source, model) group maps to one fold, all five folds are used.

@@ -342,8 +342,11 @@ mod tests {
         let models = Arc::new(crate::bundle::registry(&bundle).unwrap());
         let shipped = run(&data(), &Mode::Fixed(Efficiency::CALIBRATED), (&models, "bundled"), &mut |_| {}).unwrap();
         assert_eq!(by_source(&shipped, "vtrain").rows, 1440);
-        assert!(by_source(&shipped, "vtrain").mape < 0.09, "{:?}", by_source(&shipped, "vtrain"));
-        assert!(by_source(&shipped, "dgxc").mape < 0.10, "{:?}", by_source(&shipped, "dgxc"));
+        // Reported in-sample (2026-11-24, joint bounded fit): vTrain 8.2 %, NeMo 6.1 %, DGX Cloud 10.4 % (its bf16
+        // half −14 %, README); a little headroom, so a change that makes any of them worse fails here.
+        assert!(by_source(&shipped, "vtrain").mape < 0.085, "{:?}", by_source(&shipped, "vtrain"));
+        assert!(by_source(&shipped, "nemo").mape < 0.065, "{:?}", by_source(&shipped, "nemo"));
+        assert!(by_source(&shipped, "dgxc").mape < 0.107, "{:?}", by_source(&shipped, "dgxc"));
     }
 
     #[test]
