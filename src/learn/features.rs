@@ -250,7 +250,9 @@ mod tests {
         assert!((f[31] - 0.084634).abs() < 1e-6, "{}", f[31]);
         // Its absolute times are missing: 47.2622 µs beside the dims would tell the A100's bandwidth.
         assert!([13, 14, 15, 26, 27].iter().all(|&i| f[i].is_nan()));
-        assert!(!describes_absolute_times(OpClass::AttentionDecode) && describes_absolute_times(OpClass::AttentionPrefill));
+        assert!(
+            !describes_absolute_times(OpClass::AttentionDecode) && describes_absolute_times(OpClass::AttentionPrefill)
+        );
         // A layernorm has no work units: both features missing.
         let ln = OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[1024, 1024]);
         let f = op_features(&ln, Precision::Fp16, &gpu, &estimate(&ln, Precision::Fp16, &gpu).unwrap());

@@ -178,7 +178,14 @@ fn moe(row: &Row<'_>, ctx: &Context, time_us: f64, mut attributes: Attributes) -
         attributes.insert("inter_size".into(), inter.to_string());
         attributes.insert("num_experts".into(), experts.to_string());
         attributes.insert("num_tokens".into(), t.to_string());
-        op(OpClass::Moe, dtype, gpu, [moe_tokens_on_this_gpu(t, ep), h, inter / tp, experts / ep, k], time_us, attributes)
+        op(
+            OpClass::Moe,
+            dtype,
+            gpu,
+            [moe_tokens_on_this_gpu(t, ep), h, inter / tp, experts / ep, k],
+            time_us,
+            attributes,
+        )
     })())
 }
 

@@ -157,7 +157,10 @@ fn moe_rows_with_expert_parallelism_keep_one_gpus_share_of_the_tokens() {
         })
         .find(|o| {
             let a = &o.attributes;
-            a["moe_tp_size"] == "4" && a["num_tokens"] == "4096" && o.dims[1] == 4096 && o.dims[2] == 3584
+            a["moe_tp_size"] == "4"
+                && a["num_tokens"] == "4096"
+                && o.dims[1] == 4096
+                && o.dims[2] == 3584
                 && a["distribution"] == "power_law_1.01"
         })
         .unwrap();
