@@ -328,11 +328,8 @@ fn eval_models(analytic_only: bool) -> Result<(crate::learn::Registry, String), 
     }
     let b = crate::bundle::Bundle::embedded().map_err(|e| e.to_string())?;
     let r = crate::bundle::registry(&b).map_err(|e| e.to_string())?;
-    let label = format!(
-        "the bundled models (bundle {}, {} models; what a fresh install serves)",
-        b.manifest.version,
-        r.len()
-    );
+    let label =
+        format!("the bundled models (bundle {}, {} models; what a fresh install serves)", b.manifest.version, r.len());
     Ok((r, label))
 }
 

@@ -34,7 +34,8 @@ pub const DEFAULT_SEQ_LEN: u32 = 4096;
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum TrainingModelInput {
-    /// A catalog name (case-insensitive, or its Hugging Face repository id), trained at 4,096 tokens ([`DEFAULT_SEQ_LEN`]).
+    /// A catalog name (case-insensitive, or its Hugging Face repository id), trained at 4,096 tokens
+    /// ([`DEFAULT_SEQ_LEN`]).
     Name(String),
     /// A catalog name or Hugging Face config with a sequence length.
     Named(NamedModel),
@@ -94,7 +95,13 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
 }
 
 /// The training [`ModelSpec`] of a resolved serving model; `field` is where its values came from.
-fn to_spec(m: &ServingModel, seq_len: u32, rotary: bool, parallel_residual: bool, field: &str) -> Result<ModelSpec, ConfigError> {
+fn to_spec(
+    m: &ServingModel,
+    seq_len: u32,
+    rotary: bool,
+    parallel_residual: bool,
+    field: &str,
+) -> Result<ModelSpec, ConfigError> {
     if m.moe.is_some() {
         return Err(bad(
             field,
