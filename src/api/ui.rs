@@ -129,6 +129,9 @@ mod tests {
         let mut on_disk = Vec::new();
         for system in std::fs::read_dir(dir).unwrap() {
             let system = system.unwrap().path();
+            if system.file_name().is_some_and(|n| n == "serving") {
+                continue; // serving requests (POST /v1/predictions/inference), not the training form's
+            }
             for f in std::fs::read_dir(&system).unwrap() {
                 let f = f.unwrap().path();
                 if f.extension().is_some_and(|e| e == "json") {

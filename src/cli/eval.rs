@@ -103,6 +103,10 @@ pub(super) enum EvalWhat {
         /// Predict with the bare roofline (every fraction 1, no host cost) instead of the shipped constants.
         #[arg(long)]
         roofline: bool,
+        /// Time every operator and collective analytically (derated), without the bundled learned models a fresh
+        /// install serves.
+        #[arg(long)]
+        analytic_only: bool,
     },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs): per
     /// regressor key, fit on all GPUs but one, report on the one left out.
@@ -187,7 +191,7 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             cross_gpu(&opts, &out, steps)
         }
-        EvalWhat::Inference { data, out, cross_validate, folds, iterations, roofline } => {
+        EvalWhat::Inference { data, out, cross_validate, folds, iterations, roofline, analytic_only } => {
             let mode = if cross_validate {
                 crate::eval::inference::Mode::CrossValidate { folds, iterations }
             } else if roofline {
@@ -195,7 +199,7 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             } else {
                 crate::eval::inference::Mode::Fixed(crate::llm::serving::ServingConstants::CALIBRATED)
             };
-            inference(&data, &out, &mode, steps)
+            inference(&data, &out, &mode, analytic_only, steps)
         }
     }
 }
@@ -320,8 +324,31 @@ fn git_commit() -> String {
     }
 }
 
-fn inference(data: &Path, out: &Path, mode: &crate::eval::inference::Mode, steps: &mut Steps) -> ExitCode {
-    let report = match crate::eval::inference::run(data, mode, &mut |m| steps.step(m)) {
+/// The learned models a fresh install serves (the bundle in the binary) and their label, or an empty registry.
+fn eval_models(analytic_only: bool) -> Result<(crate::learn::Registry, String), String> {
+    if analytic_only {
+        return Ok((crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string()));
+    }
+    let b = crate::bundle::Bundle::embedded().map_err(|e| e.to_string())?;
+    let r = crate::bundle::registry(&b).map_err(|e| e.to_string())?;
+    let label =
+        format!("the bundled models (bundle {}, {} models; what a fresh install serves)", b.manifest.version, r.len());
+    Ok((r, label))
+}
+
+fn inference(
+    data: &Path,
+    out: &Path,
+    mode: &crate::eval::inference::Mode,
+    analytic_only: bool,
+    steps: &mut Steps,
+) -> ExitCode {
+    let (models, label) = match eval_models(analytic_only) {
+        Ok(m) => m,
+        Err(e) => return failed(e),
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::inference::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };
@@ -329,6 +356,13 @@ fn inference(data: &Path, out: &Path, mode: &crate::eval::inference::Mode, steps
         return failed(e);
     }
     println!("{}", crate::eval::inference::markdown(&report));
+    if let crate::eval::inference::Mode::CrossValidate { .. } = mode {
+        let stamp = format!("{}, commit {}", utc_date(), git_commit());
+        println!(
+            "Residual quantiles to paste into src/llm/serving/interval.rs:\n\n```rust\n{}```",
+            crate::eval::inference::rust_block(&report.quantiles, &stamp)
+        );
+    }
     eprintln!("wrote {0}/inference.md, {0}/inference.json, {0}/inference_rows.csv", out.display());
     ExitCode::SUCCESS
 }

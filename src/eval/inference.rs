@@ -6,29 +6,40 @@
 //! perfcast's catalog. Systems: A100 → `perlmutter-a100-40g` (Argonne Polaris' nodes are the same 4× A100-SXM4-40GB
 //! on NVLink 3), H100 → `dgx-h100` (H100-SXM5-80GB; the bench's single-GPU decode rates exceed the PCIe card's
 //! bandwidth), GH200 → `vista-gh200` (GH200 96 GB, one GPU per node). 16-bit weights and KV cache (the frameworks'
-//! defaults). The timing is analytic derated by [`ServingConstants`]: no learned regressor is involved, so the
-//! answer is what a fresh install predicts.
+//! defaults). Operators and collectives are timed as a fresh install serves them: through the learned models
+//! bundled in the binary ([`crate::bundle`]: attention_prefill / attention_decode / moe / linear per GPU from
+//! aiconfigurator), what they do not cover analytically, derated by [`ServingConstants`] ([`ServingDerated`]) —
+//! or, with `--analytic-only`, every operator analytic (an empty registry).
 //!
-//! Every row is train/calibration data (DATA.md): the six fitted constants ([`FITTED`]: the bandwidth fraction of
-//! memory-bound matrix kernels, the GPU cost per kernel, vLLM's and TensorRT-LLM's host time per step and per
-//! sequence) are fitted with **grouped k-fold cross-validation**, group = framework × model: each row is predicted
-//! by constants fitted without its group's fold. Rows measured faster than their decode steps can read the weights
-//! at the GPU's peak bandwidth are not evaluated ([`decode_floor_s`]).
+//! Every row is train/calibration data (DATA.md): the five fitted constants ([`FITTED`]: the GPU cost per kernel,
+//! vLLM V0's and TensorRT-LLM's host time per step and per sequence) are fitted with **grouped k-fold
+//! cross-validation**, group = framework × model: each row is predicted by constants fitted without its group's
+//! fold. Rows measured faster than their decode steps can read the weights
+//! at the GPU's peak bandwidth are not evaluated ([`decode_floor_s`]). The bench's vLLM rows are predicted as the
+//! V0 engine (`engine_options.vllm_engine` `v0`): LLM-Inference-Bench ran 2024 releases.
+//!
+//! The bench times whole batches, not TTFT and TPOT: the summary splits rows by the predicted share of the latency
+//! in the prefill step (at most ≈ 18 % here, input = output length) into prefill-heavy (TTFT-like) and
+//! decode-heavy (TPOT-like) subsets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
 use super::efficiency_fit::nelder_mead;
 use crate::comm::Group;
 use crate::cost::roofline::UnsupportedPrecision;
-use crate::cost::{AnalyticBackend, CostBackend, Timed};
+use crate::cost::{CostBackend, Timed};
 use crate::hw::{presets, Precision, System};
+use crate::learn::backend::LearnedBackend;
 use crate::learn::fit::{accuracy, Accuracy};
+use crate::learn::Registry;
+use crate::llm::interval::conformal_quantiles;
 use crate::llm::serving::engine::HostCost;
+use crate::llm::serving::interval::{residual_class, ServingQuantiles, MIN_CLASS_ROWS};
 use crate::llm::serving::memory::decode_weight_bytes;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 use crate::llm::serving::steady::StaticBatch;
@@ -73,6 +84,15 @@ pub struct RowResult {
     pub prefill_s: f64,
     /// The predicted decode step, s.
     pub decode_step_s: f64,
+    /// Fraction of the predicted latency spent in the prefill step (the rest decodes): the bench measures only
+    /// the whole batch, so this is how rows are split into prefill-heavy (TTFT-like) and decode-heavy (TPOT-like).
+    pub prefill_share: f64,
+    /// The row's residual class ([`crate::llm::serving::interval::residual_class`]).
+    pub class: String,
+    /// The 10 %–90 % interval of the predicted latency, s: cross-conformal under cross-validation (quantiles of the
+    /// other folds' out-of-fold residuals), the shipped quantiles otherwise.
+    pub p10_s: f64,
+    pub p90_s: f64,
 }
 
 /// Accuracy of one subset.
@@ -93,6 +113,74 @@ pub struct Report {
     pub constants: ServingConstants,
     /// Cross-validation: each fold's constants.
     pub folds: Vec<ServingConstants>,
+    /// The learned models the predictions used (the bundle's version and size, or none).
+    pub models: String,
+    /// `held-out (cross-conformal)` or `in-sample (shipped quantiles)`.
+    pub coverage_kind: &'static str,
+    /// How often measured latencies fall inside their p10–p90 intervals, per subset.
+    pub coverage: Vec<super::intervals::Coverage>,
+    /// Cross-validation: the residual quantiles per class over every out-of-fold residual (to ship in
+    /// `src/llm/serving/interval.rs`).
+    pub quantiles: Vec<OwnedQuantiles>,
+}
+
+/// One class's residual quantiles, owned (for the report).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OwnedQuantiles {
+    pub class: String,
+    pub q10: f64,
+    pub q90: f64,
+    pub rows: u32,
+}
+
+/// Per-class quantiles of `(class, residual)` pairs for classes with at least [`MIN_CLASS_ROWS`] rows, and the
+/// pooled ones (class `pooled`, last); empty without residuals.
+pub fn fit_quantiles(residuals: &[(String, f64)]) -> Vec<OwnedQuantiles> {
+    let all: Vec<f64> = residuals.iter().map(|(_, r)| *r).collect();
+    let Some((q10, q90)) = conformal_quantiles(&all) else { return Vec::new() };
+    let mut by: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (c, r) in residuals {
+        by.entry(c).or_default().push(*r);
+    }
+    let mut out: Vec<OwnedQuantiles> = by
+        .into_iter()
+        .filter(|(_, r)| r.len() >= MIN_CLASS_ROWS)
+        .filter_map(|(c, r)| {
+            let (q10, q90) = conformal_quantiles(&r)?;
+            Some(OwnedQuantiles { class: c.to_string(), q10, q90, rows: r.len() as u32 })
+        })
+        .collect();
+    out.push(OwnedQuantiles { class: "pooled".into(), q10, q90, rows: all.len() as u32 });
+    out
+}
+
+/// The Rust block to paste between the `BEGIN generated` and `END generated` lines of
+/// `src/llm/serving/interval.rs`, stamped with `stamp` (date and commit); `table` from [`fit_quantiles`].
+pub fn rust_block(table: &[OwnedQuantiles], stamp: &str) -> String {
+    let item = |q: &OwnedQuantiles| {
+        format!("ServingQuantiles {{ class: {:?}, q10: {:.4}, q90: {:.4}, rows: {} }}", q.class, q.q10, q.q90, q.rows)
+    };
+    let classes: Vec<&OwnedQuantiles> = table.iter().filter(|q| q.class != "pooled").collect();
+    let mut s = String::from("// BEGIN generated by `perfcast eval inference --cross-validate`\n");
+    s.push_str(
+        "/// Per-class quantiles of the cross-validated residuals ln(measured / predicted) of LLM-Inference-Bench\n",
+    );
+    s.push_str(&format!("/// (`perfcast eval inference --cross-validate`, bundled models, {stamp}).\n"));
+    s.push_str(&format!("pub const QUANTILES: [ServingQuantiles; {}] = [\n", classes.len()));
+    for q in classes {
+        s.push_str(&format!("    {},\n", item(q)));
+    }
+    s.push_str("];\n/// The quantiles over every held-out row, for classes without enough rows of their own.\n");
+    if let Some(p) = table.iter().find(|q| q.class == "pooled") {
+        s.push_str(&format!("pub const POOLED: ServingQuantiles = {};\n", item(p)));
+    }
+    s.push_str("// END generated\n");
+    s
+}
+
+/// The quantiles of `class` in `table` (from [`fit_quantiles`]): its own, else the pooled ones.
+fn quantiles_of<'a>(table: &'a [OwnedQuantiles], class: &str) -> Option<&'a OwnedQuantiles> {
+    table.iter().find(|q| q.class == class).or_else(|| table.iter().find(|q| q.class == "pooled"))
 }
 
 /// How to get the constants.
@@ -148,8 +236,14 @@ pub fn load(data: &Path) -> Result<(Vec<BenchRow>, BTreeMap<String, u64>), Strin
             skip("unreadable numbers".to_string());
             continue;
         };
+        // The bench's vLLM is a 2024 release: the V0 engine.
+        let options = match engine {
+            Engine::Vllm => serde_json::json!({"vllm_engine": "v0"}),
+            _ => serde_json::json!({}),
+        };
         let req: InferenceRequest = match serde_json::from_value(serde_json::json!({
             "system": system, "model": model, "parallelism": {"tp": tp}, "engine": engine,
+            "engine_options": options,
             "workload": {"input_tokens": length, "output_tokens": length, "concurrency": batch}}))
         {
             Ok(r) => r,
@@ -190,14 +284,15 @@ pub fn decode_floor_s(cfg: &ServingConfig, system: &System, batch: u32) -> f64 {
     steps * decode_weight_bytes(cfg, batch) / system.gpu.memory_bandwidth_bps()
 }
 
-/// The analytic backend with every answer remembered: the fit re-derates the same shapes thousands of times.
-struct CachedAnalytic {
-    inner: AnalyticBackend,
+/// A backend with every answer remembered: the fit re-derates the same shapes thousands of times (a learned
+/// answer is one LightGBM evaluation; the cache makes it one lookup).
+struct Cached {
+    inner: LearnedBackend,
     compute: Mutex<HashMap<(OpShape, Precision), Timed>>,
     collective: Mutex<HashMap<(Collective, u64, Group, u32), Timed>>,
 }
 
-impl CostBackend for CachedAnalytic {
+impl CostBackend for Cached {
     fn system(&self) -> &System {
         self.inner.system()
     }
@@ -222,20 +317,21 @@ impl CostBackend for CachedAnalytic {
     }
 }
 
-/// The three systems' cached analytic backends.
-pub struct Backends(HashMap<String, CachedAnalytic>);
+/// The three systems' cached backends.
+pub struct Backends(HashMap<String, Cached>);
 
 impl Backends {
-    /// A cached analytic backend per system of `rows`.
-    pub fn new(rows: &[BenchRow]) -> Backends {
+    /// A cached backend per system of `rows` over the learned `models` (an empty registry: every operator and
+    /// collective analytic). No communication calibration: a fresh install has none until one is run.
+    pub fn new(rows: &[BenchRow], models: &Arc<Registry>) -> Backends {
         let mut m = HashMap::new();
         for p in presets() {
             if rows.iter().any(|r| r.system == p.name) {
                 let s = p.resolve().expect("presets resolve");
                 m.insert(
                     p.name.clone(),
-                    CachedAnalytic {
-                        inner: AnalyticBackend::new(s),
+                    Cached {
+                        inner: LearnedBackend::new(s, models.clone()),
                         compute: Mutex::new(HashMap::new()),
                         collective: Mutex::new(HashMap::new()),
                     },
@@ -252,7 +348,7 @@ impl Backends {
     }
 }
 
-impl CostBackend for &CachedAnalytic {
+impl CostBackend for &Cached {
     fn system(&self) -> &System {
         (*self).system()
     }
@@ -264,19 +360,22 @@ impl CostBackend for &CachedAnalytic {
     }
 }
 
-/// The constants the fit adjusts: `stream`, `kernel_us`, and vLLM's and TensorRT-LLM's host costs per step and
-/// per sequence (SGLang's follow TensorRT-LLM's, see [`crate::llm::serving::engine`]). `memory` (element-wise
-/// kernels) stays at its shipped value: fitted freely it falls to 0.07 in four folds of five and 0.65 in the fifth
-/// (it then stands in for per-token costs the model does not name), for 0.8 points of MAPE.
-pub const FITTED: [&str; 6] = ["stream", "kernel_us", "vllm.step_us", "vllm.seq_us", "trtllm.step_us", "trtllm.seq_us"];
+/// The constants the fit adjusts: `kernel_us` (the GPU cost per kernel of what stays analytic), and vLLM V0's
+/// and TensorRT-LLM's host costs per step and per sequence. vLLM V1's and SGLang's host costs take TensorRT-LLM's
+/// fitted ones (engines whose host path is compiled or off the critical path; no rows of theirs exist here, see
+/// [`crate::llm::serving::engine`]). `memory` (element-wise kernels) and `stream` (memory-bound matrix kernels)
+/// stay at their shipped 0.8: with the bundled learned models every dense matrix operator of these rows is
+/// learned, so `stream` is not identified — fitted freely it wandered 0.20–0.81 over the five folds (2026-11-24),
+/// a value that would then time analytic GEMVs (fp8 on GPUs without models) at a fifth of the bandwidth.
+pub const FITTED: [&str; 5] = ["kernel_us", "vllm_v0.step_us", "vllm_v0.seq_us", "trtllm.step_us", "trtllm.seq_us"];
 
 fn to_consts(x: &[f64], base: &ServingConstants) -> ServingConstants {
-    let efficiency = crate::cost::Efficiency { kernel_us: x[1].exp(), ..base.efficiency };
-    let trtllm = HostCost { step_us: x[4].exp(), seq_us: x[5].exp() };
+    let efficiency = crate::cost::Efficiency { kernel_us: x[0].exp(), ..base.efficiency };
+    let trtllm = HostCost { step_us: x[3].exp(), seq_us: x[4].exp() };
     ServingConstants {
         efficiency,
-        stream: x[0].exp().min(1.0),
-        vllm: HostCost { step_us: x[2].exp(), seq_us: x[3].exp() },
+        vllm_v0: HostCost { step_us: x[1].exp(), seq_us: x[2].exp() },
+        vllm: trtllm,
         trtllm,
         sglang: trtllm,
         ..*base
@@ -285,17 +384,17 @@ fn to_consts(x: &[f64], base: &ServingConstants) -> ServingConstants {
 
 fn from_consts(c: &ServingConstants) -> Vec<f64> {
     vec![
-        c.stream.ln(),
         c.efficiency.kernel_us.ln(),
-        c.vllm.step_us.ln(),
-        c.vllm.seq_us.max(1e-3).ln(),
+        c.vllm_v0.step_us.ln(),
+        c.vllm_v0.seq_us.max(1e-3).ln(),
         c.trtllm.step_us.ln(),
         c.trtllm.seq_us.max(1e-3).ln(),
     ]
 }
 
-/// Where every fit starts: the shipped constants' fixed fields, neutral values for the fitted ones (stream 0.8,
-/// 5 µs per kernel, 500 µs per step, 10 µs per sequence), so no fold starts from a fit that saw it.
+/// Where every fit starts: the shipped constants' fixed fields (`stream` and `memory` 0.8), neutral values for
+/// the fitted ones (5 µs per kernel, 500 µs per step, 10 µs per sequence), so no fold starts from a fit that saw
+/// it.
 pub fn start() -> ServingConstants {
     let c = ServingConstants::CALIBRATED;
     let host = HostCost { step_us: 500.0, seq_us: 10.0 };
@@ -303,6 +402,7 @@ pub fn start() -> ServingConstants {
         efficiency: crate::cost::Efficiency { kernel_us: 5.0, ..c.efficiency },
         stream: 0.8,
         vllm: host,
+        vllm_v0: host,
         trtllm: host,
         sglang: host,
         ..c
@@ -339,18 +439,28 @@ pub fn folds(rows: &[BenchRow], k: usize) -> BTreeMap<String, usize> {
     groups.into_iter().enumerate().map(|(i, g)| (g, i % k.max(1))).collect()
 }
 
-/// Evaluates every row with fixed constants or cross-validated.
-pub fn run(data: &Path, mode: &Mode, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
+/// Evaluates every row with fixed constants or cross-validated, timing operators through the learned `models`
+/// (`label` names them in the report; an empty registry: analytic operators only).
+pub fn run(
+    data: &Path,
+    mode: &Mode,
+    models: (&Arc<Registry>, &str),
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
     let (rows, skipped) = load(data)?;
-    progress(&format!("{} measured static batches to predict", rows.len()));
-    let backends = Backends::new(&rows);
+    progress(&format!("{} measured static batches to predict with {}", rows.len(), models.1));
+    let backends = Backends::new(&rows, models.0);
+    let k = match mode {
+        Mode::CrossValidate { folds, .. } => (*folds).max(1),
+        Mode::Fixed(_) => 1,
+    };
+    let fold_of = folds(&rows, k);
     let (preds, fold_consts, constants): (Vec<Option<StaticBatch>>, _, _) = match mode {
         Mode::Fixed(c) => (rows.iter().map(|r| backends.predict(r, c)).collect(), Vec::new(), *c),
-        Mode::CrossValidate { folds: k, iterations } => {
-            let fold_of = folds(&rows, *k);
+        Mode::CrossValidate { iterations, .. } => {
             let mut preds = vec![None; rows.len()];
             let mut fitted = Vec::new();
-            for f in 0..*k {
+            for f in 0..k {
                 let train: Vec<&BenchRow> = rows.iter().filter(|r| fold_of[&r.group()] != f).collect();
                 let (c, l) = fit(&backends, &train, *iterations);
                 progress(&format!("fold {}/{k}: {} rows, loss {l:.4}, {}", f + 1, train.len(), describe(&c)));
@@ -367,12 +477,44 @@ pub fn run(data: &Path, mode: &Mode, progress: &mut dyn FnMut(&str)) -> Result<R
             (preds, fitted, c)
         }
     };
+    let class_of = |r: &BenchRow| residual_class(r.framework, &backends.0[&r.system].inner.system().gpu);
+    // Intervals: cross-conformal under cross-validation (each fold's rows get the quantiles of the other folds'
+    // out-of-fold residuals), the shipped quantiles otherwise.
+    let residual =
+        |i: usize| preds[i].as_ref().filter(|b| b.latency_s > 0.0).map(|b| (rows[i].measured_s / b.latency_s).ln());
+    let (per_fold, quantiles, coverage_kind) = if matches!(mode, Mode::CrossValidate { .. }) {
+        let per_fold: Vec<Vec<OwnedQuantiles>> = (0..k)
+            .map(|f| {
+                let r: Vec<(String, f64)> = (0..rows.len())
+                    .filter(|&i| fold_of[&rows[i].group()] != f)
+                    .filter_map(|i| Some((class_of(&rows[i]), residual(i)?)))
+                    .collect();
+                fit_quantiles(&r)
+            })
+            .collect();
+        let all: Vec<(String, f64)> =
+            (0..rows.len()).filter_map(|i| Some((class_of(&rows[i]), residual(i)?))).collect();
+        (per_fold, fit_quantiles(&all), "held-out (cross-conformal)")
+    } else {
+        (Vec::new(), Vec::new(), "in-sample (shipped quantiles)")
+    };
     let mut skipped = skipped;
     let mut results = Vec::new();
-    for (r, p) in rows.iter().zip(preds) {
+    for (r, p) in rows.iter().zip(&preds) {
         let Some(b) = p else {
             *skipped.entry("not predictable".to_string()).or_default() += 1;
             continue;
+        };
+        let class = class_of(r);
+        let t = b.latency_s;
+        let (p10_s, p90_s) = if per_fold.is_empty() {
+            let q = ServingQuantiles::of(&class);
+            (t * q.q10.exp(), t * q.q90.exp())
+        } else {
+            match quantiles_of(&per_fold[fold_of[&r.group()]], &class) {
+                Some(q) => (t * q.q10.exp(), t * q.q90.exp()),
+                None => (t, t),
+            }
         };
         results.push(RowResult {
             framework: r.framework.as_str(),
@@ -383,24 +525,49 @@ pub fn run(data: &Path, mode: &Mode, progress: &mut dyn FnMut(&str)) -> Result<R
             batch: r.batch,
             waves: b.waves,
             measured_s: r.measured_s,
-            predicted_s: b.latency_s,
+            predicted_s: t,
             prefill_s: b.prefill.time_s,
             decode_step_s: b.decode.time_s,
+            prefill_share: if t > 0.0 { b.waves as f64 * b.prefill.time_s / t } else { 0.0 },
+            class,
+            p10_s,
+            p90_s,
         });
     }
     let summary = summarize(&results);
-    Ok(Report { rows: results, summary, skipped: skipped.into_iter().collect(), constants, folds: fold_consts })
+    let mut coverage = Vec::new();
+    let mut cover = |label: &str, f: &dyn Fn(&RowResult) -> bool| {
+        let t: Vec<(f64, f64, f64)> =
+            results.iter().filter(|r| f(r)).map(|r| (r.measured_s, r.p10_s, r.p90_s)).collect();
+        coverage.extend(super::intervals::coverage(label, &t));
+    };
+    cover("all rows", &|_| true);
+    let classes: std::collections::BTreeSet<String> = results.iter().map(|r| r.class.clone()).collect();
+    for c in &classes {
+        cover(c, &|r| &r.class == c);
+    }
+    Ok(Report {
+        rows: results,
+        summary,
+        skipped: skipped.into_iter().collect(),
+        constants,
+        folds: fold_consts,
+        models: models.1.to_string(),
+        coverage_kind,
+        coverage,
+        quantiles,
+    })
 }
 
 fn describe(c: &ServingConstants) -> String {
     format!(
-        "stream {:.3}, memory {:.3}, kernel_us {:.2}, vLLM {:.0} µs/step + {:.1} µs/sequence, TensorRT-LLM {:.0} µs/step + {:.1} \
-         µs/sequence",
+        "stream {:.3}, memory {:.3}, kernel_us {:.2}, vLLM V0 {:.0} µs/step + {:.1} µs/sequence, TensorRT-LLM {:.0} \
+         µs/step + {:.1} µs/sequence",
         c.stream,
         c.efficiency.memory,
         c.efficiency.kernel_us,
-        c.vllm.step_us,
-        c.vllm.seq_us,
+        c.vllm_v0.step_us,
+        c.vllm_v0.seq_us,
         c.trtllm.step_us,
         c.trtllm.seq_us
     )
@@ -423,6 +590,22 @@ fn summarize(results: &[RowResult]) -> Vec<Summary> {
         add(hw.to_string(), &|r| r.hardware == hw);
         for fw in ["vllm", "trtllm"] {
             add(format!("{fw} {hw}"), &|r| r.hardware == hw && r.framework == fw);
+        }
+    }
+    // The bench times whole batches: prefill-heavy rows stand for TTFT (the prompt's prefill), decode-heavy rows
+    // for TPOT (the decode steps), by the predicted share of the latency in the prefill.
+    add("prefill-heavy (prefill ≥ 8 % of the latency, the most there are; TTFT-like)".to_string(), &|r| {
+        r.prefill_share >= 0.08
+    });
+    add("decode-heavy (prefill < 2 % of the latency; TPOT-like)".to_string(), &|r| r.prefill_share < 0.02);
+    for hw in ["A100", "H100", "GH200"] {
+        for fw in ["vllm", "trtllm"] {
+            add(format!("{fw} {hw} prefill-heavy"), &|r| {
+                r.hardware == hw && r.framework == fw && r.prefill_share >= 0.08
+            });
+            add(format!("{fw} {hw} decode-heavy"), &|r| {
+                r.hardware == hw && r.framework == fw && r.prefill_share < 0.02
+            });
         }
     }
     for b in [1, 16, 32, 64] {
@@ -455,9 +638,30 @@ pub fn markdown(r: &Report) -> String {
             x.accuracy.signed * 100.0
         ));
     }
-    s.push_str(&format!("\nConstants: {}\n", describe(&r.constants)));
+    s.push_str(&format!("\nModels: {}\n\nConstants: {}\n", r.models, describe(&r.constants)));
     for (i, f) in r.folds.iter().enumerate() {
         s.push_str(&format!("fold {}: {}\n", i + 1, describe(f)));
+    }
+    s.push_str(&format!(
+        "\nIntervals ({}): how often the measured latency falls in [p10, p90] (target 80 %)\n\n| subset | rows | \
+         inside | below p10 | above p90 |\n|---|---:|---:|---:|---:|\n",
+        r.coverage_kind
+    ));
+    for c in &r.coverage {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.label,
+            c.rows,
+            pct(c.inside),
+            pct(c.below),
+            pct(c.above)
+        ));
+    }
+    if !r.quantiles.is_empty() {
+        s.push_str("\nResidual quantiles ln(measured / predicted) over every out-of-fold row:\n\n");
+        for q in &r.quantiles {
+            s.push_str(&format!("- {}: q10 {:+.4}, q90 {:+.4} ({} rows)\n", q.class, q.q10, q.q90, q.rows));
+        }
     }
     s.push_str("\nNot evaluated:\n\n| reason | rows |\n|---|---:|\n");
     for (why, n) in &r.skipped {
@@ -490,7 +694,9 @@ mod tests {
 
     #[test]
     fn the_shipped_constants_are_not_worse_than_reported_and_folds_keep_groups_whole() {
-        let r = run(&data(), &Mode::Fixed(ServingConstants::CALIBRATED), &mut |_| {}).unwrap();
+        let bundle = crate::bundle::Bundle::embedded().unwrap();
+        let models = Arc::new(crate::bundle::registry(&bundle).unwrap());
+        let r = run(&data(), &Mode::Fixed(ServingConstants::CALIBRATED), (&models, "bundled"), &mut |_| {}).unwrap();
         let all = &r.summary.iter().find(|s| s.label == "all rows").unwrap().accuracy;
         // 1,230 NVIDIA vLLM / TensorRT-LLM rows of catalog models, 28 of them below the bandwidth floor.
         assert_eq!(all.rows, 1202);

@@ -91,6 +91,18 @@ pub fn describes_gpu_identity(class: OpClass, dtype: Precision) -> bool {
     !(tensor_core_class || (matmul && tensor_core_dtype))
 }
 
+/// True when `class`'s absolute analytic times (`analytic_us_log10`, `compute_us_log10`, `memory_us_log10`,
+/// `tile_peak_us_log2`, `tile_dram_us_log2`) are features. Not for `attention_decode`: a memory-bound call whose
+/// times, beside its dims, name the GPU's bandwidth as surely as an identity descriptor would, while the
+/// machine-relative features (intensity over balance, bytes over L2, work units per SM, launch share) keep what
+/// transfers. Chosen by leave-one-GPU-out (`perfcast eval cross-gpu --source aiconfigurator`, fast grid, 24,000
+/// rows, 2026-11-24): decode bf16 25.9 → 22.6 % and fp8 33.3 → 27.9 % mean over the held-out GPUs (L40S 88.3 →
+/// 67.6 % and 110.4 → 83.6 %; A100 25.7 → 24.1 %; the others within ±1.4 points). The same mask made prefill
+/// (bf16 20.6 → 22.9 %) and fp8 GEMMs (14.1 → 15.3 %) worse, so they keep them.
+pub fn describes_absolute_times(class: OpClass) -> bool {
+    class != OpClass::AttentionDecode
+}
+
 /// The feature vector of `shape` in `dtype` on `gpu`, given its analytic cost (MODELS.md §4). Length
 /// [`OP_FEATURES`]`.len()`.
 pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &AnalyticCost) -> [f64; 32] {
@@ -106,6 +118,7 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
     let l2_bytes = gpu.l2_mib * (1u64 << 20) as f64;
     // Missing (NaN, which LightGBM treats as missing) where the identity is not described.
     let identity = |v: f64| if describes_gpu_identity(shape.class, dtype) { v } else { f64::NAN };
+    let absolute = |v: f64| if describes_absolute_times(shape.class) { v } else { f64::NAN };
     [
         log2p(d[0] as f64),
         log2p(d[1] as f64),
@@ -120,9 +133,9 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         log2p(cost.tiles),
         cost.split_k,
         cost.tile_efficiency,
-        log10p(cost.time_us),
-        log10p(cost.compute_us),
-        log10p(cost.memory_us),
+        absolute(log10p(cost.time_us)),
+        absolute(log10p(cost.compute_us)),
+        absolute(log10p(cost.memory_us)),
         cost.kernels as f64,
         cost.compute_us / (cost.compute_us + cost.memory_us).max(1e-12),
         identity(cost.peak_flops / 1e12),
@@ -134,8 +147,8 @@ pub fn op_features(shape: &OpShape, dtype: Precision, gpu: &GpuSpec, cost: &Anal
         // Missing also for GPUs described without a TDP.
         identity(gpu.tdp_watts.unwrap_or(f64::NAN)),
         identity(gpu.tdp_watts.map_or(f64::NAN, |w| w / f64::from(gpu.sm_count.max(1)))),
-        per_tile(cost.flops, cost.peak_flops, cost.tiles, sms),
-        per_tile(cost.bytes, bw, cost.tiles, sms),
+        absolute(per_tile(cost.flops, cost.peak_flops, cost.tiles, sms)),
+        absolute(per_tile(cost.bytes, bw, cost.tiles, sms)),
         // The fifth dim (serving classes: attention head dim, MoE top-k) last, so the older indices hold.
         log2p(d[4] as f64),
         // Work units (CTAs: GEMM tiles, attention query tiles or (sequence, KV head) pairs, MoE expert tiles) per
@@ -173,8 +186,12 @@ mod tests {
             // for tensor-core classes.
             let identity = [18, 19, 20, 21, 24, 25];
             let described = describes_gpu_identity(class, Precision::Fp16);
+            // Absolute times: analytic, compute and memory µs, per-SM tile µs (missing for decode only).
+            let absolute = [13, 14, 15, 26, 27];
             for (i, v) in f.iter().enumerate() {
-                let missing = (identity.contains(&i) && !described) || ((i == 29 || i == 30) && cost.tiles == 0.0);
+                let missing = (identity.contains(&i) && !described)
+                    || ((i == 29 || i == 30) && cost.tiles == 0.0)
+                    || (absolute.contains(&i) && class == OpClass::AttentionDecode);
                 assert_eq!(v.is_nan(), missing, "{class} feature {i} ({}): {v}", OP_FEATURES[i]);
                 assert!(!v.is_infinite());
             }
@@ -231,6 +248,11 @@ mod tests {
         assert!((f[29] - (-1.7549)).abs() < 1e-4, "{}", f[29]);
         assert!((f[30] - 21.0035).abs() < 1e-4, "{}", f[30]);
         assert!((f[31] - 0.084634).abs() < 1e-6, "{}", f[31]);
+        // Its absolute times are missing: 47.2622 µs beside the dims would tell the A100's bandwidth.
+        assert!([13, 14, 15, 26, 27].iter().all(|&i| f[i].is_nan()));
+        assert!(
+            !describes_absolute_times(OpClass::AttentionDecode) && describes_absolute_times(OpClass::AttentionPrefill)
+        );
         // A layernorm has no work units: both features missing.
         let ln = OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[1024, 1024]);
         let f = op_features(&ln, Precision::Fp16, &gpu, &estimate(&ln, Precision::Fp16, &gpu).unwrap());

@@ -127,15 +127,20 @@ impl Registry {
     /// matrix peaks are equal (the same tensor cores at the same rate: Ampere and later) takes the GPU's own bf16
     /// model before any cross-GPU fp16 one — a model measured on this GPU at the same rate knows it better than one
     /// of other GPUs (the bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100). Its features are the
-    /// same for both precisions (2 bytes per element, the same peak).
+    /// same for both precisions (2 bytes per element, the same peak). A cross-GPU fp16 model whose training set holds
+    /// rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it) still comes first: it
+    /// was measured here at the asked precision.
     pub fn op_on(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &GpuSpec) -> Option<&Arc<ActiveRegressor>> {
         let own = |p: Precision| self.get(&op_key(class, phase, p, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
             gpu.peak_matmul_flops(a).is_some() && gpu.peak_matmul_flops(a) == gpu.peak_matmul_flops(b)
         };
+        let cross = self.get(&op_key(class, phase, dtype, None));
+        let cross_knows_gpu = cross.is_some_and(|m| m.summary.get("gpus").and_then(|g| g.get(&gpu.name)).is_some());
         own(dtype)
+            .or_else(|| cross.filter(|_| cross_knows_gpu))
             .or_else(|| (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16)).then(|| own(Precision::Bf16)).flatten())
-            .or_else(|| self.get(&op_key(class, phase, dtype, None)))
+            .or(cross)
     }
 
     /// Number of active models.

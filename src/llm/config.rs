@@ -264,6 +264,10 @@ pub struct RunSpec {
 pub struct TrainingRequest {
     /// Name of a stored system (`GET /v1/systems`).
     pub system: String,
+    /// The architecture, a catalog name (`"Llama-3.1-8B"`) or `{"hf_config": {…}, "seq_len": …}`
+    /// ([`crate::llm::model_ref`]); resolved into the architecture while the request is read.
+    #[serde(deserialize_with = "crate::llm::model_ref::deserialize_model")]
+    #[schema(value_type = crate::llm::model_ref::TrainingModelInput)]
     pub model: ModelSpec,
     pub parallelism: ParallelSpec,
     /// Training precision (mixed precision with fp32 master weights for 16- and 8-bit). `fp8` runs the

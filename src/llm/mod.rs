@@ -13,6 +13,7 @@ pub mod flops;
 pub mod interval;
 pub mod layout;
 pub mod memory;
+pub mod model_ref;
 pub mod operators;
 pub mod partition;
 pub mod pipeline;

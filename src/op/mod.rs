@@ -13,7 +13,7 @@
 //! | `flash_attention` | B, L, A, D, G | batch, sequence, query heads (on this GPU), head dim, key/value heads on this GPU (GQA; optional, 0 = A); causal (training: forward and backward) |
 //! | `attention_prefill` | B, L, A, G, D | B sequences of L new tokens each, A query heads and G key/value heads on this GPU, head dim D; causal, writes the new K/V into the KV cache |
 //! | `attention_decode` | B, C, A, G, D | B sequences decoding one token each, attending C cached tokens (history + the new one), A query heads, G key/value heads on this GPU, head dim D |
-//! | `moe` | T, H, F, E, K | T tokens entering the layer, hidden H, expert FFN width F on this GPU (inter_size / expert TP), E experts on this GPU (experts / EP), top-K routing; SwiGLU experts |
+//! | `moe` | T, H, F, E, K | T tokens whose top-K routed copies this GPU's experts receive (tokens entering the layer / EP: T·K copies), hidden H, expert FFN width F on this GPU (inter_size / expert TP), E experts on this GPU (experts / EP), top-K routing; SwiGLU experts |
 //! | `embedding` | T, V, H | tokens, vocabulary rows (on this GPU), hidden |
 //! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU) |
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |

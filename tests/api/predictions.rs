@@ -228,3 +228,32 @@ async fn megatron_option_errors_name_their_field() {
     assert_eq!(p["memory"]["fits"], false);
     assert!(p["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("does not fit")));
 }
+
+#[tokio::test]
+async fn training_takes_a_catalog_name_or_a_hugging_face_config() {
+    let app = TestApp::new().await;
+    let par = json!({"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "grad_accum": 1});
+    let req = |model: Value| json!({"system": "dgx-h100", "model": model, "parallelism": par, "precision": "bf16"});
+    // Llama-3.1-8B's config.json spelled out as fields, by catalog name, and as a Hugging Face config: the same
+    // architecture (32 layers, hidden 4096, 32 heads, 8 KV heads, SwiGLU 14336, vocab 128256, RMSNorm, untied),
+    // FlashAttention and rotary, at seq_len 8192.
+    let fields = json!({"name": "Llama-3.1-8B", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+        "ffn_hidden": 14336, "vocab": 128256, "seq_len": 8192, "norm": "rmsnorm", "activation": "swiglu",
+        "attention": "flash"});
+    let hf = json!({"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256, "hidden_act": "silu",
+        "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": false, "model_type": "llama"});
+    let a = predict(&app, &req(fields)).await;
+    let b = predict(&app, &req(json!({"name": "Llama-3.1-8B", "seq_len": 8192}))).await;
+    let c = predict(&app, &req(json!({"name": "Llama-3.1-8B", "hf_config": hf, "seq_len": 8192}))).await;
+    assert_eq!(a["iteration_time_s"], b["iteration_time_s"]);
+    assert_eq!(a["iteration_time_s"], c["iteration_time_s"]);
+    // A bare name trains at the default 4096 tokens: less time per iteration than 8192.
+    let d = predict(&app, &req(json!("Llama-3.1-8B"))).await;
+    assert!(d["iteration_time_s"].as_f64().unwrap() < a["iteration_time_s"].as_f64().unwrap());
+    // Unknown names, MoE models and hf_config mixed with fields: 422 naming `model`.
+    for bad in [json!("Llama-9-1T"), json!("Mixtral-8x7B"), json!({"hf_config": {"hidden_size": 64}, "layers": 2})] {
+        let p = app.post_json("/v1/predictions/training", &req(bad.clone())).await.problem(422);
+        assert_eq!(p["errors"][0]["field"], "model", "{bad}: {p}");
+    }
+}

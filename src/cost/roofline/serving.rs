@@ -67,9 +67,10 @@ pub(super) fn attention_decode(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: 
     acc.tiles += b * g;
 }
 
-/// `moe` (T, H, F, E, K) at matrix peak `peak` FLOP/s: R = T·min(K, E) routed token copies (a token's K experts
-/// are distinct, so at most E of them are among this GPU's E experts — with expert parallelism, K > E) reach
-/// n = min(E, R) experts (at most every routed copy a different expert), five kernels:
+/// `moe` (T, H, F, E, K) at matrix peak `peak` FLOP/s: R = T·K routed token copies reach n = min(E, R) experts
+/// (at most every routed copy a different expert). With expert parallelism T is the tokens' worth of copies this
+/// GPU receives — tokens entering the layer / ep, so R = tokens·K/ep even where K > E (top-22 of 512 experts
+/// over ep 256: 2 experts here, 22 copies per 256 tokens) — five kernels:
 /// 1. top-k selection and token sorting: a launch, traffic negligible (counted 0).
 /// 2. gate+up grouped GEMM: 2·R·H·2F FLOPs; reads the n experts' 2F×H weights and the routed inputs R·H, writes
 ///    R·2F.
@@ -83,7 +84,7 @@ pub(super) fn attention_decode(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: 
 /// spread evenly, m = ⌈R/n⌉ rows per expert: n·⌈m/128⌉·(⌈2F/128⌉ + ⌈H/128⌉).
 pub(super) fn moe(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     let (t, h, f) = (d[0] as f64, d[1] as f64, d[2] as f64);
-    let r = (d[0] as f64) * (d[4].min(d[3]) as f64);
+    let r = (d[0] as f64) * (d[4] as f64);
     let n = (d[3] as f64).min(r);
     let bw = gpu.memory_bandwidth_bps();
     acc.kernel(0.0, 0.0, 0.0, bw);
@@ -195,12 +196,14 @@ mod tests {
         assert_eq!(big.flops, 6.0 * 4096.0 * 2.0 * 4096.0 * 14336.0);
         // 8192 copies over 8 experts: 1024 rows each = 8 row tiles; 8·8·(224 + 32) = 16,384 tiles.
         assert_eq!(big.tiles, 16_384.0);
-        // Expert parallelism: top-22 of 512 experts with 2 on this GPU (aiconfigurator's moe_ep_size 256). One token
-        // reaches at most both local experts: R = 1·min(22, 2) = 2 copies, FLOPs 6·2·2048·5120 = 125,829,120
-        // (not 6·22·2048·5120).
+        // Expert parallelism: top-22 of 512 experts with 2 on this GPU (aiconfigurator's moe_ep_size 256), 2560
+        // tokens entering the layer: T = 2560/256 = 10 tokens' worth, R = 10·22 = 220 copies (2560·22/256), FLOPs
+        // 6·220·2048·5120 = 13,841,203,200; both experts touched, 110 rows each = 1 row tile:
+        // 2·1·(⌈10240/128⌉ + ⌈2048/128⌉) = 2·(80 + 16) = 192 tiles.
         let ep =
-            estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[1, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
-        assert_eq!(ep.flops, 125_829_120.0);
+            estimate(&OpShape::new(OpClass::Moe, Phase::Fwd, &[10, 2048, 5120, 2, 22]), Precision::Bf16, &g).unwrap();
+        assert_eq!(ep.flops, 13_841_203_200.0);
+        assert_eq!(ep.tiles, 192.0);
     }
 
     #[test]

@@ -19,8 +19,10 @@
 //!   collector before 0.24 (the a100 file, 0.14.0); min(C, window_size) for sliding windows; `step` kept as an
 //!   attribute.
 //!   Both attention tables take the KV cache's precision (`kv_cache_dtype`) as the sample's dtype.
-//! - `moe_perf` → `moe` (T = num_tokens, H = hidden_size, F = inter_size / moe_tp_size, E = num_experts /
-//!   moe_ep_size, K = topk); dtype from `moe_dtype`. MXFP4 and INT4 rows (no perfcast precision) are rejected.
+//! - `moe_perf` → `moe` (T = ⌈num_tokens / moe_ep_size⌉ — num_tokens is the count entering the whole layer, of
+//!   which one GPU's experts get 1/ep of the routed copies, see [`rows::moe_tokens_on_this_gpu`] —, H =
+//!   hidden_size, F = inter_size / moe_tp_size, E = num_experts / moe_ep_size, K = topk); dtype from
+//!   `moe_dtype`; the global num_tokens is kept as the attribute `num_tokens`. MXFP4 and INT4 rows (no perfcast precision) are rejected.
 //! - `nccl_perf`, `custom_allreduce_perf` → communication samples: bytes = message_size (elements) × the dtype's
 //!   element size, ranks = gpus_per_node = num_gpus, nodes = 1; attribute `implementation` = `nccl` or
 //!   `vllm_custom_allreduce` (with `ar_backend` = vllm_graph / vllm_eager and `kernel_source`).

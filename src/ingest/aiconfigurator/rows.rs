@@ -177,8 +177,32 @@ fn moe(row: &Row<'_>, ctx: &Context, time_us: f64, mut attributes: Attributes) -
         }
         attributes.insert("inter_size".into(), inter.to_string());
         attributes.insert("num_experts".into(), experts.to_string());
-        op(OpClass::Moe, dtype, gpu, [t, h, inter / tp, experts / ep, k], time_us, attributes)
+        attributes.insert("num_tokens".into(), t.to_string());
+        op(
+            OpClass::Moe,
+            dtype,
+            gpu,
+            [moe_tokens_on_this_gpu(t, ep), h, inter / tp, experts / ep, k],
+            time_us,
+            attributes,
+        )
     })())
+}
+
+/// The `moe` dim T of an aiconfigurator `moe_perf` row: ⌈num_tokens / moe_ep_size⌉ tokens.
+///
+/// aiconfigurator's collector (`collector/vllm/collect_moe.py` at the commit of `SOURCE.txt`) routes all
+/// `num_tokens` tokens top-K over all `num_experts` experts and times rank 0, which holds `num_experts /
+/// moe_ep_size` of them (`determine_expert_map`): `fused_experts` skips the copies routed to other ranks'
+/// experts, so the measured GPU computes num_tokens·K / moe_ep_size routed copies ('balanced'; more on rank 0
+/// under 'power_law_*', which hands it the heaviest experts). perfcast's `moe` T is the tokens whose K copies this
+/// GPU's experts receive — T·K copies, the same convention the serving predictor queries with
+/// (T = ⌈tokens·dp / ep⌉, `llm::serving::step`) — so T = num_tokens / ep. Rounded up, because a dim is a whole
+/// number ≥ 1: below num_tokens = ep the row is a launch-bound floor that one token's copies describe. With
+/// expert tensor parallelism (moe_tp_size > 1, never together with ep > 1) every rank sees all tokens: T =
+/// num_tokens. The global count is kept as the attribute `num_tokens`.
+pub fn moe_tokens_on_this_gpu(num_tokens: u64, moe_ep_size: u64) -> u64 {
+    num_tokens.div_ceil(moe_ep_size.max(1))
 }
 
 /// Bytes of one element of a collective's dtype as nccl-tests and PyTorch name them.
@@ -248,6 +272,16 @@ mod tests {
         assert_eq!(attended(1023, Some("v0.25.1rc2")), 1024);
         assert_eq!(attended(1023, None), 1024);
         assert_eq!(attended(1023, Some("nightly")), 1024);
+    }
+
+    #[test]
+    fn moe_tokens_are_the_global_count_over_expert_parallelism() {
+        // 4096 tokens over ep 4: 1024 tokens' worth of routed copies per GPU; 1 token over ep 8 rounds up to 1;
+        // 100 over 8 = 12.5 → 13; ep 1 (or tp only) keeps every token.
+        assert_eq!(moe_tokens_on_this_gpu(4096, 4), 1024);
+        assert_eq!(moe_tokens_on_this_gpu(1, 8), 1);
+        assert_eq!(moe_tokens_on_this_gpu(100, 8), 13);
+        assert_eq!(moe_tokens_on_this_gpu(4096, 1), 4096);
     }
 
     #[test]

@@ -118,6 +118,56 @@ fn first_rows_map_by_hand() {
     assert_eq!(m.attributes["distribution"], "power_law_1.01");
 }
 
+/// An expert-parallel row of the fixture: `num_tokens` counts the tokens entering the whole layer, the measured GPU
+/// holds num_experts / moe_ep_size experts and computes 1/ep of the routed copies, so T = num_tokens / ep.
+#[test]
+fn moe_rows_with_expert_parallelism_keep_one_gpus_share_of_the_tokens() {
+    // The a100 fixture row (also row of a100_sxm/moe_perf.csv.gz): bfloat16, num_tokens 4096, hidden 4096,
+    // inter 14336, top-2 of 8 experts, moe_tp_size 1, moe_ep_size 4, power_law_1.01, 13.025762939453125 ms.
+    // This GPU: 8/4 = 2 experts, F = 14336/1, T = 4096/4 = 1024 tokens' worth (2048 routed copies on average).
+    let p = parse(&fixture("moe_perf"), &Context::default()).unwrap();
+    let rows: Vec<&OpSample> = p
+        .samples
+        .iter()
+        .filter_map(|s| match s {
+            Sample::Op(o) => Some(o),
+            _ => None,
+        })
+        .filter(|o| {
+            let a = &o.attributes;
+            a["moe_ep_size"] == "4"
+                && a["num_tokens"] == "4096"
+                && a["inter_size"] == "14336"
+                && o.dims[1] == 4096
+                && a["distribution"] == "power_law_1.01"
+        })
+        .collect();
+    assert_eq!(rows.len(), 1);
+    let m = rows[0];
+    assert_eq!((m.op, m.dtype, m.dims), (OpClass::Moe, Precision::Bf16, [1024, 4096, 14336, 2, 2]));
+    assert!(close(m.time_us, 13_025.762939453125), "{}", m.time_us);
+    // The same shape with the experts tensor-parallel instead (moe_tp_size 4, ep 1): every rank sees all 4096 tokens
+    // and all 8 experts at F = 14336/4 = 3584; 4.340214538574219 ms.
+    let tp = p
+        .samples
+        .iter()
+        .filter_map(|s| match s {
+            Sample::Op(o) => Some(o),
+            _ => None,
+        })
+        .find(|o| {
+            let a = &o.attributes;
+            a["moe_tp_size"] == "4"
+                && a["num_tokens"] == "4096"
+                && o.dims[1] == 4096
+                && o.dims[2] == 3584
+                && a["distribution"] == "power_law_1.01"
+        })
+        .unwrap();
+    assert_eq!(tp.dims, [4096, 4096, 3584, 8, 2]);
+    assert!(close(tp.time_us, 4_340.214538574219), "{}", tp.time_us);
+}
+
 /// The CSV.gz copies give the same samples; their attributes add the prepended columns.
 #[test]
 fn csv_gz_copies_give_the_same_samples() {

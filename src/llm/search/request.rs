@@ -121,6 +121,10 @@ fn uniform() -> LayerSplit {
 pub struct SearchRequest {
     /// Name of a stored system.
     pub system: String,
+    /// The architecture, a catalog name (`"Llama-3.1-8B"`) or `{"hf_config": {…}, "seq_len": …}`
+    /// ([`crate::llm::model_ref`]); resolved into the architecture while the request is read.
+    #[serde(deserialize_with = "crate::llm::model_ref::deserialize_model")]
+    #[schema(value_type = crate::llm::model_ref::TrainingModelInput)]
     pub model: ModelSpec,
     /// GPUs to use: tp·cp·pp·dp equals this.
     pub gpus: u64,

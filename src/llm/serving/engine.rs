@@ -16,16 +16,16 @@
 //! **Constants** ([`ServingConstants`]): the achievable efficiencies analytic times are derated by for serving
 //! kernels ([`super::derate`]), and per engine the host time every step costs per step and per sequence
 //! (scheduler, input preparation, sampling, output processing — what runs on the CPU between GPU steps). The host
-//! costs, the bandwidth fraction of memory-bound matrix kernels and the per-kernel GPU cost are fitted on
-//! LLM-Inference-Bench (the only serving rows in `../shared`, all train/calibration data by DATA.md) with grouped
-//! cross-validation (`perfcast eval inference --cross-validate`, group = framework × model; README for the
-//! errors). SGLang has no rows there: it uses TensorRT-LLM's fitted host cost, an assumption to replace when SGLang
-//! measurements arrive.
+//! costs and the per-kernel GPU cost are fitted on LLM-Inference-Bench (the only serving rows in `../shared`, all
+//! train/calibration data by DATA.md) with grouped cross-validation through the bundled learned models
+//! (`perfcast eval inference --cross-validate`, group = framework × model; README for the errors). Those rows are
+//! vLLM's 2024 V0 engine and TensorRT-LLM's C++ runtime; vLLM V1 and SGLang have none: they use TensorRT-LLM's
+//! fitted host cost, an assumption to replace when their measurements arrive ([`ServingConstants::CALIBRATED`]).
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::request::Engine;
+use super::request::{Engine, VllmEngine};
 use crate::cost::Efficiency;
 use crate::hw::GpuSpec;
 
@@ -44,6 +44,10 @@ pub struct EngineSettings {
     pub cuda_graphs: bool,
     /// Largest decode batch with a captured graph.
     pub cuda_graph_max_batch: u32,
+    /// vLLM's engine generation (its host cost, [`ServingConstants::host`]); `v1` for the other engines.
+    pub vllm_engine: VllmEngine,
+    /// The host prepares the next step while the GPU runs this one: a step takes max(GPU, host).
+    pub async_scheduling: bool,
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -61,6 +65,8 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 gpu_memory_utilization: 0.9,
                 cuda_graphs: true,
                 cuda_graph_max_batch: 512,
+                vllm_engine: VllmEngine::V1,
+                async_scheduling: false,
             }
         }
         Engine::Sglang => {
@@ -80,6 +86,8 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 gpu_memory_utilization: 0.88,
                 cuda_graphs: true,
                 cuda_graph_max_batch: graphs,
+                vllm_engine: VllmEngine::V1,
+                async_scheduling: true,
             }
         }
         Engine::Trtllm => EngineSettings {
@@ -89,6 +97,8 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
             gpu_memory_utilization: 0.9,
             cuda_graphs: true,
             cuda_graph_max_batch: 128,
+            vllm_engine: VllmEngine::V1,
+            async_scheduling: false,
         },
     }
 }
@@ -111,8 +121,10 @@ pub struct ServingConstants {
     pub efficiency: Efficiency,
     /// Fraction of DRAM bandwidth memory-bound matrix kernels reach (decode GEMVs, decode attention), 0–1.
     pub stream: f64,
-    /// vLLM's host time per step.
+    /// vLLM's host time per step (V1 engine, vLLM ≥ 0.8).
     pub vllm: HostCost,
+    /// vLLM's V0 engine's host time per step (vLLM < 0.8).
+    pub vllm_v0: HostCost,
     /// SGLang's host time per step.
     pub sglang: HostCost,
     /// TensorRT-LLM's host time per step.
@@ -132,19 +144,31 @@ impl ServingConstants {
     /// (PyTorch's per-operator dispatch cost); `memory` 0.8 [rec] for element-wise kernels (fitted freely it
     /// collapses, see [`crate::eval`]'s inference evaluation).
     ///
-    /// Fitted by `perfcast eval inference --cross-validate` on LLM-Inference-Bench (2026-11-23, all 1,202 rows; the
-    /// five folds in the README): `stream` 0.845 (folds 0.78–0.85), `kernel_us` 7.41 µs, vLLM 983 µs per step + 80.1
-    /// µs per sequence (folds 72–86 µs per sequence), TensorRT-LLM 31 µs per step + 30.5 µs per sequence. The vLLM
-    /// rows are its 2024 V0 engine, whose per-sequence Python work the V1 engine (≥ 0.8) moved off the critical
-    /// path: at large batches these constants are pessimistic for current vLLM. SGLang takes TensorRT-LLM's host
-    /// cost (both overlap their scheduler with the GPU), an assumption.
+    /// Fitted by `perfcast eval inference --cross-validate` on LLM-Inference-Bench with the bundled learned models
+    /// a fresh install serves (2026-11-24, all 1,202 rows; the five folds and the held-out errors in the README):
+    /// `kernel_us` 7.40 µs (folds 4.6–6.9 µs), vLLM V0 972 µs per step + 71.7 µs per sequence (folds 65–72 µs per
+    /// sequence), TensorRT-LLM 19 µs per step + 21.7 µs per sequence (folds 13–28 µs; its per-step part is not
+    /// identified apart from `kernel_us`: folds 74–428 µs). `stream` stays 0.8 [rec] like `memory`: with the
+    /// learned models every dense matrix operator of those rows is learned, so it is not identified (fitted freely
+    /// it wandered 0.20–0.81 over the folds).
+    ///
+    /// **Engines and versions without rows, per physical effect.** The bench's vLLM is the 2024 V0 engine, whose
+    /// per-sequence Python work (scheduling, input preparation, detokenization and output processing) ran between
+    /// GPU steps: 71.7 µs per sequence is 18 ms per step at 256 sequences. vLLM V1 (≥ 0.8, the default here,
+    /// `engine_options.vllm_engine`) keeps a persistent batch (inputs updated, not rebuilt), and moves
+    /// detokenization and output processing to another process; perfcast gives it TensorRT-LLM's fitted host cost
+    /// (a compiled runtime's: 19 µs + 21.7 µs per sequence), as SGLang, an assumption until V1 or SGLang rows
+    /// exist. With `engine_options.async_scheduling` (SGLang's default overlap scheduler; vLLM's
+    /// `--async-scheduling`) that host time overlaps the GPU's: a step takes max(GPU, host). CUDA graphs
+    /// (`engine_options.cuda_graphs`) remove the eager per-kernel launch cost `eager_kernel_us` from decode steps up
+    /// to `cuda_graph_max_batch`.
     pub const CALIBRATED: ServingConstants = ServingConstants {
         efficiency: Efficiency {
             gemm_16bit: 0.8,
             gemm_fp8: 0.735,
             gemm_32bit: 0.81,
             memory: 0.8,
-            kernel_us: 7.41,
+            kernel_us: 7.40,
             network: 0.74,
             collective_us: 2.0,
             host_us: 0.0,
@@ -152,10 +176,11 @@ impl ServingConstants {
             // No collective is overlapped with compute in a serving step (the TP all-reduces sit between GEMMs).
             overlap_slowdown: crate::cost::derate::OVERLAP_SLOWDOWN,
         },
-        stream: 0.845,
-        vllm: HostCost { step_us: 983.0, seq_us: 80.1 },
-        sglang: HostCost { step_us: 31.0, seq_us: 30.5 },
-        trtllm: HostCost { step_us: 31.0, seq_us: 30.5 },
+        stream: 0.8,
+        vllm: HostCost { step_us: 19.0, seq_us: 21.7 },
+        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7 },
+        sglang: HostCost { step_us: 19.0, seq_us: 21.7 },
+        trtllm: HostCost { step_us: 19.0, seq_us: 21.7 },
         eager_kernel_us: 5.0,
     };
 
@@ -165,14 +190,16 @@ impl ServingConstants {
         efficiency: Efficiency::ROOFLINE,
         stream: 1.0,
         vllm: HostCost { step_us: 0.0, seq_us: 0.0 },
+        vllm_v0: HostCost { step_us: 0.0, seq_us: 0.0 },
         sglang: HostCost { step_us: 0.0, seq_us: 0.0 },
         trtllm: HostCost { step_us: 0.0, seq_us: 0.0 },
         eager_kernel_us: 0.0,
     };
 
-    /// The host cost of `engine`.
-    pub fn host(&self, engine: Engine) -> HostCost {
+    /// The host cost of `engine` under `settings` (vLLM: of its engine generation).
+    pub fn host(&self, engine: Engine, settings: &EngineSettings) -> HostCost {
         match engine {
+            Engine::Vllm if settings.vllm_engine == VllmEngine::V0 => self.vllm_v0,
             Engine::Vllm => self.vllm,
             Engine::Sglang => self.sglang,
             Engine::Trtllm => self.trtllm,

@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod derate;
 pub mod engine;
 pub mod hf;
+pub mod interval;
 pub mod memory;
 pub mod model;
 pub mod report;

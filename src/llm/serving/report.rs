@@ -6,6 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::engine::ServingConstants;
+use super::interval::{interval, ServingInterval};
 use super::memory::ServingMemory;
 use super::model::ServingModel;
 use super::steady::{Steady, StepResult};
@@ -42,7 +43,8 @@ pub struct ServingOperatorRow {
 /// One kind of engine step.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct StepReport {
-    /// The step's wall time, ms: pp · max(GPU, launch) + host overhead.
+    /// The step's wall time, ms: pp · max(GPU, launch) + host overhead (with `async_scheduling`, the larger of the
+    /// two).
     pub time_ms: f64,
     /// GPU time of the slowest stage's micro-batch, ms.
     pub gpu_ms: f64,
@@ -131,6 +133,9 @@ pub struct InferencePrediction {
     pub sources: Vec<String>,
     /// The constants analytic times were derated by and the engines' host costs.
     pub constants: ServingConstants,
+    /// 10 %–90 % prediction intervals of `ttft_ms`, `tpot_ms` and `request_latency_ms` from the cross-validated
+    /// residuals of `perfcast eval inference` ([`super::interval`]: what they cover and what not).
+    pub interval: ServingInterval,
     pub warnings: Vec<String>,
 }
 
@@ -255,6 +260,7 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
         );
     }
     let gpus = cfg.gpus() as f64;
+    let interval = interval(cfg.engine, &r.system.gpu, s.ttft_s * 1e3, s.tpot_s * 1e3, s.request_latency_s * 1e3);
     InferencePrediction {
         ttft_ms: s.ttft_s * 1e3,
         tpot_ms: s.tpot_s * 1e3,
@@ -289,6 +295,7 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
         gpu: r.system.gpu.name.clone(),
         sources,
         constants: r.consts,
+        interval,
         warnings,
     }
 }

@@ -265,6 +265,29 @@ pub struct EngineOptions {
     /// Largest decode batch with a captured CUDA graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_max_batch: Option<u32>,
+    /// vLLM's engine generation, which sets its host cost per step ([`super::engine::HostCost`]): `v1` (vLLM ≥ 0.8,
+    /// the default) or `v0` (the 2024 engine LLM-Inference-Bench measured: per-sequence Python scheduling and
+    /// output processing between GPU steps). Ignored by the other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_engine: Option<VllmEngine>,
+    /// The engine prepares the next step on the CPU while the GPU runs the current one, so a step takes
+    /// max(GPU, host) instead of GPU + host: SGLang's overlap scheduler (on by default since v0.4), vLLM's
+    /// `--async-scheduling` (off by default), TensorRT-LLM's PyTorch-backend overlap scheduler (perfcast's
+    /// TensorRT-LLM default is off: its host cost is fitted on the C++ runtime, which had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub async_scheduling: Option<bool>,
+}
+
+/// vLLM's engine generation (its host path between GPU steps differs, [`EngineOptions::vllm_engine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VllmEngine {
+    /// The V0 engine (vLLM < 0.8; 2024).
+    V0,
+    /// The V1 engine (vLLM ≥ 0.8): scheduler and input preparation on a persistent batch in the engine-core
+    /// process; detokenization and output processing in another process, off the GPU's critical path.
+    #[default]
+    V1,
 }
 
 /// The traffic: requests of `input_tokens` prompt tokens generating `output_tokens` tokens, either a closed loop

@@ -54,7 +54,8 @@ enum OpKey {
 pub struct StepResult {
     /// What the step processed.
     pub load: StepLoad,
-    /// The step's wall time, s: pp · max(GPU, launch) of the slowest stage's micro-batch + the host overhead.
+    /// The step's wall time, s: pp · max(GPU, launch) of the slowest stage's micro-batch + the host overhead
+    /// (with `async_scheduling`, the larger of the two).
     pub time_s: f64,
     /// GPU time of the slowest stage's micro-batch, s.
     pub gpu_s: f64,
@@ -242,14 +243,20 @@ impl<'a> Solver<'a> {
                 (slowest, gpu_s, launch_s) = (i, g, l);
             }
         }
-        let host = self.consts.host(cfg.engine);
+        let host = self.consts.host(cfg.engine, &cfg.settings);
         // Each data-parallel rank runs its own scheduler over its share of the sequences.
         let seqs = (load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil())
             / cfg.dp() as f64;
         let overhead_s = (host.step_us + host.seq_us * seqs) * 1e-6;
         let result = StepResult {
             load,
-            time_s: cfg.pp as f64 * gpu_s.max(launch_s) + overhead_s,
+            // Host work between steps adds to the GPU's, unless the engine schedules asynchronously: then the
+            // next step's preparation runs while this one computes and the slower of the two sets the pace.
+            time_s: if cfg.settings.async_scheduling {
+                (cfg.pp as f64 * gpu_s.max(launch_s)).max(overhead_s)
+            } else {
+                cfg.pp as f64 * gpu_s.max(launch_s) + overhead_s
+            },
             gpu_s,
             launch_s,
             overhead_s,

@@ -291,3 +291,35 @@ fn data_parallel_attention_dispatches_experts_by_all_to_all() {
         "workload": {"input_tokens": 512, "output_tokens": 128, "concurrency": 4}}));
     assert_eq!(validate(&dense, &s).unwrap_err().field, "parallelism.dp_attention");
 }
+
+#[test]
+fn host_cost_by_engine_generation_and_async_scheduling() {
+    // Llama-3.1-70B tp 4, 64 requests of 1024 + 256 tokens. A decode-only step of the shipped constants:
+    // vLLM V1 host = 19 + 21.7 · D µs, V0 host = 972 + 71.7 · D µs with D decoding sequences, on the same GPU time;
+    // with async scheduling the step takes max(GPU, host) instead of GPU + host.
+    let w = json!({"input_tokens": 1024, "output_tokens": 256, "concurrency": 64});
+    let with = |opts: serde_json::Value| {
+        run(&request(json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "parallelism": {"tp": 4},
+            "engine_options": opts, "workload": w})))
+    };
+    let (v1, v0, overlapped) =
+        (with(json!({})), with(json!({"vllm_engine": "v0"})), with(json!({"async_scheduling": true})));
+    let d = v1.decode_step.decode_seqs as f64;
+    let c = ServingConstants::CALIBRATED;
+    assert!((v1.decode_step.overhead_ms - (c.vllm.step_us + c.vllm.seq_us * d) * 1e-3).abs() < 1e-9);
+    assert!((v1.decode_step.overhead_ms - (19.0 + 21.7 * d) * 1e-3).abs() < 1e-9);
+    let gpu = v1.decode_step.gpu_ms.max(v1.decode_step.launch_ms);
+    assert!((v1.decode_step.time_ms - (gpu + v1.decode_step.overhead_ms)).abs() < 1e-9);
+    if v0.decode_step.decode_seqs as f64 == d {
+        assert!((v0.decode_step.overhead_ms - (972.0 + 71.7 * d) * 1e-3).abs() < 1e-9);
+    }
+    assert!(v0.tpot_ms > v1.tpot_ms);
+    // Async: the GPU time hides the host's (it is the larger here).
+    let o = &overlapped.decode_step;
+    assert!((o.time_ms - (o.gpu_ms.max(o.launch_ms)).max(o.overhead_ms)).abs() < 1e-9);
+    assert!(overlapped.tpot_ms < v1.tpot_ms);
+    // The interval brackets each latency (vLLM on Hopper: its own class).
+    assert_eq!(v1.interval.class, "vllm/hopper");
+    assert!(v1.interval.tpot_ms.p10 < v1.tpot_ms && v1.tpot_ms < v1.interval.tpot_ms.p90);
+    assert!(v1.interval.ttft_ms.p10 < v1.ttft_ms && v1.ttft_ms < v1.interval.ttft_ms.p90);
+}

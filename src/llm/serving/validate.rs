@@ -330,6 +330,8 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
         cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
         cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
+        vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
+        async_scheduling: o.async_scheduling.unwrap_or(d.async_scheduling),
     };
     for (f, v) in [
         ("engine_options.max_num_seqs", settings.max_num_seqs),
