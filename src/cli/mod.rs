@@ -39,9 +39,14 @@ struct Cli {
     /// Configuration file (default: ./config.toml when it exists). Environment: PERFCAST_CONFIG.
     #[arg(long, global = true, env = "PERFCAST_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
-    /// SQLite database file (overrides `db` in the config and PERFCAST_DB).
-    #[arg(long, global = true, value_name = "PATH")]
+    /// SQLite database file (overrides `db` and `database_url` in the config, PERFCAST_DB and
+    /// PERFCAST_DATABASE_URL).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "database_url")]
     db: Option<PathBuf>,
+    /// Database URL: sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (overrides `database_url` in
+    /// the config and PERFCAST_DATABASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
     /// No progress bars or progress lines on stderr (`eval`, `import`, `search`). Bars show only when stderr is
     /// a terminal; elsewhere progress stays plain lines.
     #[arg(long, short, global = true)]
@@ -136,7 +141,10 @@ fn load_config(cli: &Cli) -> Result<Config, ExitCode> {
         Command::Serve { bind } => *bind,
         _ => None,
     };
-    let overrides = Overrides { bind, db: cli.db.clone() };
+    // `--db PATH` names a SQLite file and wins over a configured URL too.
+    let database_url =
+        cli.database_url.clone().or_else(|| cli.db.as_ref().map(|p| format!("sqlite://{}", p.display())));
+    let overrides = Overrides { bind, db: cli.db.clone(), database_url };
     Config::load(cli.config.as_deref(), &overrides).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -180,9 +188,10 @@ fn read_request(path: &Path) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Opens the configured SQLite database, or prints why not and gives the exit code (1).
+/// Opens the configured database (`database_url`, else the SQLite file `db`), or prints why not and gives the
+/// exit code (1).
 async fn open_store(config: &Config) -> Result<Store, ExitCode> {
-    Store::open(&config.db).await.map_err(|e| {
+    Store::connect(&config.database_url()).await.map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     })
