@@ -258,3 +258,57 @@ fn two_replicas_share_one_postgres_database() {
     }
     eprintln!("two replicas: {} acknowledged uploads all stored; retrain re-run after the kill", acknowledged.len());
 }
+
+#[test]
+fn db_copy_moves_a_sqlite_installation_to_postgres() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the db copy test is skipped");
+        return;
+    };
+    let url = url.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("perfcast.db");
+    // A SQLite installation with the bundled measurements and models, a system, an upload and a key.
+    let source = format!("sqlite://{}", db.display());
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_perfcast"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("PERFCAST_TEST_POSTGRES_URL")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, _, err) = run(&["keys", "create", "--name", "ci", "--database-url", &source]);
+    assert_eq!(code, Some(0), "{err}");
+    let counts = |store: &perfcast::store::Store| {
+        rt.block_on(async {
+            (
+                store.list_profiles(1, 0).await.unwrap().1,
+                store.list_regressors().await.unwrap().len(),
+                store.list_systems().await.unwrap().len(),
+                store.list_keys().await.unwrap().len(),
+                store.models_fingerprint().await.unwrap(),
+            )
+        })
+    };
+    let src = rt.block_on(perfcast::store::Store::connect(&source)).unwrap();
+    rt.block_on(perfcast::app::install_bundle(&src)).unwrap();
+    let before = counts(&src);
+    rt.block_on(src.close());
+    assert!(before.0 > 0 && before.1 > 0, "{before:?}");
+
+    let (code, out, err) = run(&["db", "copy", "--from", &source, "--to", &url]);
+    assert_eq!(code, Some(0), "{err}");
+    let copied: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(copied["copied"]["profiles"].as_u64(), Some(before.0));
+    let dst = rt.block_on(perfcast::store::Store::connect(&url)).unwrap();
+    assert_eq!(counts(&dst), before, "the copy differs from its source");
+    // The copy serves: new rows get ids after the copied ones; a second copy into it is refused.
+    let job = rt.block_on(dst.create_job("calibrate", &json!({"system": "dgx-h100"}), false)).unwrap();
+    assert!(job.id > 0);
+    rt.block_on(dst.close());
+    let (code, _, err) = run(&["db", "copy", "--from", &source, "--to", &url]);
+    assert_eq!(code, Some(2), "{err}");
+}

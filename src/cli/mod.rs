@@ -10,6 +10,7 @@
 //!
 //! The top layer: may import `app`, `service`, `store`, `eval`, `config`, `api::json`; nothing imports `cli`.
 
+mod db;
 mod eval;
 mod import;
 mod keys;
@@ -82,6 +83,12 @@ enum Command {
     Timeline(timeline::TimelineArgs),
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
+    /// Database maintenance: copy an installation to another database (`db copy --from sqlite://… --to
+    /// postgres://…`).
+    Db {
+        #[command(subcommand)]
+        what: db::DbWhat,
+    },
     /// Manage API keys (only their hashes are stored).
     Keys {
         #[command(subcommand)]
@@ -128,6 +135,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),
         Command::Keys { what } => keys::run(what, &config).await,
+        Command::Db { what } => db::run(what).await,
         Command::Import(args) => import::run(args, &config, progress).await,
         Command::Eval { what } => eval::run(what, &config, progress).await,
         Command::Models { what } => models::run(what, &config, progress).await,

@@ -50,7 +50,12 @@ impl Store {
         .bind(scope)
         .bind(sha256)
         .fetch_one(&mut *tx)
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // Another replica provisioned the same configured key at the same moment.
+            sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("key {key_id}")),
+            e => e.into(),
+        })?;
         tx.commit().await?;
         decode(&r)
     }

@@ -10,6 +10,7 @@
 
 pub mod bundles;
 pub mod calibrations;
+pub mod copy;
 mod dialect;
 pub mod gpus;
 pub mod jobs;
@@ -179,4 +180,22 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// `insert` (an `INSERT INTO t (columns)`) with `rows` rows of `columns` placeholders each: `VALUES ($1, $2), ($3, $4)`.
+pub(crate) fn values_sql(insert: &str, columns: usize, rows: usize) -> String {
+    let mut sql = String::with_capacity(insert.len() + rows * columns * 6);
+    sql.push_str(insert);
+    sql.push_str(" VALUES ");
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..columns {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", r * columns + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
 }

@@ -128,23 +128,6 @@ pub const MAX_DATASETS: usize = 25;
 /// 65,535 bound values per statement).
 const BATCH: usize = 500;
 
-/// `insert` (an `INSERT INTO t (columns)`) with `rows` rows of `columns` placeholders each: `VALUES ($1, $2), ($3, $4)`.
-fn values_sql(insert: &str, columns: usize, rows: usize) -> String {
-    let mut sql = String::with_capacity(insert.len() + rows * columns * 6);
-    sql.push_str(insert);
-    sql.push_str(" VALUES ");
-    for r in 0..rows {
-        sql.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 0..columns {
-            if c > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("${}", r * columns + c + 1));
-        }
-        sql.push(')');
-    }
-    sql
-}
 
 impl Store {
     /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
@@ -412,7 +395,7 @@ pub(crate) async fn insert_profile_in(
     .execute(&mut **tx)
     .await?;
     let sql = |chunk: usize| {
-        values_sql(
+        super::values_sql(
             "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, \
              split_key)",
             13,
@@ -441,7 +424,7 @@ pub(crate) async fn insert_profile_in(
         q.execute(&mut **tx).await?;
     }
     for chunk in samples.comms.chunks(BATCH) {
-        let sql = values_sql(
+        let sql = super::values_sql(
             "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
              time_us, algbw_gbs, busbw_gbs, dtype, attributes)",
             12,
@@ -466,7 +449,7 @@ pub(crate) async fn insert_profile_in(
         q.execute(&mut **tx).await?;
     }
     for chunk in samples.kernels.chunks(BATCH) {
-        let sql = values_sql(
+        let sql = super::values_sql(
             "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes)",
             8,
             chunk.len(),
@@ -486,7 +469,7 @@ pub(crate) async fn insert_profile_in(
         q.execute(&mut **tx).await?;
     }
     for chunk in samples.timers.chunks(BATCH) {
-        let sql = values_sql(
+        let sql = super::values_sql(
             "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, \
              attributes)",
             9,
