@@ -75,7 +75,11 @@ impl Runner {
                 false
             });
             if is_trainer != was_trainer && self.store.engine() == Engine::Postgres {
-                tracing::info!(owner = %self.owner, trainer = is_trainer, "trainer election");
+                if is_trainer {
+                    tracing::info!(owner = %self.owner, "elected trainer: this replica runs the retrain jobs");
+                } else {
+                    tracing::warn!(owner = %self.owner, "no longer the trainer (lost the database connection)");
+                }
             }
             was_trainer = is_trainer;
             self.drain(is_trainer).await;
