@@ -118,6 +118,9 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
             "active models trained on another feature list are not served; queued a retrain to replace them");
     }
     crate::metrics::spawn_upkeep();
+    // Other processes on the database (replicas on PostgreSQL, `perfcast import` on SQLite) commit models and
+    // systems too: poll for them, so every replica serves the same versions within seconds.
+    crate::service::replicas::spawn_sync(service.clone(), Duration::from_secs(2));
     let worker = spawn_jobs(&service, config);
     Ok(Started { router: build(service.clone(), config), service, worker })
 }
@@ -144,6 +147,7 @@ pub fn worker_config(config: &Config) -> WorkerConfig {
         auto_retrain: config.auto_retrain,
         max_training_rows: config.max_training_rows,
         time_limit: Duration::from_secs(config.retrain_time_limit_s),
+        lease: Duration::from_secs(config.job_lease_s.max(3)),
     }
 }
 
@@ -185,13 +189,13 @@ pub async fn provision_key(service: &Service, config: &Config) -> Result<(), App
 /// Opens the database (creating and migrating it), binds `config.bind` and serves until SIGINT or SIGTERM, then
 /// finishes in-flight requests and closes the database.
 pub async fn serve(config: Config) -> Result<(), AppError> {
-    let store = Store::open(&config.db).await?;
+    let store = Store::connect(&config.database_url()).await?;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|source| AppError::Bind { addr: config.bind.to_string(), source })?;
     let addr = listener.local_addr().map_err(AppError::Serve)?;
     let started = start(store.clone(), &config).await?;
-    tracing::info!(%addr, db = %config.db.display(), "perfcast listening; API docs at http://{addr}/docs");
+    tracing::info!(%addr, db = %store.url(), "perfcast listening; API docs at http://{addr}/docs");
     axum::serve(listener, started.router).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
     // A retrain in flight is abandoned: its job stays `running` and is queued again at the next start.
     started.worker.abort();

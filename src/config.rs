@@ -19,8 +19,15 @@ pub struct Config {
     /// Address and port to listen on. Default `127.0.0.1:8080`.
     pub bind: SocketAddr,
     /// SQLite database file; created with its directory when missing. Relative paths are relative to the working
-    /// directory. Default `data/perfcast.db`.
+    /// directory. Default `data/perfcast.db`. Used when `database_url` is not set.
     pub db: PathBuf,
+    /// The database: `sqlite://PATH` (one machine) or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (several
+    /// replicas sharing one database). Default: unset, meaning `sqlite://` + `db` (`sqlite://data/perfcast.db`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    /// How long a replica's claim on a running job holds without a heartbeat, seconds; a job whose replica died is
+    /// re-run by another replica after it. Default 15.
+    pub job_lease_s: u64,
     /// Largest accepted JSON request body, bytes (larger → 413). Default 1 MiB.
     pub body_limit_bytes: usize,
     /// Time limit for one request, seconds (longer → 408). Default 30.
@@ -69,6 +76,8 @@ impl Default for Config {
         Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             db: PathBuf::from("data/perfcast.db"),
+            database_url: None,
+            job_lease_s: 15,
             body_limit_bytes: 1 << 20,
             request_timeout_s: 30,
             log: "info".into(),
@@ -97,6 +106,8 @@ pub struct Overrides {
     pub bind: Option<SocketAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub db: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
 }
 
 /// Why the configuration cannot be loaded.
@@ -109,8 +120,16 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The database URL in effect: `database_url`, else `sqlite://` + `db`.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) if !url.is_empty() => url.clone(),
+            _ => format!("sqlite://{}", self.db.display()),
+        }
+    }
+
     /// Loads defaults ← `file` (or `config.toml` in the working directory when `file` is `None` and it exists)
-    /// ← `PERFCAST_*` environment ← `overrides`.
+    /// ← `PERFCAST_*` environment (except `PERFCAST_CONFIG` and the tests' `PERFCAST_TEST_POSTGRES_URL`) ← `overrides`.
     ///
     /// Errors: an explicitly named file that does not exist; a value of the wrong type or an unknown key (the
     /// message names the key and where it came from).
@@ -122,7 +141,7 @@ impl Config {
         };
         Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::file(file))
-            .merge(Env::prefixed("PERFCAST_").ignore(&["config"]))
+            .merge(Env::prefixed("PERFCAST_").ignore(&["config", "test_postgres_url"]))
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| ConfigError::Invalid(Box::new(e)))
@@ -143,9 +162,13 @@ mod tests {
             assert_eq!(c.db, PathBuf::from("from-env.db"));
             assert_eq!(c.request_timeout_s, 5);
             assert_eq!(c.body_limit_bytes, 1 << 20);
-            let o = Overrides { bind: Some("127.0.0.1:1234".parse().unwrap()), db: Some("cli.db".into()) };
+            let o = Overrides { bind: Some("127.0.0.1:1234".parse().unwrap()), db: Some("cli.db".into()), ..Default::default() };
             let c = Config::load(Some(Path::new("perfcast.toml")), &o).unwrap();
-            assert_eq!((c.bind.port(), c.db), (1234, PathBuf::from("cli.db")));
+            assert_eq!((c.bind.port(), c.db.clone()), (1234, PathBuf::from("cli.db")));
+            assert_eq!(c.database_url(), "sqlite://cli.db");
+            jail.set_env("PERFCAST_DATABASE_URL", "postgres://u@db/p");
+            let c = Config::load(Some(Path::new("perfcast.toml")), &Overrides::default()).unwrap();
+            assert_eq!(c.database_url(), "postgres://u@db/p");
             Ok(())
         });
     }

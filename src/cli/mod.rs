@@ -11,6 +11,7 @@
 //!
 //! The top layer: may import `app`, `service`, `store`, `eval`, `config`, `api::json`; nothing imports `cli`.
 
+mod db;
 mod eval;
 mod import;
 mod inference;
@@ -41,9 +42,14 @@ struct Cli {
     /// Configuration file (default: ./config.toml when it exists). Environment: PERFCAST_CONFIG.
     #[arg(long, global = true, env = "PERFCAST_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
-    /// SQLite database file (overrides `db` in the config and PERFCAST_DB).
-    #[arg(long, global = true, value_name = "PATH")]
+    /// SQLite database file (overrides `db` and `database_url` in the config, PERFCAST_DB and
+    /// PERFCAST_DATABASE_URL).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "database_url")]
     db: Option<PathBuf>,
+    /// Database URL: sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (overrides `database_url` in
+    /// the config and PERFCAST_DATABASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
     /// No progress bars or progress lines on stderr (`eval`, `import`, `search`). Bars show only when stderr is
     /// a terminal; elsewhere progress stays plain lines.
     #[arg(long, short, global = true)]
@@ -91,6 +97,12 @@ enum Command {
     Timeline(timeline::TimelineArgs),
     /// Print the OpenAPI document (what /openapi.json serves).
     Openapi,
+    /// Database maintenance: copy an installation to another database (`db copy --from sqlite://… --to
+    /// postgres://…`).
+    Db {
+        #[command(subcommand)]
+        what: db::DbWhat,
+    },
     /// Manage API keys (only their hashes are stored).
     Keys {
         #[command(subcommand)]
@@ -139,6 +151,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Timeline(args) => timeline::run(&args, &config).await,
         Command::Openapi => print_json(&crate::api::openapi()),
         Command::Keys { what } => keys::run(what, &config).await,
+        Command::Db { what } => db::run(what).await,
         Command::Import(args) => import::run(args, &config, progress).await,
         Command::Eval { what } => eval::run(what, &config, progress).await,
         Command::Models { what } => models::run(what, &config, progress).await,
@@ -152,7 +165,10 @@ fn load_config(cli: &Cli) -> Result<Config, ExitCode> {
         Command::Serve { bind } => *bind,
         _ => None,
     };
-    let overrides = Overrides { bind, db: cli.db.clone() };
+    // `--db PATH` names a SQLite file and wins over a configured URL too.
+    let database_url =
+        cli.database_url.clone().or_else(|| cli.db.as_ref().map(|p| format!("sqlite://{}", p.display())));
+    let overrides = Overrides { bind, db: cli.db.clone(), database_url };
     Config::load(cli.config.as_deref(), &overrides).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -196,9 +212,10 @@ fn read_request(path: &Path) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Opens the configured SQLite database, or prints why not and gives the exit code (1).
+/// Opens the configured database (`database_url`, else the SQLite file `db`), or prints why not and gives the
+/// exit code (1).
 async fn open_store(config: &Config) -> Result<Store, ExitCode> {
-    Store::open(&config.db).await.map_err(|e| {
+    Store::connect(&config.database_url()).await.map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     })

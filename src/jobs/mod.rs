@@ -211,6 +211,9 @@ pub struct WorkerConfig {
     /// Wall-clock budget of one retrain; keys not reached in time are skipped (reported, and tried again by the
     /// next retrain because their samples still differ from the last trained count).
     pub time_limit: Duration,
+    /// How long this replica's claim on a running job holds without a heartbeat (renewed every third of it); a
+    /// job whose replica died is re-run by another replica after it.
+    pub lease: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -222,6 +225,7 @@ impl Default for WorkerConfig {
             auto_retrain: true,
             max_training_rows: 200_000,
             time_limit: Duration::from_secs(3600),
+            lease: Duration::from_secs(15),
         }
     }
 }

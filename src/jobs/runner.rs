@@ -1,6 +1,11 @@
 //! The job runner: wakes when samples arrive (debounced) or a job is queued, claims queued jobs one at a time,
 //! runs each through its kind's file and records its end. A job left `running` by a crash is queued again at the
 //! next start and re-run; until a retrain commits, the previous active models keep serving.
+//!
+//! Several replicas on one PostgreSQL database each run a runner: a job is claimed by exactly one of them
+//! (`FOR UPDATE SKIP LOCKED`) under a lease its heartbeat renews, a job whose replica died is claimed again once
+//! its lease expires, and only the elected trainer ([`TrainerLock`]) claims retrain jobs. Idle runners poll the
+//! table every second there, since a job queued through another replica wakes only that replica's runner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +17,8 @@ use super::search::SearchRunner;
 use super::{calibrate, retrain, search, Job, JobKind, RetrainJob, WorkerConfig, WorkerHandle};
 use crate::learn::SharedRegistry;
 use crate::store::jobs::JobRecord;
-use crate::store::Store;
+use crate::store::replicas::TrainerLock;
+use crate::store::{Engine, Store};
 
 /// What the runner needs besides the store: the registry retrains publish to, its settings, the handle it
 /// listens on, and the service's search.
@@ -22,6 +28,19 @@ struct Runner {
     config: WorkerConfig,
     handle: WorkerHandle,
     search: Arc<dyn SearchRunner>,
+    /// This replica's name in the `owner` column of the jobs it runs (process id and a random suffix).
+    owner: String,
+}
+
+/// A name for this process that no other replica has: `<pid>-<16 random hex digits>`.
+fn owner_id() -> String {
+    let mut bytes = [0u8; 8];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No randomness: the start time still separates replicas.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos());
+        bytes = (nanos.unwrap_or(0) as u64).to_le_bytes();
+    }
+    format!("{}-{}", std::process::id(), hex::encode(bytes))
 }
 
 /// Starts the runner on the current tokio runtime: first re-queues jobs a crash interrupted, then serves jobs
@@ -33,7 +52,7 @@ pub fn spawn(
     handle: WorkerHandle,
     search: Arc<dyn SearchRunner>,
 ) -> JoinHandle<()> {
-    let runner = Runner { store, registry, config, handle, search };
+    let runner = Runner { store, registry, config, handle, search, owner: owner_id() };
     tokio::spawn(async move { runner.serve().await })
 }
 
@@ -44,11 +63,29 @@ impl Runner {
             Ok(n) => tracing::warn!(jobs = n, "re-queued jobs interrupted by a restart"),
             Err(e) => tracing::error!(error = %e, "cannot re-queue interrupted jobs"),
         }
+        let mut trainer = TrainerLock::new();
+        let mut was_trainer = false;
+        let idle = match self.store.engine() {
+            Engine::Sqlite => Duration::from_secs(60),
+            Engine::Postgres => Duration::from_secs(1),
+        };
         loop {
-            self.drain().await;
+            let is_trainer = trainer.held(&self.store).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot take part in the trainer election");
+                false
+            });
+            if is_trainer != was_trainer && self.store.engine() == Engine::Postgres {
+                if is_trainer {
+                    tracing::info!(owner = %self.owner, "elected trainer: this replica runs the retrain jobs");
+                } else {
+                    tracing::warn!(owner = %self.owner, "no longer the trainer (lost the database connection)");
+                }
+            }
+            was_trainer = is_trainer;
+            self.drain(is_trainer).await;
             tokio::select! {
                 _ = self.handle.notified() => {}
-                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                _ = tokio::time::sleep(idle) => {}
             }
             if self.handle.samples_pending() && self.config.auto_retrain {
                 // Debounce: wait until uploads have been quiet for `debounce`.
@@ -62,11 +99,13 @@ impl Runner {
         }
     }
 
-    /// Claims and runs queued jobs until none is left (or the store fails).
-    async fn drain(&self) {
-        let kinds = JobKind::ALL.map(JobKind::as_str);
+    /// Claims and runs queued jobs (retrain jobs only when `trainer`) until none is left (or the store fails).
+    async fn drain(&self, trainer: bool) {
+        let kinds: Vec<&str> =
+            JobKind::ALL.into_iter().filter(|k| trainer || *k != JobKind::Retrain).map(JobKind::as_str).collect();
+        let lease_s = self.config.lease.as_secs().max(1) as i64;
         loop {
-            let job = match self.store.claim_job(&kinds).await {
+            let job = match self.store.claim_job_for(&kinds, &self.owner, lease_s).await {
                 Ok(Some(job)) => job,
                 Ok(None) => break,
                 Err(e) => {
@@ -77,7 +116,9 @@ impl Runner {
             let id = job.id;
             tracing::info!(job = id, kind = %job.kind, attempt = job.attempts, "job started");
             let started = std::time::Instant::now();
+            let heartbeat = self.heartbeat(id, lease_s);
             let outcome = self.run(&job).await;
+            heartbeat.abort();
             crate::metrics::job(&job.kind, outcome.is_ok(), started.elapsed().as_secs_f64());
             let finished = match outcome {
                 Ok((msg, result)) => {
@@ -93,6 +134,25 @@ impl Runner {
                 tracing::error!(job = id, error = %e, "cannot record the job's end");
             }
         }
+    }
+
+    /// Renews this replica's lease on job `id` every third of the lease until aborted.
+    fn heartbeat(&self, id: i64, lease_s: i64) -> JoinHandle<()> {
+        let (store, owner) = (self.store.clone(), self.owner.clone());
+        let every = Duration::from_millis((lease_s as u64 * 1000 / 3).max(500));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                match store.renew_job_lease(id, &owner, lease_s).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(job = id, "lost the lease on a running job (another replica took it over)");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(job = id, error = %e, "cannot renew the lease on a running job"),
+                }
+            }
+        })
     }
 
     /// Runs one claimed job; returns its message and result, or why it failed (the job's message).

@@ -136,7 +136,11 @@ impl Service {
             )
         })?;
         if self.store.key(id).await?.is_none() {
-            self.store.insert_key(id, name, Scope::Write.as_str(), &sha256_hex(key)).await?;
+            match self.store.insert_key(id, name, Scope::Write.as_str(), &sha256_hex(key)).await {
+                // Replicas starting at once on one database: another one stored it first.
+                Ok(_) | Err(crate::store::StoreError::Conflict(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod learning;
 pub mod predictions;
 pub mod profiles;
+pub mod replicas;
 pub mod systems;
 
 use std::sync::Arc;

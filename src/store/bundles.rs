@@ -50,7 +50,7 @@ pub struct BundleInstalled {
 impl Store {
     /// Whether bundle `version` is installed in this database.
     pub async fn bundle_installed(&self, version: &str) -> Result<bool, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = ?")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
             .bind(version)
             .fetch_one(self.pool())
             .await?;
@@ -68,25 +68,27 @@ impl Store {
     /// with the whole bundle, and a start that finds it missing installs it again. Installing a version that is
     /// installed already is a no-op (returns `None`).
     pub async fn install_bundle(&self, b: &BundleInstall<'_>) -> Result<Option<BundleInstalled>, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let installed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = ?")
+        let mut tx = self.begin().await?;
+        if self.engine() == super::Engine::Postgres {
+            // Replicas starting at once on a new database: one installs, the others wait here, then find the row.
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::BUNDLE_LOCK).execute(&mut *tx).await?;
+        }
+        let installed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
             .bind(b.version)
             .fetch_one(&mut *tx)
             .await?;
         if installed > 0 {
             return Ok(None);
         }
-        let removed = sqlx::query(
-            "DELETE FROM profiles WHERE json_extract(labels, '$.bundle') IS NOT NULL \
-             AND json_extract(labels, '$.bundle') <> ?",
-        )
+        let bundle = self.engine().json_text("labels", "bundle");
+        let removed = sqlx::query(&format!("DELETE FROM profiles WHERE {bundle} IS NOT NULL AND {bundle} <> $1"))
         .bind(b.version)
         .execute(&mut *tx)
         .await?
         .rows_affected();
         for s in b.systems {
             let json = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            sqlx::query("INSERT OR IGNORE INTO systems (name, spec) VALUES (?, ?)")
+            sqlx::query("INSERT INTO systems (name, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING")
                 .bind(&s.name)
                 .bind(json)
                 .execute(&mut *tx)
@@ -94,16 +96,16 @@ impl Store {
         }
         let (mut profiles, mut samples) = (0, 0);
         for p in &b.profiles {
-            if let Stored::Created(r) = insert_profile_in(&mut tx, &p.profile, p.raw_gzip.clone(), &p.samples).await? {
+            if let Stored::Created(r) = insert_profile_in(&mut tx, self.engine(), &p.profile, p.raw_gzip.clone(), &p.samples).await? {
                 profiles += 1;
                 samples += r.samples;
             }
         }
         let regressors = insert_regressors_in(&mut tx, None, b.regressors).await?;
         for job in b.follow_ups {
-            create_job_in(&mut tx, &job.kind, &job.params, job.dedupe).await?;
+            create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
-        sqlx::query("INSERT INTO bundles (version, manifest) VALUES (?, ?)")
+        sqlx::query("INSERT INTO bundles (version, manifest) VALUES ($1, $2)")
             .bind(b.version)
             .bind(b.manifest.to_string())
             .execute(&mut *tx)

@@ -24,7 +24,7 @@ impl Store {
     pub async fn comm_samples(&self, system: &str) -> Result<Vec<CommSample>, StoreError> {
         let rows = sqlx::query(
             "SELECT collective, bytes, ranks, nodes, gpus_per_node, time_us, algbw_gbs, busbw_gbs, dtype, attributes
-             FROM comm_samples WHERE system = ? ORDER BY id",
+             FROM comm_samples WHERE system = $1 ORDER BY id",
         )
         .bind(system)
         .fetch_all(self.pool())
@@ -67,13 +67,14 @@ impl Store {
         calibration: &serde_json::Value,
         samples: u64,
     ) -> Result<StoredCalibration, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let r = sqlx::query(
-            "INSERT INTO system_calibrations (system, calibration, samples) VALUES (?, ?, ?)
+        let mut tx = self.begin().await?;
+        let r = sqlx::query(&format!(
+            "INSERT INTO system_calibrations (system, calibration, samples) VALUES ($1, $2, $3)
              ON CONFLICT(system) DO UPDATE SET calibration = excluded.calibration, samples = excluded.samples,
-                 created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                 created_at = {}
              RETURNING system, calibration, samples, created_at",
-        )
+            self.engine().now()
+        ))
         .bind(system)
         .bind(calibration.to_string())
         .bind(samples as i64)
@@ -87,7 +88,7 @@ impl Store {
     /// The calibration of `system`, if it was calibrated.
     pub async fn calibration(&self, system: &str) -> Result<Option<StoredCalibration>, StoreError> {
         let r =
-            sqlx::query("SELECT system, calibration, samples, created_at FROM system_calibrations WHERE system = ?")
+            sqlx::query("SELECT system, calibration, samples, created_at FROM system_calibrations WHERE system = $1")
                 .bind(system)
                 .fetch_optional(self.pool())
                 .await?;
@@ -95,7 +96,7 @@ impl Store {
     }
 }
 
-fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<StoredCalibration, StoreError> {
+fn decode(r: &sqlx::any::AnyRow) -> Result<StoredCalibration, StoreError> {
     let c: String = r.try_get("calibration")?;
     Ok(StoredCalibration {
         system: r.try_get("system")?,
@@ -119,7 +120,7 @@ impl Store {
     /// One kernel sample. Errors: [`StoreError::NotFound`].
     pub async fn kernel_sample(&self, id: i64) -> Result<crate::samples::KernelSample, StoreError> {
         let r = sqlx::query(
-            "SELECT id, gpu, name, duration_us, grid, block, metrics, attributes FROM kernel_samples WHERE id = ?",
+            "SELECT id, gpu, name, duration_us, grid, block, metrics, attributes FROM kernel_samples WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.pool())
@@ -129,7 +130,7 @@ impl Store {
     }
 }
 
-fn decode_kernel(r: &sqlx::sqlite::SqliteRow) -> Result<crate::samples::KernelSample, StoreError> {
+fn decode_kernel(r: &sqlx::any::AnyRow) -> Result<crate::samples::KernelSample, StoreError> {
     let j = |c: &str| -> Result<Option<String>, StoreError> { Ok(r.try_get::<Option<String>, _>(c)?) };
     let parse3 = |v: Option<String>| v.and_then(|s| serde_json::from_str::<[u64; 3]>(&s).ok());
     Ok(crate::samples::KernelSample {

@@ -10,14 +10,15 @@ impl Store {
     pub async fn put_gpu(&self, spec: &GpuSpec, aliases: &[String], source: &str) -> Result<bool, StoreError> {
         let json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let aliases = serde_json::to_string(aliases).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin().await?;
         let existed: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM gpus WHERE name = ?").bind(&spec.name).fetch_optional(&mut *tx).await?;
-        sqlx::query(
-            "INSERT INTO gpus (name, spec, aliases, source) VALUES (?, ?, ?, ?)
+            sqlx::query_scalar("SELECT 1 FROM gpus WHERE name = $1").bind(&spec.name).fetch_optional(&mut *tx).await?;
+        sqlx::query(&format!(
+            "INSERT INTO gpus (name, spec, aliases, source) VALUES ($1, $2, $3, $4)
              ON CONFLICT(name) DO UPDATE SET spec = excluded.spec, aliases = excluded.aliases, source = excluded.source,
-                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        )
+                 updated_at = {}",
+            self.engine().now()
+        ))
         .bind(&spec.name)
         .bind(json)
         .bind(aliases)

@@ -56,7 +56,7 @@ pub struct JobRecord {
 const COLUMNS: &str =
     "id, kind, state, progress, message, params, result, attempts, created_at, started_at, finished_at";
 
-fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<JobRecord, StoreError> {
+fn decode(r: &sqlx::any::AnyRow) -> Result<JobRecord, StoreError> {
     let params: String = r.try_get("params")?;
     let result: Option<String> = r.try_get("result")?;
     let parse = |s: &str| serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()));
@@ -75,7 +75,8 @@ fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<JobRecord, StoreError> {
     })
 }
 
-const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+/// How long a claim made by [`Store::claim_job`] (without a runner's lease) holds: a day.
+const UNLEASED_S: i64 = 86_400;
 
 impl Store {
     /// Queues a job of `kind` with `params`, unless `dedupe` and a queued job of that kind with the same params
@@ -86,15 +87,15 @@ impl Store {
         params: &serde_json::Value,
         dedupe: bool,
     ) -> Result<JobRecord, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let r = create_job_in(&mut tx, kind, params, dedupe).await?;
+        let mut tx = self.begin().await?;
+        let r = create_job_in(&mut tx, self.engine(), kind, params, dedupe).await?;
         tx.commit().await?;
         Ok(r)
     }
 
     /// One job. Errors: [`StoreError::NotFound`].
     pub async fn get_job(&self, id: i64) -> Result<JobRecord, StoreError> {
-        let r = sqlx::query(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?"))
+        let r = sqlx::query(&format!("SELECT {COLUMNS} FROM jobs WHERE id = $1"))
             .bind(id)
             .fetch_optional(self.pool())
             .await?
@@ -102,27 +103,68 @@ impl Store {
         decode(&r)
     }
 
-    /// Marks the oldest queued job of one of `kinds` running (attempts + 1) and returns it.
+    /// Marks the oldest queued job of one of `kinds` running (attempts + 1) and returns it, for a caller that
+    /// runs it at once in this process (no heartbeat: the claim holds a day).
     pub async fn claim_job(&self, kinds: &[&str]) -> Result<Option<JobRecord>, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let kinds_json = serde_json::to_string(kinds).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let r = sqlx::query(&format!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = {NOW}, progress = 0,
-                 message = 'started'
-             WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kind IN (SELECT value FROM json_each(?))
-                         ORDER BY id LIMIT 1)
-             RETURNING {COLUMNS}"
-        ))
-        .bind(kinds_json)
-        .fetch_optional(&mut *tx)
-        .await?;
+        self.claim_job_for(kinds, "local", UNLEASED_S).await
+    }
+
+    /// Claims for `owner` (a replica) the oldest job of one of `kinds` that is queued, or running under an expired
+    /// lease (its replica died): marks it running with attempts + 1 and a lease of `lease_s` seconds, which the
+    /// owner renews ([`Store::renew_job_lease`]). Exactly one claimer gets a job: `BEGIN IMMEDIATE` on SQLite,
+    /// `FOR UPDATE SKIP LOCKED` on PostgreSQL (concurrent replicas take different jobs without waiting).
+    pub async fn claim_job_for(
+        &self,
+        kinds: &[&str],
+        owner: &str,
+        lease_s: i64,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let e = self.engine();
+        let (now, until) = (e.now(), e.now_plus(lease_s));
+        let kinds_in = (0..kinds.len()).map(|i| format!("${}", i + 2)).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = {now}, progress = 0,
+                 message = CASE WHEN state = 'running' THEN 're-run: the replica running it stopped renewing its lease'
+                           ELSE 'started' END,
+                 owner = $1, lease_until = {until}
+             WHERE id = (SELECT id FROM jobs
+                         WHERE (state = 'queued' OR (state = 'running' AND lease_until < {now}))
+                           AND kind IN ({kinds_in})
+                         ORDER BY id LIMIT 1{})
+             RETURNING {COLUMNS}",
+            e.skip_locked()
+        );
+        let mut tx = self.begin().await?;
+        let mut q = sqlx::query(&sql).bind(owner);
+        for k in kinds {
+            q = q.bind(*k);
+        }
+        let r = q.fetch_optional(&mut *tx).await?;
         tx.commit().await?;
         r.as_ref().map(decode).transpose()
     }
 
+    /// Extends `owner`'s lease on running job `id` by `lease_s` seconds from now (the runner's heartbeat). False
+    /// when the job is no longer `owner`'s (it finished, or another replica took it over after the lease expired).
+    pub async fn renew_job_lease(&self, id: i64, owner: &str, lease_s: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(&format!(
+            "UPDATE jobs SET lease_until = {} WHERE id = $1 AND owner = $2 AND state = 'running'",
+            self.engine().now_plus(lease_s)
+        ))
+        .bind(id)
+        .bind(owner)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(n > 0)
+    }
+
     /// Records progress (0–1) and a message of a running job.
     pub async fn job_progress(&self, id: i64, progress: f64, message: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET progress = ?, message = ? WHERE id = ? AND state = 'running'")
+        sqlx::query("UPDATE jobs SET progress = $1, message = $2 WHERE id = $3 AND state = 'running'")
             .bind(progress.clamp(0.0, 1.0))
             .bind(message)
             .bind(id)
@@ -140,8 +182,9 @@ impl Store {
         result: &serde_json::Value,
     ) -> Result<(), StoreError> {
         sqlx::query(&format!(
-            "UPDATE jobs SET state = ?, progress = CASE WHEN ? THEN 1 ELSE progress END, message = ?, result = ?,
-                 finished_at = {NOW} WHERE id = ?"
+            "UPDATE jobs SET state = $1, progress = CASE WHEN $2 THEN 1 ELSE progress END, message = $3, result = $4,
+                 finished_at = {} WHERE id = $5",
+            self.engine().now()
         ))
         .bind(if ok { "succeeded" } else { "failed" })
         .bind(ok)
@@ -153,11 +196,18 @@ impl Store {
         Ok(())
     }
 
-    /// Queues again every job left `running` by a process that died; returns how many.
+    /// Queues again the jobs left `running` by a process that died; returns how many. On SQLite (one process per
+    /// file) every running job; on PostgreSQL only those whose lease expired or that never had one, since other
+    /// replicas may be running the rest.
     pub async fn requeue_interrupted_jobs(&self) -> Result<u64, StoreError> {
-        let n = sqlx::query(
-            "UPDATE jobs SET state = 'queued', message = 'interrupted by a restart; queued again' WHERE state = 'running'",
-        )
+        let only_expired = match self.engine() {
+            super::Engine::Sqlite => String::new(),
+            super::Engine::Postgres => format!(" AND (lease_until IS NULL OR lease_until < {})", self.engine().now()),
+        };
+        let n = sqlx::query(&format!(
+            "UPDATE jobs SET state = 'queued', owner = NULL, lease_until = NULL,
+                 message = 'interrupted by a restart; queued again' WHERE state = 'running'{only_expired}"
+        ))
         .execute(self.pool())
         .await?
         .rows_affected();
@@ -179,15 +229,17 @@ pub struct FollowUpJob {
 
 /// [`Store::create_job`] inside the caller's transaction `tx`.
 pub(super) async fn create_job_in(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    engine: super::Engine,
     kind: &str,
     params: &serde_json::Value,
     dedupe: bool,
 ) -> Result<JobRecord, StoreError> {
     if dedupe {
         if let Some(r) = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM jobs WHERE kind = ? AND state = 'queued' AND json(params) = json(?)
-             ORDER BY id LIMIT 1"
+            "SELECT {COLUMNS} FROM jobs WHERE kind = $1 AND state = 'queued' AND {}
+             ORDER BY id LIMIT 1",
+            engine.json_equal("params", "$2")
         ))
         .bind(kind)
         .bind(params.to_string())
@@ -197,7 +249,7 @@ pub(super) async fn create_job_in(
             return decode(&r);
         }
     }
-    let r = sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES (?, 'queued', ?) RETURNING {COLUMNS}"))
+    let r = sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES ($1, 'queued', $2) RETURNING {COLUMNS}"))
         .bind(kind)
         .bind(params.to_string())
         .fetch_one(&mut **tx)

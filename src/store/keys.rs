@@ -18,7 +18,7 @@ pub struct KeyRecord {
     pub last_used_at: Option<String>,
 }
 
-fn decode(r: &sqlx::sqlite::SqliteRow) -> Result<KeyRecord, StoreError> {
+fn decode(r: &sqlx::any::AnyRow) -> Result<KeyRecord, StoreError> {
     Ok(KeyRecord {
         key_id: r.try_get("key_id")?,
         name: r.try_get("name")?,
@@ -41,23 +41,28 @@ impl Store {
         scope: &str,
         sha256: &str,
     ) -> Result<KeyRecord, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin().await?;
         let r = sqlx::query(&format!(
-            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES (?, ?, ?, ?) RETURNING {COLUMNS}"
+            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
         ))
         .bind(key_id)
         .bind(name)
         .bind(scope)
         .bind(sha256)
         .fetch_one(&mut *tx)
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // Another replica provisioned the same configured key at the same moment.
+            sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("key {key_id}")),
+            e => e.into(),
+        })?;
         tx.commit().await?;
         decode(&r)
     }
 
     /// The key with this id, if any.
     pub async fn key(&self, key_id: &str) -> Result<Option<KeyRecord>, StoreError> {
-        let r = sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE key_id = ?"))
+        let r = sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE key_id = $1"))
             .bind(key_id)
             .fetch_optional(self.pool())
             .await?;
@@ -74,10 +79,10 @@ impl Store {
 
     /// Revokes the keys whose id or name is `which`; returns how many.
     pub async fn revoke_key(&self, which: &str) -> Result<u64, StoreError> {
-        let n = sqlx::query(
-            "UPDATE api_keys SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-             WHERE (key_id = ?1 OR name = ?1) AND revoked_at IS NULL",
-        )
+        let n = sqlx::query(&format!(
+            "UPDATE api_keys SET revoked_at = {} WHERE (key_id = $1 OR name = $1) AND revoked_at IS NULL",
+            self.engine().now()
+        ))
         .bind(which)
         .execute(self.pool())
         .await?
@@ -87,10 +92,12 @@ impl Store {
 
     /// Notes a key's use (best effort; at most once a minute per key).
     pub async fn touch_key(&self, key_id: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE api_keys SET last_used_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-             WHERE key_id = ? AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds'))",
-        )
+        let e = self.engine();
+        sqlx::query(&format!(
+            "UPDATE api_keys SET last_used_at = {} WHERE key_id = $1 AND (last_used_at IS NULL OR last_used_at < {})",
+            e.now(),
+            e.now_plus(-60)
+        ))
         .bind(key_id)
         .execute(self.pool())
         .await?;

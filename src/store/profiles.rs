@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 
 use super::jobs::{create_job_in, FollowUpJob};
 use super::{Store, StoreError};
@@ -97,7 +97,7 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn decode_profile(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, StoreError> {
+fn decode_profile(row: &sqlx::any::AnyRow) -> Result<ProfileRecord, StoreError> {
     let labels: String = row.try_get("labels")?;
     let rejected: String = row.try_get("rejected")?;
     let rejected: Vec<(u64, String)> = serde_json::from_str::<Vec<serde_json::Value>>(&rejected)
@@ -124,8 +124,10 @@ const PROFILE_COLUMNS: &str = "id, sha256, format, system, gpu, labels, raw_byte
 /// Most dataset names a model version's provenance lists.
 pub const MAX_DATASETS: usize = 25;
 
-/// Rows per multi-row INSERT (14 bound values per op sample stays far below SQLite's variable limit).
+/// Rows per multi-row INSERT (13 bound values per op sample stays far below SQLite's 32,766 and PostgreSQL's
+/// 65,535 bound values per statement).
 const BATCH: usize = 500;
+
 
 impl Store {
     /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
@@ -137,10 +139,10 @@ impl Store {
         follow_up: Option<&FollowUpJob>,
     ) -> Result<Stored, StoreError> {
         let raw_gzip = gzip(p.raw)?;
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let stored = insert_profile_in(&mut tx, p, raw_gzip, samples).await?;
+        let mut tx = self.begin().await?;
+        let stored = insert_profile_in(&mut tx, self.engine(), p, raw_gzip, samples).await?;
         if let (Stored::Created(_), Some(job)) = (&stored, follow_up) {
-            create_job_in(&mut tx, &job.kind, &job.params, job.dedupe).await?;
+            create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
         tx.commit().await?;
         Ok(stored)
@@ -148,13 +150,13 @@ impl Store {
 
     /// The datasets of an operator key's samples (see [`Store::datasets_of`]).
     pub async fn op_datasets(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<String>, StoreError> {
-        let ids = "SELECT DISTINCT profile_id FROM op_samples WHERE op = ?1 AND phase = ?2 AND dtype = ?3";
+        let ids = "SELECT DISTINCT profile_id FROM op_samples WHERE op = $1 AND phase = $2 AND dtype = $3";
         self.datasets_of(ids, &[op, phase, dtype]).await
     }
 
     /// The datasets of a collective's samples (see [`Store::datasets_of`]).
     pub async fn comm_datasets(&self, collective: &str) -> Result<Vec<String>, StoreError> {
-        self.datasets_of("SELECT DISTINCT profile_id FROM comm_samples WHERE collective = ?1", &[collective]).await
+        self.datasets_of("SELECT DISTINCT profile_id FROM comm_samples WHERE collective = $1", &[collective]).await
     }
 
     /// The datasets of the kernel samples (see [`Store::datasets_of`]).
@@ -167,8 +169,9 @@ impl Store {
     /// most [`MAX_DATASETS`] names; a longer list ends with `…`.
     async fn datasets_of(&self, profile_ids: &str, binds: &[&str]) -> Result<Vec<String>, StoreError> {
         let sql = format!(
-            "SELECT DISTINCT COALESCE(json_extract(labels, '$.dataset'), 'upload ' || id || ' (' || format || ')') AS d \
+            "SELECT DISTINCT COALESCE({}, 'upload ' || id || ' (' || format || ')') AS d \
              FROM profiles WHERE id IN ({profile_ids}) ORDER BY d LIMIT {}",
+            self.engine().json_text("labels", "dataset"),
             MAX_DATASETS + 1
         );
         let mut q = sqlx::query_scalar::<_, String>(&sql);
@@ -185,7 +188,7 @@ impl Store {
 
     /// The profile stored from bytes with this SHA-256 (hex), if any.
     pub async fn profile_by_sha256(&self, sha256: &str) -> Result<Option<ProfileRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
+        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = $1"))
             .bind(sha256)
             .fetch_optional(self.pool())
             .await?;
@@ -195,7 +198,7 @@ impl Store {
     /// Profiles, newest first, and the total count.
     pub async fn list_profiles(&self, limit: u32, offset: u64) -> Result<(Vec<ProfileRecord>, u64), StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {PROFILE_COLUMNS} FROM profiles ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+            "SELECT {PROFILE_COLUMNS} FROM profiles ORDER BY created_at DESC, id LIMIT $1 OFFSET $2"
         ))
         .bind(limit as i64)
         .bind(offset as i64)
@@ -207,7 +210,7 @@ impl Store {
 
     /// One profile. Errors: [`StoreError::NotFound`].
     pub async fn get_profile(&self, id: &str) -> Result<ProfileRecord, StoreError> {
-        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
+        let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = $1"))
             .bind(id)
             .fetch_optional(self.pool())
             .await?
@@ -217,7 +220,7 @@ impl Store {
 
     /// The raw bytes of a profile, decompressed. Errors: [`StoreError::NotFound`].
     pub async fn profile_raw(&self, id: &str) -> Result<Vec<u8>, StoreError> {
-        let blob: Vec<u8> = sqlx::query_scalar("SELECT raw_gzip FROM profiles WHERE id = ?")
+        let blob: Vec<u8> = sqlx::query_scalar("SELECT raw_gzip FROM profiles WHERE id = $1")
             .bind(id)
             .fetch_optional(self.pool())
             .await?
@@ -238,29 +241,7 @@ impl Store {
         offset: u64,
     ) -> Result<(Vec<SampleRow>, u64), StoreError> {
         let profile = self.get_profile(id).await?;
-        let rows = sqlx::query(
-            "SELECT kind, sid, data FROM (
-                SELECT 'op' AS kind, 0 AS ord, id AS sid, json_object('op', op, 'phase', phase, 'dtype', dtype,
-                    'gpu', gpu, 'dims', json_array(d0, d1, d2, d3, d4), 'time_us', time_us,
-                    'attributes', json(attributes)) AS data
-                FROM op_samples WHERE profile_id = ?1
-                UNION ALL
-                SELECT 'comm', 1, id, json_object('collective', collective, 'bytes', bytes, 'ranks', ranks,
-                    'nodes', nodes, 'gpus_per_node', gpus_per_node, 'time_us', time_us, 'algbw_gbs', algbw_gbs,
-                    'busbw_gbs', busbw_gbs, 'dtype', dtype, 'system', system, 'attributes', json(attributes))
-                FROM comm_samples WHERE profile_id = ?1
-                UNION ALL
-                SELECT 'kernel', 2, id, json_object('name', name, 'gpu', gpu, 'duration_us', duration_us,
-                    'grid', json(grid), 'block', json(block), 'metrics', json(metrics),
-                    'attributes', json(attributes))
-                FROM kernel_samples WHERE profile_id = ?1
-                UNION ALL
-                SELECT 'timer', 3, id, json_object('name', name, 'group', grp, 'rank', rank, 'thread', thread,
-                    'calls', calls, 'exclusive_us', exclusive_us, 'inclusive_us', inclusive_us,
-                    'attributes', json(attributes))
-                FROM timer_samples WHERE profile_id = ?1
-             ) ORDER BY ord, sid LIMIT ?2 OFFSET ?3",
-        )
+        let rows = sqlx::query(&samples_sql(self.engine()))
         .bind(id)
         .bind(limit as i64)
         .bind(offset as i64)
@@ -307,7 +288,7 @@ impl Store {
     /// Every operator sample of (op, phase, dtype), for training.
     pub async fn op_rows(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<OpRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT gpu, d0, d1, d2, d3, d4, time_us, split_key FROM op_samples WHERE op = ? AND phase = ? AND dtype = ? ORDER BY id",
+            "SELECT gpu, d0, d1, d2, d3, d4, time_us, split_key FROM op_samples WHERE op = $1 AND phase = $2 AND dtype = $3 ORDER BY id",
         )
         .bind(op)
         .bind(phase)
@@ -333,16 +314,64 @@ impl Store {
     }
 }
 
+/// The query of [`Store::profile_samples`]: every sample of profile `$1` as (kind, sid, data) with `data` its JSON
+/// text, by kind and id, `$2` rows from `$3`. SQLite's JSON functions; PostgreSQL's equivalents.
+fn samples_sql(engine: super::Engine) -> String {
+    let sqlite = "SELECT kind, sid, data FROM (
+                SELECT 'op' AS kind, 0 AS ord, id AS sid, json_object('op', op, 'phase', phase, 'dtype', dtype,
+                    'gpu', gpu, 'dims', json_array(d0, d1, d2, d3, d4), 'time_us', time_us,
+                    'attributes', json(attributes)) AS data
+                FROM op_samples WHERE profile_id = $1
+                UNION ALL
+                SELECT 'comm', 1, id, json_object('collective', collective, 'bytes', bytes, 'ranks', ranks,
+                    'nodes', nodes, 'gpus_per_node', gpus_per_node, 'time_us', time_us, 'algbw_gbs', algbw_gbs,
+                    'busbw_gbs', busbw_gbs, 'dtype', dtype, 'system', system, 'attributes', json(attributes))
+                FROM comm_samples WHERE profile_id = $1
+                UNION ALL
+                SELECT 'kernel', 2, id, json_object('name', name, 'gpu', gpu, 'duration_us', duration_us,
+                    'grid', json(grid), 'block', json(block), 'metrics', json(metrics),
+                    'attributes', json(attributes))
+                FROM kernel_samples WHERE profile_id = $1
+                UNION ALL
+                SELECT 'timer', 3, id, json_object('name', name, 'group', grp, 'rank', rank, 'thread', thread,
+                    'calls', calls, 'exclusive_us', exclusive_us, 'inclusive_us', inclusive_us,
+                    'attributes', json(attributes))
+                FROM timer_samples WHERE profile_id = $1
+             ) ORDER BY ord, sid LIMIT $2 OFFSET $3";
+    match engine {
+        super::Engine::Sqlite => sqlite.to_string(),
+        super::Engine::Postgres => {
+            let mut pg = sqlite
+                .replace("SELECT kind, sid, data FROM", "SELECT kind, sid, data::text AS data FROM")
+                .replace(") ORDER BY ord", ") AS s ORDER BY ord")
+                .replace("json_object(", "json_build_object(")
+                .replace("json_array(", "json_build_array(");
+            for c in ["attributes", "grid", "block", "metrics"] {
+                pg = pg.replace(&format!("json({c})"), &format!("{c}::json"));
+            }
+            pg
+        }
+    }
+}
+
 /// Inserts a profile — its compressed raw bytes (`raw_gzip`, a gzip stream of `p.raw`), its row and every sample —
 /// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits.
+///
+/// On PostgreSQL, replicas storing the same bytes at once are serialized by a transaction-scoped advisory lock on
+/// the hash: the second waits for the first to commit, then finds its profile (one profile; both are answered
+/// with it). SQLite's `BEGIN IMMEDIATE` already admits one writer.
 pub(crate) async fn insert_profile_in(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    engine: super::Engine,
     p: &NewProfile<'_>,
     raw_gzip: Vec<u8>,
     samples: &SampleBatch,
 ) -> Result<Stored, StoreError> {
     let id: String = p.sha256.chars().take(16).collect();
-    let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?"))
+    if engine == super::Engine::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::upload_lock(&p.sha256)).execute(&mut **tx).await?;
+    }
+    let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = $1"))
         .bind(&p.sha256)
         .fetch_optional(&mut **tx)
         .await?;
@@ -351,7 +380,7 @@ pub(crate) async fn insert_profile_in(
     }
     sqlx::query(
         "INSERT INTO profiles (id, sha256, format, system, gpu, labels, raw_gzip, raw_bytes, samples, rejected) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&id)
     .bind(&p.sha256)
@@ -365,90 +394,103 @@ pub(crate) async fn insert_profile_in(
     .bind(json(&p.rejected)?)
     .execute(&mut **tx)
     .await?;
+    let sql = |chunk: usize| {
+        super::values_sql(
+            "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, \
+             split_key)",
+            13,
+            chunk,
+        )
+    };
     for chunk in samples.ops.chunks(BATCH) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, split_key) ",
-        );
-        let mut err = None;
-        q.push_values(chunk, |mut b, (s, key)| {
-            let attrs = json(&s.attributes).unwrap_or_else(|e| {
-                err = Some(e);
-                "{}".into()
-            });
-            b.push_bind(&id)
-                .push_bind(s.op.as_str())
-                .push_bind(s.phase.as_str())
-                .push_bind(s.dtype.as_str())
-                .push_bind(&s.gpu)
-                .push_bind(s.dims[0] as i64)
-                .push_bind(s.dims[1] as i64)
-                .push_bind(s.dims[2] as i64)
-                .push_bind(s.dims[3] as i64)
-                .push_bind(s.dims[4] as i64)
-                .push_bind(s.time_us)
-                .push_bind(attrs)
-                .push_bind(*key as i64);
-        });
-        if let Some(e) = err {
-            return Err(e);
+        let sql = sql(chunk.len());
+        let mut q = sqlx::query(&sql);
+        for (s, key) in chunk {
+            q = q
+                .bind(&id)
+                .bind(s.op.as_str())
+                .bind(s.phase.as_str())
+                .bind(s.dtype.as_str())
+                .bind(&s.gpu)
+                .bind(s.dims[0] as i64)
+                .bind(s.dims[1] as i64)
+                .bind(s.dims[2] as i64)
+                .bind(s.dims[3] as i64)
+                .bind(s.dims[4] as i64)
+                .bind(s.time_us)
+                .bind(json(&s.attributes)?)
+                .bind(*key as i64);
         }
-        q.build().execute(&mut **tx).await?;
+        q.execute(&mut **tx).await?;
     }
     for chunk in samples.comms.chunks(BATCH) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let sql = super::values_sql(
             "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
-             time_us, algbw_gbs, busbw_gbs, dtype, attributes) ",
+             time_us, algbw_gbs, busbw_gbs, dtype, attributes)",
+            12,
+            chunk.len(),
         );
-        q.push_values(chunk, |mut b, s| {
-            b.push_bind(&id)
-                .push_bind(&p.system)
-                .push_bind(s.collective.as_str())
-                .push_bind(s.bytes as i64)
-                .push_bind(s.ranks as i64)
-                .push_bind(s.nodes.map(|v| v as i64))
-                .push_bind(s.gpus_per_node.map(|v| v as i64))
-                .push_bind(s.time_us)
-                .push_bind(s.algbw_gbs)
-                .push_bind(s.busbw_gbs)
-                .push_bind(&s.dtype)
-                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-        });
-        q.build().execute(&mut **tx).await?;
+        let mut q = sqlx::query(&sql);
+        for s in chunk {
+            q = q
+                .bind(&id)
+                .bind(&p.system)
+                .bind(s.collective.as_str())
+                .bind(s.bytes as i64)
+                .bind(s.ranks as i64)
+                .bind(s.nodes.map(|v| v as i64))
+                .bind(s.gpus_per_node.map(|v| v as i64))
+                .bind(s.time_us)
+                .bind(s.algbw_gbs)
+                .bind(s.busbw_gbs)
+                .bind(&s.dtype)
+                .bind(json(&s.attributes)?);
+        }
+        q.execute(&mut **tx).await?;
     }
     for chunk in samples.kernels.chunks(BATCH) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes) ",
+        let sql = super::values_sql(
+            "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes)",
+            8,
+            chunk.len(),
         );
-        q.push_values(chunk, |mut b, s| {
-            b.push_bind(&id)
-                .push_bind(&s.gpu)
-                .push_bind(&s.name)
-                .push_bind(s.duration_us)
-                .push_bind(s.grid.map(|g| serde_json::to_string(&g).unwrap_or_default()))
-                .push_bind(s.block.map(|g| serde_json::to_string(&g).unwrap_or_default()))
-                .push_bind(serde_json::to_string(&s.metrics).unwrap_or_else(|_| "{}".into()))
-                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-        });
-        q.build().execute(&mut **tx).await?;
+        let mut q = sqlx::query(&sql);
+        for s in chunk {
+            q = q
+                .bind(&id)
+                .bind(&s.gpu)
+                .bind(&s.name)
+                .bind(s.duration_us)
+                .bind(s.grid.map(|g| json(&g)).transpose()?)
+                .bind(s.block.map(|g| json(&g)).transpose()?)
+                .bind(json(&s.metrics)?)
+                .bind(json(&s.attributes)?);
+        }
+        q.execute(&mut **tx).await?;
     }
     for chunk in samples.timers.chunks(BATCH) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, attributes) ",
+        let sql = super::values_sql(
+            "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, \
+             attributes)",
+            9,
+            chunk.len(),
         );
-        q.push_values(chunk, |mut b, s| {
-            b.push_bind(&id)
-                .push_bind(&s.name)
-                .push_bind(&s.group)
-                .push_bind(s.rank.map(|v| v as i64))
-                .push_bind(s.thread.map(|v| v as i64))
-                .push_bind(s.calls)
-                .push_bind(s.exclusive_us)
-                .push_bind(s.inclusive_us)
-                .push_bind(serde_json::to_string(&s.attributes).unwrap_or_else(|_| "{}".into()));
-        });
-        q.build().execute(&mut **tx).await?;
+        let mut q = sqlx::query(&sql);
+        for s in chunk {
+            q = q
+                .bind(&id)
+                .bind(&s.name)
+                .bind(&s.group)
+                .bind(s.rank.map(|v| v as i64))
+                .bind(s.thread.map(|v| v as i64))
+                .bind(s.calls)
+                .bind(s.exclusive_us)
+                .bind(s.inclusive_us)
+                .bind(json(&s.attributes)?);
+        }
+        q.execute(&mut **tx).await?;
     }
-    let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = ?"))
+    let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = $1"))
         .bind(&id)
         .fetch_one(&mut **tx)
         .await?;
@@ -475,25 +517,25 @@ mod tests {
 
     #[tokio::test]
     async fn the_follow_up_job_commits_with_the_upload_and_not_for_a_duplicate() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("perfcast.db")).await.unwrap();
-        let batch = SampleBatch {
-            comms: vec![CommSample::timed(Collective::AllReduce, 1 << 20, 8, 50.0)],
-            ..SampleBatch::default()
-        };
-        let job =
-            FollowUpJob { kind: "calibrate".into(), params: serde_json::json!({"system": "dgx-h100"}), dedupe: true };
-        let first = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
-        assert!(matches!(first, Stored::Created(_)));
-        let queued = store.get_job(1).await.unwrap();
-        assert_eq!((queued.kind.as_str(), queued.state, &queued.params), ("calibrate", JobState::Queued, &job.params));
-        // The same bytes again: a duplicate, no second job; other bytes: deduplicated onto the queued job.
-        let again = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
-        assert!(matches!(again, Stored::Duplicate(_)));
-        store.insert_profile(&upload(b"run 2"), &batch, Some(&job)).await.unwrap();
-        assert!(
-            matches!(store.get_job(2).await, Err(StoreError::NotFound(_))),
-            "exactly one calibrate job: the duplicate queues none, the second upload reuses the queued one"
-        );
+        for store in crate::store::testing::stores().await {
+            let batch = SampleBatch {
+                comms: vec![CommSample::timed(Collective::AllReduce, 1 << 20, 8, 50.0)],
+                ..SampleBatch::default()
+            };
+            let job =
+                FollowUpJob { kind: "calibrate".into(), params: serde_json::json!({"system": "dgx-h100"}), dedupe: true };
+            let first = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
+            assert!(matches!(first, Stored::Created(_)));
+            let queued = store.get_job(1).await.unwrap();
+            assert_eq!((queued.kind.as_str(), queued.state, &queued.params), ("calibrate", JobState::Queued, &job.params));
+            // The same bytes again: a duplicate, no second job; other bytes: deduplicated onto the queued job.
+            let again = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
+            assert!(matches!(again, Stored::Duplicate(_)));
+            store.insert_profile(&upload(b"run 2"), &batch, Some(&job)).await.unwrap();
+            assert!(
+                matches!(store.get_job(2).await, Err(StoreError::NotFound(_))),
+                "exactly one calibrate job: the duplicate queues none, the second upload reuses the queued one"
+            );
+        }
     }
 }

@@ -91,7 +91,7 @@ const META: &str = "id, key, family, scope, version, active, feature_names, cand
     validation_signed, analytic_validation_mape, train_rows, validation_rows, samples, summary, importance, promotion, \
     provenance, job_id, created_at";
 
-fn decode(r: &sqlx::sqlite::SqliteRow, with_model: bool) -> Result<RegressorRecord, StoreError> {
+fn decode(r: &sqlx::any::AnyRow, with_model: bool) -> Result<RegressorRecord, StoreError> {
     let j = |c: &str| -> Result<serde_json::Value, StoreError> {
         let s: String = r.try_get(c)?;
         serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("regressor {c}: {e}")))
@@ -146,7 +146,7 @@ impl Store {
         job_id: Option<i64>,
         new: &[NewRegressor],
     ) -> Result<Vec<RegressorRecord>, StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin().await?;
         let out = insert_regressors_in(&mut tx, job_id, new).await?;
         tx.commit().await?;
         Ok(out)
@@ -171,7 +171,7 @@ impl Store {
 
     /// The active version's hold-out model text of `key` and its version, if the key has an active version.
     pub async fn active_holdout(&self, key: &str) -> Result<Option<(i64, String)>, StoreError> {
-        let r = sqlx::query("SELECT version, holdout_model FROM regressors WHERE key = ? AND active = 1")
+        let r = sqlx::query("SELECT version, holdout_model FROM regressors WHERE key = $1 AND active = 1")
             .bind(key)
             .fetch_optional(self.pool())
             .await?;
@@ -181,7 +181,7 @@ impl Store {
     /// The newest version's sample count of `key` (0 when never trained).
     pub async fn latest_trained_samples(&self, key: &str) -> Result<u64, StoreError> {
         let n: Option<i64> =
-            sqlx::query_scalar("SELECT samples FROM regressors WHERE key = ? ORDER BY version DESC LIMIT 1")
+            sqlx::query_scalar("SELECT samples FROM regressors WHERE key = $1 ORDER BY version DESC LIMIT 1")
                 .bind(key)
                 .fetch_optional(self.pool())
                 .await?;
@@ -197,7 +197,7 @@ impl Store {
 
     /// All versions of `key`, newest first. Errors: [`StoreError::NotFound`] when the key has none.
     pub async fn regressor_versions(&self, key: &str) -> Result<Vec<RegressorRecord>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {META} FROM regressors WHERE key = ? ORDER BY version DESC"))
+        let rows = sqlx::query(&format!("SELECT {META} FROM regressors WHERE key = $1 ORDER BY version DESC"))
             .bind(key)
             .fetch_all(self.pool())
             .await?;
@@ -210,7 +210,7 @@ impl Store {
     /// The stored validation points of version `regressor_id` (a [`RegressorRecord::id`]); `None` for a version
     /// trained before they were stored.
     pub async fn validation_points(&self, regressor_id: i64) -> Result<Option<Vec<ValidationPoint>>, StoreError> {
-        let text: Option<String> = sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = ?")
+        let text: Option<String> = sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = $1")
             .bind(regressor_id)
             .fetch_optional(self.pool())
             .await?;
@@ -220,19 +220,19 @@ impl Store {
 
 /// [`Store::insert_regressors`] inside `tx` (the caller commits).
 pub(crate) async fn insert_regressors_in(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     job_id: Option<i64>,
     new: &[NewRegressor],
 ) -> Result<Vec<RegressorRecord>, StoreError> {
     let mut out = Vec::with_capacity(new.len());
     let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
     for n in new {
-        let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM regressors WHERE key = ?")
+        let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM regressors WHERE key = $1")
             .bind(&n.key)
             .fetch_one(&mut **tx)
             .await?;
         if n.activate {
-            sqlx::query("UPDATE regressors SET active = 0 WHERE key = ? AND active = 1")
+            sqlx::query("UPDATE regressors SET active = 0 WHERE key = $1 AND active = 1")
                 .bind(&n.key)
                 .execute(&mut **tx)
                 .await?;
@@ -242,7 +242,7 @@ pub(crate) async fn insert_regressors_in(
             "INSERT INTO regressors (key, family, scope, version, active, model, holdout_model, feature_names,
                 candidate, candidates, validation_mape, validation_signed, analytic_validation_mape, train_rows,
                 validation_rows, samples, summary, importance, promotion, provenance, job_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {META}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING {META}"
         ))
         .bind(&n.key)
         .bind(&n.family)
@@ -270,7 +270,7 @@ pub(crate) async fn insert_regressors_in(
         let rec = decode(&r, false)?;
         // Bundled versions ship no hold-out predictions: their plot answers 409 rather than an empty chart.
         if !n.validation_points.is_empty() {
-            sqlx::query("INSERT INTO regressor_validation (regressor_id, points) VALUES (?, ?)")
+            sqlx::query("INSERT INTO regressor_validation (regressor_id, points) VALUES ($1, $2)")
                 .bind(rec.id)
                 .bind(encode_points(&n.validation_points))
                 .execute(&mut **tx)

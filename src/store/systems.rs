@@ -15,7 +15,7 @@ pub struct StoredSystem {
     pub created_at: String,
 }
 
-fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<StoredSystem, StoreError> {
+fn decode(row: &sqlx::any::AnyRow) -> Result<StoredSystem, StoreError> {
     let name: String = row.try_get("name")?;
     let spec: String = row.try_get("spec")?;
     let spec: SystemSpec =
@@ -26,10 +26,10 @@ fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<StoredSystem, StoreError> {
 impl Store {
     /// Inserts the preset systems that are missing (existing rows are left alone).
     pub(super) async fn seed_presets(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin().await?;
         for p in presets() {
             let json = serde_json::to_string(&p).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            sqlx::query("INSERT OR IGNORE INTO systems (name, spec, preset) VALUES (?, ?, 1)")
+            sqlx::query("INSERT INTO systems (name, spec, preset) VALUES ($1, $2, 1) ON CONFLICT DO NOTHING")
                 .bind(&p.name)
                 .bind(json)
                 .execute(&mut *tx)
@@ -43,8 +43,8 @@ impl Store {
     /// Stores a new system. Errors: [`StoreError::Conflict`] when the name is taken.
     pub async fn insert_system(&self, spec: &SystemSpec) -> Result<StoredSystem, StoreError> {
         let json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-        let inserted = sqlx::query("INSERT INTO systems (name, spec) VALUES (?, ?) ON CONFLICT(name) DO NOTHING")
+        let mut tx = self.begin().await?;
+        let inserted = sqlx::query("INSERT INTO systems (name, spec) VALUES ($1, $2) ON CONFLICT(name) DO NOTHING")
             .bind(&spec.name)
             .bind(json)
             .execute(&mut *tx)
@@ -53,7 +53,7 @@ impl Store {
         if inserted == 0 {
             return Err(StoreError::Conflict(format!("system {:?}", spec.name)));
         }
-        let row = sqlx::query("SELECT name, spec, preset, created_at FROM systems WHERE name = ?")
+        let row = sqlx::query("SELECT name, spec, preset, created_at FROM systems WHERE name = $1")
             .bind(&spec.name)
             .fetch_one(&mut *tx)
             .await?;
@@ -72,7 +72,7 @@ impl Store {
 
     /// One system. Errors: [`StoreError::NotFound`].
     pub async fn get_system(&self, name: &str) -> Result<StoredSystem, StoreError> {
-        let row = sqlx::query("SELECT name, spec, preset, created_at FROM systems WHERE name = ?")
+        let row = sqlx::query("SELECT name, spec, preset, created_at FROM systems WHERE name = $1")
             .bind(name)
             .fetch_optional(self.pool())
             .await?

@@ -1,0 +1,314 @@
+//! Two real server processes (the built `perfcast` binary) on one PostgreSQL database — what running several
+//! replicas behind a load balancer relies on:
+//!
+//! - a system and an upload written through A are read through B;
+//! - a retrain asked of A runs on the elected trainer and its models are served by both within seconds;
+//! - the trainer killed with SIGKILL mid-retrain: the survivor wins the election, claims the job once its lease
+//!   expires and finishes it (`attempts` 2);
+//! - uploads sent to both replicas around the kill: every acknowledged one is stored whole (0 lost);
+//! - `/readyz` reports the database.
+//!
+//! Needs `PERFCAST_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway server); without it the test prints a
+//! notice and passes.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const KEY: &str = "pck_c0ffee000002_7c8d2f0a4b6e1d3c5a7f9b0e2d4c6a8f1e3b5d7c9a0f2e4d6b8c1a3e5f7d9b0c";
+
+struct Reply {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// One HTTP/1.1 request on its own connection (`Connection: close`, so the body runs to the end of the stream).
+fn http(port: u16, method: &str, path: &str, content_type: &str, body: &[u8]) -> std::io::Result<Reply> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no response head"))?;
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    if head.contains("transfer-encoding: chunked") {
+        return Err(std::io::Error::other("chunked bodies are not expected here"));
+    }
+    Ok(Reply { status, body: raw[end + 4..].to_vec() })
+}
+
+fn get(port: u16, path: &str) -> Reply {
+    http(port, "GET", path, "application/json", b"").unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
+}
+
+fn post(port: u16, path: &str, body: &Value) -> Reply {
+    http(port, "POST", path, "application/json", &serde_json::to_vec(body).unwrap())
+        .unwrap_or_else(|e| panic!("POST {path} on {port}: {e}"))
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Server {
+    fn start(dir: &Path, name: &str, url: &str) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("PERFCAST_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        let child = cmd
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--database-url", url])
+            .current_dir(dir)
+            .env("PERFCAST_API_KEY", KEY)
+            .env("PERFCAST_BUNDLED_MODELS", "false")
+            .env("PERFCAST_AUTO_RETRAIN", "false")
+            .env("PERFCAST_RETRAIN_GRID", "full")
+            .env("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000")
+            .env("PERFCAST_JOB_LEASE_S", "3")
+            .env("PERFCAST_RATE_LIMIT_PER_S", "1000000")
+            .env("PERFCAST_RATE_LIMIT_BURST", "1000000")
+            .env("PERFCAST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Server { child, port, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `/readyz` answers 200 and returns its body.
+    fn ready(&mut self) -> Value {
+        let t0 = Instant::now();
+        loop {
+            if let Ok(r) = http(self.port, "GET", "/readyz", "application/json", b"") {
+                if r.status == 200 {
+                    return r.json();
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("server exited ({status}):\n{}", self.log());
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "not ready in 60 s:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A perfcast JSON-lines upload of `n` operator samples (distinct per `serial`): its bytes and profile id.
+fn upload(serial: u64, n: u64) -> (Vec<u8>, String) {
+    let mut text = String::new();
+    for i in 0..n {
+        let (m, k) = (64 * (1 + (i * 7 + serial) % 97), 64 * (1 + (i * 13 + serial * 3) % 89));
+        let t = 2.0 * (m * 4096 * k) as f64 / 0.6e9 + 4.0 + (i % 17) as f64 * 0.1;
+        text.push_str(&format!(
+            "{{\"op\": \"linear\", \"phase\": \"fwd\", \"dtype\": \"fp16\", \"gpu\": \"H100-SXM5-80GB\", \
+             \"dims\": {{\"M\": {m}, \"N\": 4096, \"K\": {k}}}, \"time_us\": {t:.4}, \"attributes\": {{\"upload\": {serial}}}}}\n"
+        ));
+    }
+    let id = hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string();
+    (text.into_bytes(), id)
+}
+
+fn send_upload(port: u16, bytes: &[u8]) -> std::io::Result<Reply> {
+    http(port, "POST", "/v1/profiles?format=perfcast_jsonl", "application/x-ndjson", bytes)
+}
+
+fn wait_job(port: u16, id: i64, limit: Duration) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let j = get(port, &format!("/v1/jobs/{id}")).json();
+        if j["state"] == "succeeded" || j["state"] == "failed" {
+            return j;
+        }
+        assert!(t0.elapsed() < limit, "job {id} not done in {limit:?}: {j}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn two_replicas_share_one_postgres_database() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the two-replica test is skipped");
+        return;
+    };
+    let url = url.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Both start at once on the new database: one migrates, both serve.
+    let (mut a, mut b) = (Server::start(dir.path(), "a", &url), Server::start(dir.path(), "b", &url));
+    let (ra, rb) = (a.ready(), b.ready());
+    assert_eq!((ra["database"].as_str(), rb["database"].as_str()), (Some("postgres"), Some("postgres")));
+
+    // A system written through A is read through B.
+    let system = json!({"name": "lab", "gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "nodes": 2,
+        "intra_node": {"kind": "nvlink", "bandwidth_gbs": 450.0, "latency_us": 2.0},
+        "inter_node": {"kind": "ib", "bandwidth_gbs": 50.0, "latency_us": 5.0}});
+    let created = post(a.port, "/v1/systems", &system);
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(get(b.port, "/v1/systems/lab").status, 200);
+
+    // Uploads through A are read through B; the same bytes through both store one profile.
+    let mut acknowledged = Vec::new();
+    for serial in 0..6 {
+        let (bytes, id) = upload(serial, 3000);
+        let port = if serial % 2 == 0 { a.port } else { b.port };
+        let r = send_upload(port, &bytes).unwrap();
+        assert!(r.status == 201, "{} {}", r.status, String::from_utf8_lossy(&r.body));
+        acknowledged.push((id, 3000));
+    }
+    let (dup, dup_id) = upload(0, 3000);
+    assert_eq!(send_upload(b.port, &dup).unwrap().status, 200, "the same bytes through B are a duplicate");
+    assert_eq!(get(b.port, &format!("/v1/profiles/{dup_id}")).status, 200);
+
+    // A retrain asked of A runs on the trainer; both replicas serve its models within seconds.
+    let job = post(a.port, "/v1/regressors/retrain", &json!({"grid": "minimal", "force": true}));
+    assert_eq!(job.status, 202, "{}", String::from_utf8_lossy(&job.body));
+    let done = wait_job(b.port, job.json()["id"].as_i64().unwrap(), Duration::from_secs(120));
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let t0 = Instant::now();
+    while a.ready()["active_models"].as_u64() == Some(0) || b.ready()["active_models"].as_u64() == Some(0) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "a replica does not serve the new models");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The trainer is killed mid-retrain; the survivor finishes the job. Uploads go to both meanwhile.
+    let trainer_is_a = a.log().contains("elected trainer");
+    assert!(trainer_is_a || b.log().contains("elected trainer"), "no trainer elected");
+    let (mut trainer, survivor) = if trainer_is_a { (a, b) } else { (b, a) };
+    let job = post(survivor.port, "/v1/regressors/retrain", &json!({"force": true}));
+    assert_eq!(job.status, 202);
+    let id = job.json()["id"].as_i64().unwrap();
+    let t0 = Instant::now();
+    while get(survivor.port, &format!("/v1/jobs/{id}")).json()["state"] != "running" {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the retrain never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (trainer_port, survivor_port) = (trainer.port, survivor.port);
+    let uploader = std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for serial in 100..130u64 {
+            let (bytes, id) = upload(serial, 500);
+            let port = if serial % 2 == 0 { trainer_port } else { survivor_port };
+            if let Ok(r) = send_upload(port, &bytes) {
+                if r.status == 201 || r.status == 200 {
+                    acked.push((id, 500));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        acked
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    trainer.kill();
+    acknowledged.extend(uploader.join().unwrap());
+    let done = wait_job(survivor.port, id, Duration::from_secs(300));
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", survivor.log());
+    assert!(done["attempts"].as_i64().unwrap() >= 2, "the job was not re-run: {done}");
+    assert!(survivor.log().contains("elected trainer"), "the survivor was never elected");
+
+    // Not one acknowledged upload lost.
+    for (id, samples) in &acknowledged {
+        let p = get(survivor.port, &format!("/v1/profiles/{id}"));
+        assert_eq!(p.status, 200, "acknowledged upload {id} lost");
+        assert_eq!(p.json()["samples"].as_u64(), Some(*samples), "upload {id}");
+    }
+    eprintln!("two replicas: {} acknowledged uploads all stored; retrain re-run after the kill", acknowledged.len());
+}
+
+#[test]
+fn db_copy_moves_a_sqlite_installation_to_postgres() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the db copy test is skipped");
+        return;
+    };
+    let url = url.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("perfcast.db");
+    // A SQLite installation with the bundled measurements and models, a system, an upload and a key.
+    let source = format!("sqlite://{}", db.display());
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_perfcast"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("PERFCAST_TEST_POSTGRES_URL")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, _, err) = run(&["keys", "create", "--name", "ci", "--database-url", &source]);
+    assert_eq!(code, Some(0), "{err}");
+    let counts = |store: &perfcast::store::Store| {
+        rt.block_on(async {
+            (
+                store.list_profiles(1, 0).await.unwrap().1,
+                store.list_regressors().await.unwrap().len(),
+                store.list_systems().await.unwrap().len(),
+                store.list_keys().await.unwrap().len(),
+                store.models_fingerprint().await.unwrap(),
+            )
+        })
+    };
+    let src = rt.block_on(perfcast::store::Store::connect(&source)).unwrap();
+    rt.block_on(perfcast::app::install_bundle(&src)).unwrap();
+    let before = counts(&src);
+    rt.block_on(src.close());
+    assert!(before.0 > 0 && before.1 > 0, "{before:?}");
+
+    let (code, out, err) = run(&["db", "copy", "--from", &source, "--to", &url]);
+    assert_eq!(code, Some(0), "{err}");
+    let copied: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(copied["copied"]["profiles"].as_u64(), Some(before.0));
+    let dst = rt.block_on(perfcast::store::Store::connect(&url)).unwrap();
+    assert_eq!(counts(&dst), before, "the copy differs from its source");
+    // The copy serves: new rows get ids after the copied ones; a second copy into it is refused.
+    let job = rt.block_on(dst.create_job("calibrate", &json!({"system": "dgx-h100"}), false)).unwrap();
+    assert!(job.id > 0);
+    rt.block_on(dst.close());
+    let (code, _, err) = run(&["db", "copy", "--from", &source, "--to", &url]);
+    assert_eq!(code, Some(2), "{err}");
+}
