@@ -52,7 +52,7 @@ pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
 /// and the overlaps (2026-11-23), which aiconfigurator's H100 rows (train split) bear out: the median of the top
 /// decile by FLOPs reaches 0.50 of the 1,979 TFLOP/s dense fp8 peak per-tensor scaled (the activation quantization
 /// inside the timed call) and 0.58 block-scaled.
-pub const FITTED: [&str; 3] = ["memory", "kernel_us", "host_us"];
+pub const FITTED: [&str; 4] = ["memory", "kernel_us", "host_us", "sustained_clock"];
 
 /// The plausible range of each fitted constant, (name, low, high): the fit searches inside it only, so a constant
 /// that the rows push to a bound shows it (the fold ranges in `perfcast eval training --cross-validate` say so)
@@ -66,12 +66,20 @@ pub const FITTED: [&str; 3] = ["memory", "kernel_us", "host_us"];
 ///   (operator dispatch, autograd bookkeeping, the launch call), times the 2–4 kernels behind a counted one.
 /// - `overlap_slowdown` κ 0–0.2 (when fitted): the share of SMs and memory bandwidth an overlapped collective takes
 ///   ([`crate::cost::derate::OVERLAP_SLOWDOWN`]).
+/// - `sustained_clock` 0.8–1.0 of the microbenchmark speed for learned compute-bound operators: a power-capped
+///   training run holds its tensor-core kernels at a sustained clock below the boost clock of a short
+///   microbenchmark, but not by more than a fifth.
 ///
 /// The unbounded fit with the overlaps and the bundled models (2026-11-24) went to memory 0.30 and 0–25 µs per
 /// kernel: it slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, and
 /// took vTrain's small-kernel time away to compensate (README, end-to-end training).
-pub const BOUNDS: [(&str, f64, f64); 4] =
-    [("memory", 0.5, 0.9), ("kernel_us", 5.0, 40.0), ("host_us", 20.0, 100.0), ("overlap_slowdown", 0.0, 0.2)];
+pub const BOUNDS: [(&str, f64, f64); 5] = [
+    ("memory", 0.5, 0.9),
+    ("kernel_us", 5.0, 40.0),
+    ("host_us", 20.0, 100.0),
+    ("overlap_slowdown", 0.0, 0.2),
+    ("sustained_clock", 0.8, 1.0),
+];
 
 /// The value in [lo, hi] of the search coordinate `x` (any real): lo + (hi − lo)·(1 + tanh x)/2.
 fn bounded(x: f64, (lo, hi): (f64, f64)) -> f64 {
@@ -93,9 +101,10 @@ fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
         memory: bounded(x[0], range(0)),
         kernel_us: bounded(x[1], range(1)),
         host_us: bounded(x[2], range(2)),
+        sustained_clock: bounded(x[3], range(4)),
         ..*base
     };
-    if let Some(k) = x.get(3) {
+    if let Some(k) = x.get(4) {
         e.overlap_slowdown = bounded(*k, range(3));
     }
     e
@@ -104,8 +113,12 @@ fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
 /// The search vector of `e`: the coordinates of [`FITTED`] in their [`BOUNDS`], and of the contention κ when
 /// `contention` is fitted.
 fn from_eff(e: &Efficiency, contention: bool) -> Vec<f64> {
-    let mut x =
-        vec![coordinate(e.memory, range(0)), coordinate(e.kernel_us, range(1)), coordinate(e.host_us, range(2))];
+    let mut x = vec![
+        coordinate(e.memory, range(0)),
+        coordinate(e.kernel_us, range(1)),
+        coordinate(e.host_us, range(2)),
+        coordinate(e.sustained_clock, range(4)),
+    ];
     if contention {
         x.push(coordinate(e.overlap_slowdown, range(3)));
     }
@@ -172,7 +185,7 @@ pub fn nelder_mead(f: &mut dyn FnMut(&[f64]) -> f64, x0: &[f64], step: f64, iter
 /// Where every fit starts: the shipped constants' fixed fields with neutral values for the fitted ones (memory at
 /// 0.8, 10 µs per kernel on the GPU, 30 µs per kernel on the host), so no fold starts from a fit that saw it.
 pub fn start() -> Efficiency {
-    Efficiency { memory: 0.8, kernel_us: 10.0, host_us: 30.0, ..Efficiency::CALIBRATED }
+    Efficiency { memory: 0.8, kernel_us: 10.0, host_us: 30.0, sustained_clock: 0.9, ..Efficiency::CALIBRATED }
 }
 
 /// Fits the constants on `rows` inside their [`BOUNDS`], starting from `start`; with `contention` also the
@@ -200,6 +213,7 @@ pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stam
     s.push_str(&format!("memory: {:.3},{}\n", eff.memory, range(&|e| e.memory)));
     s.push_str(&format!("kernel_us: {:.1},{}\n", eff.kernel_us, range(&|e| e.kernel_us)));
     s.push_str(&format!("host_us: {:.1},{}\n", eff.host_us, range(&|e| e.host_us)));
+    s.push_str(&format!("sustained_clock: {:.3},{}\n", eff.sustained_clock, range(&|e| e.sustained_clock)));
     if contention {
         s.push_str(&format!("overlap_slowdown: {:.3},{}\n", eff.overlap_slowdown, range(&|e| e.overlap_slowdown)));
     }

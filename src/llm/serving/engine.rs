@@ -175,6 +175,9 @@ impl ServingConstants {
             measured_gemm: true,
             // No collective is overlapped with compute in a serving step (the TP all-reduces sit between GEMMs).
             overlap_slowdown: crate::cost::derate::OVERLAP_SLOWDOWN,
+            // Training-only corrections of learned times (`ServingDerated` never reads them).
+            sustained_clock: 1.0,
+            fused_fp8_quantize: false,
         },
         stream: 0.8,
         vllm: HostCost { step_us: 19.0, seq_us: 21.7 },
