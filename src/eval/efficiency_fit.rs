@@ -183,7 +183,8 @@ pub fn nelder_mead(f: &mut dyn FnMut(&[f64]) -> f64, x0: &[f64], step: f64, iter
 }
 
 /// Where every fit starts: the shipped constants' fixed fields with neutral values for the fitted ones (memory at
-/// 0.8, 10 µs per kernel on the GPU, 30 µs per kernel on the host), so no fold starts from a fit that saw it.
+/// 0.8, 10 µs per kernel on the GPU, 30 µs per kernel on the host, the sustained clock at 0.9), so no fold starts
+/// from a fit that saw it.
 pub fn start() -> Efficiency {
     Efficiency { memory: 0.8, kernel_us: 10.0, host_us: 30.0, sustained_clock: 0.9, ..Efficiency::CALIBRATED }
 }
@@ -298,6 +299,8 @@ mod tests {
         let s = rust_block(&a, &[a, b], false, "today");
         assert!(s.contains("memory: 0.600, // folds 0.600–0.700"), "{s}");
         assert!(s.contains("kernel_us: 20.0, // folds 20.000–30.000"), "{s}");
+        // Both start at the neutral sustained clock 0.9.
+        assert!(s.contains("sustained_clock: 0.900, // folds 0.900–0.900"), "{s}");
         assert!(!s.contains("overlap_slowdown"), "{s}");
     }
 
