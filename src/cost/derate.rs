@@ -116,7 +116,7 @@ impl Efficiency {
     /// 16 NeMo and 117 DGX Cloud rows; grouped 5-fold cross-validated errors in the README) jointly with the
     /// overlaps the frameworks run and what a fresh install serves — the bundled learned models where they cover
     /// an operator or collective, these constants for the rest — each searched inside its plausible range
-    /// ([`crate::eval::efficiency_fit::BOUNDS`]), 2026-11-24 (branch `clock` on 4208f2a, bundle 51a1396a): the
+    /// (`BOUNDS` of `perfcast eval training`'s fit, src/eval/efficiency_fit.rs), 2026-11-24 (branch `clock` on 4208f2a, bundle 51a1396a): the
     /// learned compute-bound operators run at the sustained clock [`SUSTAINED_CLOCK`] 0.846 (folds 0.829–0.855)
     /// and the learned fp8 GEMMs without the activation cast Transformer Engine fuses
     /// ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.791 (folds 0.659–0.900; plausible 0.5–0.9),

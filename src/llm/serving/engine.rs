@@ -142,7 +142,7 @@ impl ServingConstants {
     /// (aiconfigurator `custom_allreduce_perf`, train split) runs small messages in 4.2–5.6 µs against the α–β
     /// model's ≈ 2–4 µs and reaches 72 % of the NVLink bus bandwidth at 128 MiB; `eager_kernel_us` 5 µs [rec]
     /// (PyTorch's per-operator dispatch cost); `memory` 0.8 [rec] for element-wise kernels (fitted freely it
-    /// collapses, see [`crate::eval`]'s inference evaluation).
+    /// collapses, see `perfcast eval inference`).
     ///
     /// Fitted by `perfcast eval inference --cross-validate` on LLM-Inference-Bench with the bundled learned models
     /// a fresh install serves (2026-11-24, all 1,202 rows; the five folds and the held-out errors in the README):
