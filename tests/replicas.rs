@@ -11,131 +11,42 @@
 //! Needs `PERFCAST_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway server); without it the test prints a
 //! notice and passes.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::{Reply, Server};
 
 const KEY: &str = "pck_c0ffee000002_7c8d2f0a4b6e1d3c5a7f9b0e2d4c6a8f1e3b5d7c9a0f2e4d6b8c1a3e5f7d9b0c";
 
-struct Reply {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// One HTTP/1.1 request on its own connection (`Connection: close`, so the body runs to the end of the stream).
-fn http(port: u16, method: &str, path: &str, content_type: &str, body: &[u8]) -> std::io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {KEY}\r\n\
-         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    if head.contains("transfer-encoding: chunked") {
-        return Err(std::io::Error::other("chunked bodies are not expected here"));
-    }
-    Ok(Reply { status, body: raw[end + 4..].to_vec() })
-}
-
 fn get(port: u16, path: &str) -> Reply {
-    http(port, "GET", path, "application/json", b"").unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
+    support::get(port, path).unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
 }
 
 fn post(port: u16, path: &str, body: &Value) -> Reply {
-    http(port, "POST", path, "application/json", &serde_json::to_vec(body).unwrap())
-        .unwrap_or_else(|e| panic!("POST {path} on {port}: {e}"))
+    support::post_json(port, KEY, path, body).unwrap_or_else(|e| panic!("POST {path} on {port}: {e}"))
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    log: PathBuf,
+/// A replica `name` (log `<dir>/<name>.log`) on the database at `url`: no bundled models, no automatic retrain,
+/// a 3 s job lease (a killed trainer's job is re-claimed quickly).
+fn replica(dir: &Path, name: &str, url: &str) -> Server {
+    let envs = [
+        ("PERFCAST_BUNDLED_MODELS", "false"),
+        ("PERFCAST_AUTO_RETRAIN", "false"),
+        ("PERFCAST_RETRAIN_GRID", "full"),
+        ("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000"),
+        ("PERFCAST_JOB_LEASE_S", "3"),
+    ];
+    Server::start(Path::new(env!("CARGO_BIN_EXE_perfcast")), dir, url, KEY, dir.join(format!("{name}.log")), &envs)
 }
 
-impl Server {
-    fn start(dir: &Path, name: &str, url: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("PERFCAST_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        let child = cmd
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--database-url", url])
-            .current_dir(dir)
-            .env("PERFCAST_API_KEY", KEY)
-            .env("PERFCAST_BUNDLED_MODELS", "false")
-            .env("PERFCAST_AUTO_RETRAIN", "false")
-            .env("PERFCAST_RETRAIN_GRID", "full")
-            .env("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000")
-            .env("PERFCAST_JOB_LEASE_S", "3")
-            .env("PERFCAST_RATE_LIMIT_PER_S", "1000000")
-            .env("PERFCAST_RATE_LIMIT_BURST", "1000000")
-            .env("PERFCAST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        Server { child, port, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `/readyz` answers 200 and returns its body.
-    fn ready(&mut self) -> Value {
-        let t0 = Instant::now();
-        loop {
-            if let Ok(r) = http(self.port, "GET", "/readyz", "application/json", b"") {
-                if r.status == 200 {
-                    return r.json();
-                }
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("server exited ({status}):\n{}", self.log());
-            }
-            assert!(t0.elapsed() < Duration::from_secs(60), "not ready in 60 s:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Waits (60 s at most) until `/readyz` answers 200 and returns its body; panics with the log otherwise.
+fn ready(server: &mut Server) -> Value {
+    server.wait_ready(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}:\n{}", server.log()))
 }
 
 /// A perfcast JSON-lines upload of `n` operator samples (distinct per `serial`): its bytes and profile id.
@@ -154,7 +65,9 @@ fn upload(serial: u64, n: u64) -> (Vec<u8>, String) {
 }
 
 fn send_upload(port: u16, bytes: &[u8]) -> std::io::Result<Reply> {
-    http(port, "POST", "/v1/profiles?format=perfcast_jsonl", "application/x-ndjson", bytes)
+    let auth = format!("Bearer {KEY}");
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/x-ndjson")];
+    support::http(port, "POST", "/v1/profiles?format=perfcast_jsonl", &headers, bytes)
 }
 
 fn wait_job(port: u16, id: i64, limit: Duration) -> Value {
@@ -179,8 +92,8 @@ fn two_replicas_share_one_postgres_database() {
     let url = url.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Both start at once on the new database: one migrates, both serve.
-    let (mut a, mut b) = (Server::start(dir.path(), "a", &url), Server::start(dir.path(), "b", &url));
-    let (ra, rb) = (a.ready(), b.ready());
+    let (mut a, mut b) = (replica(dir.path(), "a", &url), replica(dir.path(), "b", &url));
+    let (ra, rb) = (ready(&mut a), ready(&mut b));
     assert_eq!((ra["database"].as_str(), rb["database"].as_str()), (Some("postgres"), Some("postgres")));
 
     // A system written through A is read through B.
@@ -210,7 +123,7 @@ fn two_replicas_share_one_postgres_database() {
     let done = wait_job(b.port, job.json()["id"].as_i64().unwrap(), Duration::from_secs(120));
     assert_eq!(done["state"], "succeeded", "{done}");
     let t0 = Instant::now();
-    while a.ready()["active_models"].as_u64() == Some(0) || b.ready()["active_models"].as_u64() == Some(0) {
+    while ready(&mut a)["active_models"].as_u64() == Some(0) || ready(&mut b)["active_models"].as_u64() == Some(0) {
         assert!(t0.elapsed() < Duration::from_secs(10), "a replica does not serve the new models");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -278,7 +191,11 @@ fn db_copy_moves_a_sqlite_installation_to_postgres() {
             .env_remove("PERFCAST_TEST_POSTGRES_URL")
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (code, _, err) = run(&["keys", "create", "--name", "ci", "--database-url", &source]);
     assert_eq!(code, Some(0), "{err}");
