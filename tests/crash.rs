@@ -234,7 +234,7 @@ fn start_server(bin: &Path, dir: &Path, db: &Database, log: &str) -> Server {
     if db.engine == Engine::Postgres {
         envs.push(("PERFCAST_JOB_LEASE_S", "2"));
     }
-    Server::start(bin, dir, &db.url, KEY, dir.join(log), &envs)
+    Server::start(bin, dir, &db.url, Some(KEY), dir.join(log), &envs)
 }
 
 // ---------------------------------------------------------------------------------------------------------------

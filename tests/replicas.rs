@@ -2,11 +2,14 @@
 //! replicas behind a load balancer relies on:
 //!
 //! - a system and an upload written through A are read through B;
-//! - a retrain asked of A runs on the elected trainer and its models are served by both within seconds;
+//! - a retrain asked of A runs on the elected trainer and its models are served by both within seconds; the
+//!   other replica's 2 s poll reloads them, the trainer's does not (it swapped them in itself);
 //! - the trainer killed with SIGKILL mid-retrain: the survivor wins the election, claims the job once its lease
 //!   expires and finishes it (`attempts` 2);
 //! - uploads sent to both replicas around the kill: every acknowledged one is stored whole (0 lost);
-//! - `/readyz` reports the database.
+//! - `/readyz` reports the database;
+//! - two replicas started at once on an empty database without a configured key: exactly one creates and prints a
+//!   first key, which both accept.
 //!
 //! Needs `PERFCAST_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway server); without it the test prints a
 //! notice and passes.
@@ -41,7 +44,14 @@ fn replica(dir: &Path, name: &str, url: &str) -> Server {
         ("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000"),
         ("PERFCAST_JOB_LEASE_S", "3"),
     ];
-    Server::start(Path::new(env!("CARGO_BIN_EXE_perfcast")), dir, url, KEY, dir.join(format!("{name}.log")), &envs)
+    Server::start(
+        Path::new(env!("CARGO_BIN_EXE_perfcast")),
+        dir,
+        url,
+        Some(KEY),
+        dir.join(format!("{name}.log")),
+        &envs,
+    )
 }
 
 /// Waits (60 s at most) until `/readyz` answers 200 and returns its body; panics with the log otherwise.
@@ -127,6 +137,14 @@ fn two_replicas_share_one_postgres_database() {
         assert!(t0.elapsed() < Duration::from_secs(10), "a replica does not serve the new models");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The other replica got them through its poll; the trainer swapped them in itself and, one poll (2 s) later,
+    // has not loaded them a second time.
+    std::thread::sleep(Duration::from_millis(2500));
+    const RELOADED: &str = "active models changed in the database; reloaded";
+    let (trainer_log, other_log) =
+        if a.log().contains("elected trainer") { (a.log(), b.log()) } else { (b.log(), a.log()) };
+    assert!(other_log.contains(RELOADED), "the replica that did not train never reloaded:\n{other_log}");
+    assert!(!trainer_log.contains(RELOADED), "the trainer reloaded the models it had just swapped in:\n{trainer_log}");
 
     // The trainer is killed mid-retrain; the survivor finishes the job. Uploads go to both meanwhile.
     let trainer_is_a = a.log().contains("elected trainer");
@@ -170,6 +188,47 @@ fn two_replicas_share_one_postgres_database() {
         assert_eq!(p.json()["samples"].as_u64(), Some(*samples), "upload {id}");
     }
     eprintln!("two replicas: {} acknowledged uploads all stored; retrain re-run after the kill", acknowledged.len());
+}
+
+#[test]
+fn two_replicas_starting_on_an_empty_database_create_one_first_key() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the first-key test is skipped");
+        return;
+    };
+    let url = url.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_perfcast"));
+    let envs = [("PERFCAST_BUNDLED_MODELS", "false"), ("PERFCAST_AUTO_RETRAIN", "false")];
+    // Both start at once with no configured key.
+    let mut a = Server::start(bin, dir.path(), &url, None, dir.path().join("a.log"), &envs);
+    let mut b = Server::start(bin, dir.path(), &url, None, dir.path().join("b.log"), &envs);
+    ready(&mut a);
+    ready(&mut b);
+    // A printed key is `pck_` + 12 hex digits + `_` + 64 hex digits: 81 characters.
+    let printed = |log: &str| -> Vec<String> {
+        log.split_whitespace().filter(|w| w.starts_with("pck_") && w.len() == 81).map(str::to_string).collect()
+    };
+    let (la, lb) = (a.log(), b.log());
+    let keys: Vec<String> = printed(&la).into_iter().chain(printed(&lb)).collect();
+    assert_eq!(keys.len(), 1, "first keys printed: {keys:?}\n--- a ---\n{la}\n--- b ---\n{lb}");
+    let stored = rt.block_on(async {
+        let store = perfcast::store::Store::connect(&url).await.unwrap();
+        let keys = store.list_keys().await.unwrap();
+        store.close().await;
+        keys
+    });
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(format!("pck_{}_", stored[0].key_id), keys[0][..17], "the stored key is the printed one");
+    // The printed key writes through either replica.
+    for (server, name) in [(&a, "lab-a"), (&b, "lab-b")] {
+        let system = json!({"name": name, "gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "nodes": 1,
+            "intra_node": {"kind": "nvlink", "bandwidth_gbs": 450.0, "latency_us": 2.0},
+            "inter_node": {"kind": "ib", "bandwidth_gbs": 50.0, "latency_us": 5.0}});
+        let r = support::post_json(server.port, &keys[0], "/v1/systems", &system).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
 }
 
 #[test]

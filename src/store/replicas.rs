@@ -1,6 +1,6 @@
 //! What replicas sharing one PostgreSQL database coordinate through it: the advisory locks (the elected trainer,
-//! bundle installation, the first API key, same-bytes uploads) and the cheap fingerprints a replica polls to notice what others
-//! committed (new active model versions; systems, calibrations and imported GPUs). On SQLite (one process) the
+//! bundle installation, the first API key, same-bytes uploads) and the cheap fingerprints a replica polls to notice
+//! what others committed (new active model versions; systems, calibrations and imported GPUs). On SQLite (one process) the
 //! trainer lock is always held and the fingerprints serve the same purpose for other processes on the file.
 
 use sqlx::AnyConnection;

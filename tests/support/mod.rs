@@ -119,7 +119,7 @@ impl Server {
     /// Starts `bin serve` on a free port over the database at `url` (`sqlite://…` or `postgres://…`), in `dir`,
     /// stdout and stderr to `log`. The caller's `PERFCAST_*` and `RUST_LOG` variables are removed; the server gets
     /// `key` as its write key, rate limits it cannot reach, `info` logs, and then `envs`.
-    pub fn start(bin: &Path, dir: &Path, url: &str, key: &str, log: PathBuf, envs: &[(&str, &str)]) -> Server {
+    pub fn start(bin: &Path, dir: &Path, url: &str, key: Option<&str>, log: PathBuf, envs: &[(&str, &str)]) -> Server {
         let port = free_port();
         let out = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(bin);
@@ -130,10 +130,12 @@ impl Server {
         }
         cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--database-url", url])
             .current_dir(dir)
-            .env("PERFCAST_API_KEY", key)
             .env("PERFCAST_RATE_LIMIT_PER_S", "1000000")
             .env("PERFCAST_RATE_LIMIT_BURST", "1000000")
             .env("PERFCAST_LOG", "info");
+        if let Some(key) = key {
+            cmd.env("PERFCAST_API_KEY", key);
+        }
         for (k, v) in envs {
             cmd.env(k, v);
         }
