@@ -130,9 +130,11 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
 pub async fn install_bundle(store: &Store) -> Result<(), AppError> {
     let bundle = crate::bundle::Bundle::embedded().map_err(|e| AppError::Start(e.to_string()))?;
     match crate::bundle::install(store, &bundle, true).await.map_err(|e| AppError::Start(e.to_string()))? {
-        Some(r) => tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
+        Some(r) => {
+            tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
             replaced_profiles = r.removed_profiles, seconds = format!("{:.2}", r.seconds),
-            "installed the bundled measurements and models"),
+            "installed the bundled measurements and models")
+        }
         None => tracing::debug!(version = %bundle.manifest.version, "bundled measurements already installed"),
     }
     Ok(())
@@ -165,23 +167,28 @@ pub fn spawn_jobs(service: &Service, config: &Config) -> tokio::task::JoinHandle
 }
 
 /// Makes sure writes are possible: the configured `api_key` is accepted, or, on a database without any key, a
-/// write key is generated and printed once (it is not stored in clear and cannot be shown again).
+/// write key is generated and printed once (it is not stored in clear and cannot be shown again). Replicas
+/// starting at once on one empty database create one first key between them: the one that creates it prints it,
+/// the others log that a key exists.
 pub async fn provision_key(service: &Service, config: &Config) -> Result<(), AppError> {
     if let Some(key) = &config.api_key {
         return service.ensure_key(key, "configured").await.map_err(|e| AppError::Start(e.to_string()));
     }
-    let has = service.store.has_keys().await?;
-    if !has {
-        let k = service
-            .create_key("initial", crate::service::keys::Scope::Write)
-            .await
-            .map_err(|e| AppError::Start(e.to_string()))?;
-        tracing::warn!(key_id = %k.record.key_id, "created the first API key (write scope); it is printed once on stderr");
-        eprintln!(
-            "\n  perfcast: first API key (write scope) — store it now, it is not shown again:\n\n    {}\n\n  \
-             send it as `Authorization: Bearer <key>` on writes; manage keys with `perfcast keys`.\n",
-            k.key
-        );
+    if service.store.has_keys().await? {
+        return Ok(());
+    }
+    match service.create_first_key("initial").await.map_err(|e| AppError::Start(e.to_string()))? {
+        Some(k) => {
+            tracing::warn!(key_id = %k.record.key_id, "created the first API key (write scope); it is printed once on stderr");
+            eprintln!(
+                "\n  perfcast: first API key (write scope) — store it now, it is not shown again:\n\n    {}\n\n  \
+                 send it as `Authorization: Bearer <key>` on writes; manage keys with `perfcast keys`.\n",
+                k.key
+            );
+        }
+        None => tracing::info!(
+            "another process created the first API key at the same moment (printed by it); none created here"
+        ),
     }
     Ok(())
 }

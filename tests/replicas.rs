@@ -2,140 +2,61 @@
 //! replicas behind a load balancer relies on:
 //!
 //! - a system and an upload written through A are read through B;
-//! - a retrain asked of A runs on the elected trainer and its models are served by both within seconds;
+//! - a retrain asked of A runs on the elected trainer and its models are served by both within seconds; the
+//!   other replica's 2 s poll reloads them, the trainer's does not (it swapped them in itself);
 //! - the trainer killed with SIGKILL mid-retrain: the survivor wins the election, claims the job once its lease
 //!   expires and finishes it (`attempts` 2);
 //! - uploads sent to both replicas around the kill: every acknowledged one is stored whole (0 lost);
-//! - `/readyz` reports the database.
+//! - `/readyz` reports the database;
+//! - two replicas started at once on an empty database without a configured key: exactly one creates and prints a
+//!   first key, which both accept.
 //!
 //! Needs `PERFCAST_TEST_POSTGRES_URL` (`scripts/test` starts a throwaway server); without it the test prints a
 //! notice and passes.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::{Reply, Server};
 
 const KEY: &str = "pck_c0ffee000002_7c8d2f0a4b6e1d3c5a7f9b0e2d4c6a8f1e3b5d7c9a0f2e4d6b8c1a3e5f7d9b0c";
 
-struct Reply {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// One HTTP/1.1 request on its own connection (`Connection: close`, so the body runs to the end of the stream).
-fn http(port: u16, method: &str, path: &str, content_type: &str, body: &[u8]) -> std::io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {KEY}\r\n\
-         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    if head.contains("transfer-encoding: chunked") {
-        return Err(std::io::Error::other("chunked bodies are not expected here"));
-    }
-    Ok(Reply { status, body: raw[end + 4..].to_vec() })
-}
-
 fn get(port: u16, path: &str) -> Reply {
-    http(port, "GET", path, "application/json", b"").unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
+    support::get(port, path).unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
 }
 
 fn post(port: u16, path: &str, body: &Value) -> Reply {
-    http(port, "POST", path, "application/json", &serde_json::to_vec(body).unwrap())
-        .unwrap_or_else(|e| panic!("POST {path} on {port}: {e}"))
+    support::post_json(port, KEY, path, body).unwrap_or_else(|e| panic!("POST {path} on {port}: {e}"))
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    log: PathBuf,
+/// A replica `name` (log `<dir>/<name>.log`) on the database at `url`: no bundled models, no automatic retrain,
+/// a 3 s job lease (a killed trainer's job is re-claimed quickly).
+fn replica(dir: &Path, name: &str, url: &str) -> Server {
+    let envs = [
+        ("PERFCAST_BUNDLED_MODELS", "false"),
+        ("PERFCAST_AUTO_RETRAIN", "false"),
+        ("PERFCAST_RETRAIN_GRID", "full"),
+        ("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000"),
+        ("PERFCAST_JOB_LEASE_S", "3"),
+    ];
+    Server::start(
+        Path::new(env!("CARGO_BIN_EXE_perfcast")),
+        dir,
+        url,
+        Some(KEY),
+        dir.join(format!("{name}.log")),
+        &envs,
+    )
 }
 
-impl Server {
-    fn start(dir: &Path, name: &str, url: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("PERFCAST_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        let child = cmd
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--database-url", url])
-            .current_dir(dir)
-            .env("PERFCAST_API_KEY", KEY)
-            .env("PERFCAST_BUNDLED_MODELS", "false")
-            .env("PERFCAST_AUTO_RETRAIN", "false")
-            .env("PERFCAST_RETRAIN_GRID", "full")
-            .env("PERFCAST_PER_GPU_MIN_SAMPLES", "1000000")
-            .env("PERFCAST_JOB_LEASE_S", "3")
-            .env("PERFCAST_RATE_LIMIT_PER_S", "1000000")
-            .env("PERFCAST_RATE_LIMIT_BURST", "1000000")
-            .env("PERFCAST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        Server { child, port, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `/readyz` answers 200 and returns its body.
-    fn ready(&mut self) -> Value {
-        let t0 = Instant::now();
-        loop {
-            if let Ok(r) = http(self.port, "GET", "/readyz", "application/json", b"") {
-                if r.status == 200 {
-                    return r.json();
-                }
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("server exited ({status}):\n{}", self.log());
-            }
-            assert!(t0.elapsed() < Duration::from_secs(60), "not ready in 60 s:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Waits (60 s at most) until `/readyz` answers 200 and returns its body; panics with the log otherwise.
+fn ready(server: &mut Server) -> Value {
+    server.wait_ready(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}:\n{}", server.log()))
 }
 
 /// A perfcast JSON-lines upload of `n` operator samples (distinct per `serial`): its bytes and profile id.
@@ -154,7 +75,9 @@ fn upload(serial: u64, n: u64) -> (Vec<u8>, String) {
 }
 
 fn send_upload(port: u16, bytes: &[u8]) -> std::io::Result<Reply> {
-    http(port, "POST", "/v1/profiles?format=perfcast_jsonl", "application/x-ndjson", bytes)
+    let auth = format!("Bearer {KEY}");
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/x-ndjson")];
+    support::http(port, "POST", "/v1/profiles?format=perfcast_jsonl", &headers, bytes)
 }
 
 fn wait_job(port: u16, id: i64, limit: Duration) -> Value {
@@ -179,8 +102,8 @@ fn two_replicas_share_one_postgres_database() {
     let url = url.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Both start at once on the new database: one migrates, both serve.
-    let (mut a, mut b) = (Server::start(dir.path(), "a", &url), Server::start(dir.path(), "b", &url));
-    let (ra, rb) = (a.ready(), b.ready());
+    let (mut a, mut b) = (replica(dir.path(), "a", &url), replica(dir.path(), "b", &url));
+    let (ra, rb) = (ready(&mut a), ready(&mut b));
     assert_eq!((ra["database"].as_str(), rb["database"].as_str()), (Some("postgres"), Some("postgres")));
 
     // A system written through A is read through B.
@@ -210,10 +133,18 @@ fn two_replicas_share_one_postgres_database() {
     let done = wait_job(b.port, job.json()["id"].as_i64().unwrap(), Duration::from_secs(120));
     assert_eq!(done["state"], "succeeded", "{done}");
     let t0 = Instant::now();
-    while a.ready()["active_models"].as_u64() == Some(0) || b.ready()["active_models"].as_u64() == Some(0) {
+    while ready(&mut a)["active_models"].as_u64() == Some(0) || ready(&mut b)["active_models"].as_u64() == Some(0) {
         assert!(t0.elapsed() < Duration::from_secs(10), "a replica does not serve the new models");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The other replica got them through its poll; the trainer swapped them in itself and, one poll (2 s) later,
+    // has not loaded them a second time.
+    std::thread::sleep(Duration::from_millis(2500));
+    const RELOADED: &str = "active models changed in the database; reloaded";
+    let (trainer_log, other_log) =
+        if a.log().contains("elected trainer") { (a.log(), b.log()) } else { (b.log(), a.log()) };
+    assert!(other_log.contains(RELOADED), "the replica that did not train never reloaded:\n{other_log}");
+    assert!(!trainer_log.contains(RELOADED), "the trainer reloaded the models it had just swapped in:\n{trainer_log}");
 
     // The trainer is killed mid-retrain; the survivor finishes the job. Uploads go to both meanwhile.
     let trainer_is_a = a.log().contains("elected trainer");
@@ -260,6 +191,47 @@ fn two_replicas_share_one_postgres_database() {
 }
 
 #[test]
+fn two_replicas_starting_on_an_empty_database_create_one_first_key() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the first-key test is skipped");
+        return;
+    };
+    let url = url.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_perfcast"));
+    let envs = [("PERFCAST_BUNDLED_MODELS", "false"), ("PERFCAST_AUTO_RETRAIN", "false")];
+    // Both start at once with no configured key.
+    let mut a = Server::start(bin, dir.path(), &url, None, dir.path().join("a.log"), &envs);
+    let mut b = Server::start(bin, dir.path(), &url, None, dir.path().join("b.log"), &envs);
+    ready(&mut a);
+    ready(&mut b);
+    // A printed key is `pck_` + 12 hex digits + `_` + 64 hex digits: 81 characters.
+    let printed = |log: &str| -> Vec<String> {
+        log.split_whitespace().filter(|w| w.starts_with("pck_") && w.len() == 81).map(str::to_string).collect()
+    };
+    let (la, lb) = (a.log(), b.log());
+    let keys: Vec<String> = printed(&la).into_iter().chain(printed(&lb)).collect();
+    assert_eq!(keys.len(), 1, "first keys printed: {keys:?}\n--- a ---\n{la}\n--- b ---\n{lb}");
+    let stored = rt.block_on(async {
+        let store = perfcast::store::Store::connect(&url).await.unwrap();
+        let keys = store.list_keys().await.unwrap();
+        store.close().await;
+        keys
+    });
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(format!("pck_{}_", stored[0].key_id), keys[0][..17], "the stored key is the printed one");
+    // The printed key writes through either replica.
+    for (server, name) in [(&a, "lab-a"), (&b, "lab-b")] {
+        let system = json!({"name": name, "gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "nodes": 1,
+            "intra_node": {"kind": "nvlink", "bandwidth_gbs": 450.0, "latency_us": 2.0},
+            "inter_node": {"kind": "ib", "bandwidth_gbs": 50.0, "latency_us": 5.0}});
+        let r = support::post_json(server.port, &keys[0], "/v1/systems", &system).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+}
+
+#[test]
 fn db_copy_moves_a_sqlite_installation_to_postgres() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
@@ -278,7 +250,11 @@ fn db_copy_moves_a_sqlite_installation_to_postgres() {
             .env_remove("PERFCAST_TEST_POSTGRES_URL")
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (code, _, err) = run(&["keys", "create", "--name", "ci", "--database-url", &source]);
     assert_eq!(code, Some(0), "{err}");

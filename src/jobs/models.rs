@@ -18,16 +18,24 @@ pub async fn stale_models(store: &Store) -> Result<Vec<String>, StoreError> {
     Ok(store.active_regressors().await?.into_iter().filter(stale).map(|r| r.key).collect())
 }
 
-/// Loads the active versions from the store into a registry. Versions whose model text does not load, or that
+/// Held by whoever commits new active versions and then swaps the registry in this process (a retrain), and by the
+/// replica poller before it reloads: the poller waits for an in-flight swap and then finds the registry already
+/// current, instead of loading the same versions a second time.
+pub static REGISTRY_SWAP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Loads the active versions from the store into a registry (marked with their fingerprint, as
+/// [`Store::models_fingerprint`] computes it). Versions whose model text does not load, or that
 /// were trained on another feature list than this build computes (a database from an older release), are
 /// skipped with a log: serving continues analytically for their keys until the next retrain replaces them.
 pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
     let records = store.active_regressors().await?;
+    let fingerprint = (records.iter().map(|r| r.id).max().unwrap_or(0), records.len() as i64);
     // Parsing dozens of LightGBM texts is CPU work (about a second for the bundled models): a niced thread, so that
     // the hot swap after a retrain does not stall requests.
-    super::retrain::niced::niced(move || registry_of(records))
+    let registry = super::retrain::niced::niced(move || registry_of(records))
         .await
-        .map_err(|e| StoreError::Corrupt(e.to_string()))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(registry.with_fingerprint(fingerprint))
 }
 
 /// The registry of `records` (active versions with their model texts); see [`load_registry`].
@@ -92,6 +100,10 @@ mod tests {
         assert!(registry.get("linear.fwd.fp32").is_some());
         assert!(registry.get("bmm.fwd.fp32").is_none(), "a stale feature list must not be served");
         assert_eq!(registry.len(), 1);
+        // Its fingerprint is the stored active set's (ids 1 and 2, both active), the stale version included: the
+        // replica poller compares the two to skip reloading what is already served.
+        assert_eq!(registry.fingerprint(), Some((2, 2)));
+        assert_eq!(registry.fingerprint(), Some(store.models_fingerprint().await.unwrap()));
         assert_eq!(super::stale_models(&store).await.unwrap(), vec!["bmm.fwd.fp32".to_string()]);
     }
 }

@@ -255,11 +255,15 @@ pub async fn retrain(
     }
     comm::retrain_comm(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
     kernels::retrain_kernels(store, grid, params.force, params.keys.as_deref(), &mut new, &mut report).await?;
+    // Commit and swap under the lock the replica poller takes before reloading: it then finds the new versions
+    // already served here instead of loading them again.
+    let swap = super::models::REGISTRY_SWAP.lock().await;
     let stored = store.insert_regressors(Some(job_id), &new).await?;
     let activated = stored.iter().filter(|r| r.active).count();
     if activated > 0 {
         registry.store(Arc::new(load_registry(store).await?));
     }
+    drop(swap);
     Ok(RetrainResult {
         trained: stored.len(),
         activated,

@@ -120,18 +120,21 @@ impl Runner {
             let outcome = self.run(&job).await;
             heartbeat.abort();
             crate::metrics::job(&job.kind, outcome.is_ok(), started.elapsed().as_secs_f64());
-            let finished = match outcome {
-                Ok((msg, result)) => {
-                    tracing::info!(job = id, %msg, "job finished");
-                    self.store.finish_job(id, true, &msg, &result).await
-                }
-                Err(e) => {
-                    tracing::error!(job = id, error = %e, "job failed");
-                    self.store.finish_job(id, false, &e, &serde_json::json!({})).await
-                }
+            let finished = match &outcome {
+                Ok((msg, result)) => self.store.finish_job(id, &self.owner, true, msg, result).await,
+                Err(e) => self.store.finish_job(id, &self.owner, false, e, &serde_json::json!({})).await,
             };
-            if let Err(e) = finished {
-                tracing::error!(job = id, error = %e, "cannot record the job's end");
+            match (finished, &outcome) {
+                (Ok(true), Ok((msg, _))) => tracing::info!(job = id, %msg, "job finished"),
+                (Ok(true), Err(e)) => tracing::error!(job = id, error = %e, "job failed"),
+                // Another replica claimed the job after this one's lease expired (or a restart queued it again):
+                // its run is the one that counts.
+                (Ok(false), _) => tracing::warn!(
+                    job = id,
+                    succeeded = outcome.is_ok(),
+                    "job ended here after this replica lost its lease; its result is discarded, the current owner's stands"
+                ),
+                (Err(e), _) => tracing::error!(job = id, error = %e, "cannot record the job's end"),
             }
         }
     }

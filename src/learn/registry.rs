@@ -69,6 +69,10 @@ pub struct Registry {
     by_key: HashMap<String, Arc<ActiveRegressor>>,
     /// Unique per registry built in this process: caches of predictions key on it, so a swap invalidates them.
     generation: u64,
+    /// The fingerprint of the stored active versions it was built from (highest active version id, how many), when
+    /// it was loaded from a database: a replica whose registry already has the database's fingerprint skips the
+    /// reload.
+    fingerprint: Option<(i64, i64)>,
 }
 
 static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -79,7 +83,7 @@ fn next_generation() -> u64 {
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry { by_key: HashMap::new(), generation: next_generation() }
+        Registry { by_key: HashMap::new(), generation: next_generation(), fingerprint: None }
     }
 }
 
@@ -105,7 +109,21 @@ impl Registry {
         Registry {
             by_key: models.into_iter().map(|m| (m.key.clone(), Arc::new(m))).collect(),
             generation: next_generation(),
+            fingerprint: None,
         }
+    }
+
+    /// This registry, marked as built from the stored active versions whose fingerprint is `fingerprint`
+    /// (highest active version id, how many).
+    pub fn with_fingerprint(mut self, fingerprint: (i64, i64)) -> Registry {
+        self.fingerprint = Some(fingerprint);
+        self
+    }
+
+    /// The fingerprint of the stored active versions this registry was built from (highest active version id, how
+    /// many); None when it was not loaded from a database.
+    pub fn fingerprint(&self) -> Option<(i64, i64)> {
+        self.fingerprint
     }
 
     /// This registry's generation (unique in the process).

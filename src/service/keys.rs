@@ -126,6 +126,15 @@ impl Service {
         Ok(NewKey { key, record })
     }
 
+    /// Creates the database's first key (write scope) named `name`, unless a key exists: None then. Replicas
+    /// starting at once on one empty database create exactly one ([`crate::store::Store::insert_first_key`]).
+    pub async fn create_first_key(&self, name: &str) -> Result<Option<NewKey>, ServiceError> {
+        let id = random_hex(6)?;
+        let key = format!("pck_{id}_{}", random_hex(32)?);
+        let record = self.store.insert_first_key(&id, name, Scope::Write.as_str(), &sha256_hex(&key)).await?;
+        Ok(record.map(|record| NewKey { key, record }))
+    }
+
     /// Stores a key given from outside (the `api_key` setting) with write scope, unless it exists. Errors: a
     /// malformed key.
     pub async fn ensure_key(&self, key: &str, name: &str) -> Result<(), ServiceError> {

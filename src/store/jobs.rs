@@ -78,6 +78,9 @@ fn decode(r: &sqlx::any::AnyRow) -> Result<JobRecord, StoreError> {
 /// How long a claim made by [`Store::claim_job`] (without a runner's lease) holds: a day.
 const UNLEASED_S: i64 = 86_400;
 
+/// The owner [`Store::claim_job`] claims for (a caller running the job at once in its own process).
+pub const LOCAL_OWNER: &str = "local";
+
 impl Store {
     /// Queues a job of `kind` with `params`, unless `dedupe` and a queued job of that kind with the same params
     /// exists (then that one is returned).
@@ -104,9 +107,9 @@ impl Store {
     }
 
     /// Marks the oldest queued job of one of `kinds` running (attempts + 1) and returns it, for a caller that
-    /// runs it at once in this process (no heartbeat: the claim holds a day).
+    /// runs it at once in this process (no heartbeat: the claim holds a day; its owner is [`LOCAL_OWNER`]).
     pub async fn claim_job(&self, kinds: &[&str]) -> Result<Option<JobRecord>, StoreError> {
-        self.claim_job_for(kinds, "local", UNLEASED_S).await
+        self.claim_job_for(kinds, LOCAL_OWNER, UNLEASED_S).await
     }
 
     /// Claims for `owner` (a replica) the oldest job of one of `kinds` that is queued, or running under an expired
@@ -173,17 +176,22 @@ impl Store {
         Ok(())
     }
 
-    /// Finishes a job with its result.
+    /// Records the end of running job `id` for `owner` (the replica that claimed it): its state (`succeeded` when
+    /// `ok`, else `failed`), message and result. Only the current owner's finish counts: when the job is no longer
+    /// `owner`'s running job — another replica claimed it again after `owner`'s lease expired, or a restart queued
+    /// it again — nothing is written and the answer is false, so the current owner's result stands.
     pub async fn finish_job(
         &self,
         id: i64,
+        owner: &str,
         ok: bool,
         message: &str,
         result: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        sqlx::query(&format!(
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(&format!(
             "UPDATE jobs SET state = $1, progress = CASE WHEN $2 THEN 1 ELSE progress END, message = $3, result = $4,
-                 finished_at = {} WHERE id = $5",
+                 finished_at = {}, lease_until = NULL
+             WHERE id = $5 AND owner = $6 AND state = 'running'",
             self.engine().now()
         ))
         .bind(if ok { "succeeded" } else { "failed" })
@@ -191,9 +199,11 @@ impl Store {
         .bind(message)
         .bind(result.to_string())
         .bind(id)
+        .bind(owner)
         .execute(self.pool())
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        Ok(n > 0)
     }
 
     /// Queues again the jobs left `running` by a process that died; returns how many. On SQLite (one process per
@@ -249,10 +259,56 @@ pub(super) async fn create_job_in(
             return decode(&r);
         }
     }
-    let r = sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES ($1, 'queued', $2) RETURNING {COLUMNS}"))
-        .bind(kind)
-        .bind(params.to_string())
-        .fetch_one(&mut **tx)
-        .await?;
+    let r =
+        sqlx::query(&format!("INSERT INTO jobs (kind, state, params) VALUES ($1, 'queued', $2) RETURNING {COLUMNS}"))
+            .bind(kind)
+            .bind(params.to_string())
+            .fetch_one(&mut **tx)
+            .await?;
     decode(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::JobState;
+    use crate::store::testing::stores;
+
+    /// Replica A claims a job under a 1 s lease and stalls; once the lease expired replica B claims it again. A's
+    /// late finish must not overwrite the job (B still runs it), and B's finish is what the job ends with.
+    #[tokio::test]
+    async fn a_finish_by_a_replica_that_lost_its_lease_is_ignored() {
+        for store in stores().await {
+            let b = store.reopen().await;
+            let job = store.create_job("calibrate", &json!({"system": "dgx-h100"}), false).await.unwrap();
+            let claimed = store.claim_job_for(&["calibrate"], "replica-a", 1).await.unwrap().unwrap();
+            assert_eq!((claimed.id, claimed.attempts), (job.id, 1));
+            // The lease stores milliseconds: 2.1 s after a 1 s lease it has expired on either engine's clock.
+            tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+            let reclaimed = b.claim_job_for(&["calibrate"], "replica-b", 60).await.unwrap().unwrap();
+            assert_eq!((reclaimed.id, reclaimed.attempts), (job.id, 2));
+
+            let a_recorded =
+                store.finish_job(job.id, "replica-a", false, "A's stale failure", &json!({"by": "a"})).await.unwrap();
+            assert!(!a_recorded, "A no longer owns the job: its finish must be refused");
+            let now = b.get_job(job.id).await.unwrap();
+            assert_eq!((now.state, now.result, now.finished_at), (JobState::Running, None, None));
+            assert_eq!(now.attempts, 2);
+
+            let b_recorded = b.finish_job(job.id, "replica-b", true, "done by B", &json!({"by": "b"})).await.unwrap();
+            assert!(b_recorded);
+            let done = store.get_job(job.id).await.unwrap();
+            assert_eq!(
+                (done.state, done.message.as_str(), done.result),
+                (JobState::Succeeded, "done by B", Some(json!({"by": "b"})))
+            );
+            assert_eq!(done.progress, 1.0);
+            assert!(done.finished_at.is_some());
+            // A finished job stays finished: neither a second finish by B nor one by A changes it.
+            assert!(!b.finish_job(job.id, "replica-b", false, "again", &json!({})).await.unwrap());
+            assert!(!store.finish_job(job.id, "replica-a", true, "late", &json!({"by": "a"})).await.unwrap());
+            assert_eq!(store.get_job(job.id).await.unwrap().result, Some(json!({"by": "b"})));
+        }
+    }
 }

@@ -60,6 +60,43 @@ impl Store {
         decode(&r)
     }
 
+    /// Stores the database's first key (id, name, scope, hash) unless a key exists; None when one does. Atomic
+    /// across replicas starting at once on one empty database, so exactly one of them creates (and prints) a
+    /// first key: on SQLite the check and the insert share one `BEGIN IMMEDIATE` transaction (one writer at a
+    /// time); on PostgreSQL a transaction-scoped advisory lock ([`super::replicas::FIRST_KEY_LOCK`]) serializes
+    /// them, and each check runs after the previous holder committed.
+    pub async fn insert_first_key(
+        &self,
+        key_id: &str,
+        name: &str,
+        scope: &str,
+        sha256: &str,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let mut tx = self.begin().await?;
+        if self.engine() == super::Engine::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(super::replicas::FIRST_KEY_LOCK)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let existing: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM api_keys").fetch_one(&mut *tx).await?;
+        if existing > 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let r = sqlx::query(&format!(
+            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
+        ))
+        .bind(key_id)
+        .bind(name)
+        .bind(scope)
+        .bind(sha256)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        decode(&r).map(Some)
+    }
+
     /// The key with this id, if any.
     pub async fn key(&self, key_id: &str) -> Result<Option<KeyRecord>, StoreError> {
         let r = sqlx::query(&format!("SELECT {COLUMNS} FROM api_keys WHERE key_id = $1"))
@@ -108,5 +145,54 @@ impl Store {
     pub async fn has_keys(&self) -> Result<bool, StoreError> {
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM api_keys").fetch_one(self.pool()).await?;
         Ok(n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::testing::stores;
+
+    /// Two replicas (two stores on one database, their connections opened beforehand) start eight bootstraps
+    /// each at the same instant (a barrier) on the empty database: exactly one first key is stored, the one whose
+    /// bootstrap answered Some; a later bootstrap creates none. Three rounds on fresh databases. (With the advisory
+    /// lock removed, PostgreSQL stored 4–5 first keys in each of three runs of this test.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_first_key_bootstraps_store_exactly_one_key() {
+        const TASKS: usize = 16;
+        for _round in 0..3 {
+            for store in stores().await {
+                let other = store.reopen().await;
+                // Open the pools' connections first, so the bootstraps below do not start staggered by connects.
+                let warm = (0..TASKS).map(|i| if i % 2 == 0 { store.store.clone() } else { other.clone() });
+                let warm: Vec<_> = warm.map(|s| tokio::spawn(async move { s.has_keys().await.unwrap() })).collect();
+                for t in warm {
+                    assert!(!t.await.unwrap());
+                }
+                let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(TASKS));
+                let mut tasks = Vec::new();
+                for i in 0..TASKS {
+                    let s = if i % 2 == 0 { store.store.clone() } else { other.clone() };
+                    let barrier = barrier.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let id = format!("{i:012x}");
+                        barrier.wait().await;
+                        s.insert_first_key(&id, "initial", "write", &format!("{i:064x}"))
+                            .await
+                            .unwrap()
+                            .map(|k| k.key_id)
+                    }));
+                }
+                let mut created = Vec::new();
+                for t in tasks {
+                    created.extend(t.await.unwrap());
+                }
+                assert_eq!(created.len(), 1, "first keys created on {}: {created:?}", store.engine().as_str());
+                let keys = other.list_keys().await.unwrap();
+                assert_eq!(keys.iter().map(|k| k.key_id.clone()).collect::<Vec<_>>(), created);
+                assert_eq!((keys[0].name.as_str(), keys[0].scope.as_str()), ("initial", "write"));
+                assert_eq!(store.insert_first_key("ffffffffffff", "late", "write", "f").await.unwrap(), None);
+                assert_eq!(store.list_keys().await.unwrap().len(), 1);
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! What replicas sharing one PostgreSQL database coordinate through it: the advisory locks (the elected trainer,
-//! bundle installation, same-bytes uploads) and the cheap fingerprints a replica polls to notice what others
-//! committed (new active model versions; systems, calibrations and imported GPUs). On SQLite (one process) the
+//! bundle installation, the first API key, same-bytes uploads) and the cheap fingerprints a replica polls to notice
+//! what others committed (new active model versions; systems, calibrations and imported GPUs). On SQLite (one process) the
 //! trainer lock is always held and the fingerprints serve the same purpose for other processes on the file.
 
 use sqlx::AnyConnection;
@@ -12,6 +12,8 @@ use super::{Engine, Store, StoreError};
 pub(crate) const TRAINER_LOCK: i64 = 0x7065_7266_0001;
 /// Advisory lock key of the bundle installation (transaction-scoped).
 pub(crate) const BUNDLE_LOCK: i64 = 0x7065_7266_0002;
+/// Advisory lock key of the first API key's creation on an empty database (transaction-scoped).
+pub(crate) const FIRST_KEY_LOCK: i64 = 0x7065_7266_0003;
 
 /// Advisory lock key of the upload with this SHA-256 (hex): its first 15 hex digits (transaction-scoped).
 pub(crate) fn upload_lock(sha256: &str) -> i64 {
@@ -51,9 +53,11 @@ impl TrainerLock {
         let outcome = if self.held {
             conn.ping().await.map(|_| true)
         } else {
-            sqlx::query("SELECT pg_try_advisory_lock($1)").bind(TRAINER_LOCK).fetch_one(&mut *conn).await.and_then(
-                |r| r.try_get::<bool, _>(0),
-            )
+            sqlx::query("SELECT pg_try_advisory_lock($1)")
+                .bind(TRAINER_LOCK)
+                .fetch_one(&mut *conn)
+                .await
+                .and_then(|r| r.try_get::<bool, _>(0))
         };
         match outcome {
             Ok(held) => {

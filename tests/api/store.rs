@@ -172,7 +172,7 @@ async fn each_job_is_claimed_once_and_an_expired_lease_is_claimed_again() {
         assert_eq!((again.id, again.attempts), (job.id, 2));
         assert!(again.message.starts_with("re-run"), "{}", again.message);
         assert!(!store.renew_job_lease(job.id, "dying", 60).await.unwrap());
-        other.finish_job(job.id, true, "done", &json!({"ok": true})).await.unwrap();
+        assert!(other.finish_job(job.id, "survivor", true, "done", &json!({"ok": true})).await.unwrap());
         assert_eq!(store.get_job(job.id).await.unwrap().result, Some(json!({"ok": true})));
     }
 }
