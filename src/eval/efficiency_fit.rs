@@ -16,9 +16,9 @@ use crate::learn::backend::LearnedBackend;
 use crate::learn::Registry;
 use crate::llm::{predict, TrainingConfig};
 
-/// The sources the constants are fitted on. NeuSight's distributed rows are never fitted on: their pipeline runs
-/// are about 3.3× their data-parallel runs where a 1F1B pipeline of 4 micro-batches would be 1.75× (the
-/// implementation is not documented), and they are FP32 without tensor cores, unlike every other row.
+/// The sources the constants are fitted on. NeuSight's rows (4-GPU `neusight`, single-GPU `neusight-1gpu`) are
+/// only predicted, never fitted on: they are FP32 without tensor cores, unlike every other row, and kept out they
+/// test the constants on a precision and a framework (Hugging Face modules) the fit never saw.
 pub const FIT_SOURCES: [&str; 3] = ["vtrain", "nemo", "dgxc"];
 
 /// A row ready to predict.
