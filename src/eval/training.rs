@@ -155,7 +155,7 @@ pub fn run(
             let all: Vec<&Prepared> = prepared.iter().filter(|p| eligible(p)).collect();
             let (eff, l) = fit(&all, &start, *iterations, *contention);
             progress(&format!("all rows: loss {l:.4}, {eff:?}"));
-            let fold_of = super::efficiency_fit::folds(&prepared, *folds);
+            let fold_of = super::efficiency_fit::folds(&prepared, fit_sources, *folds);
             let conformal: Vec<_> = prepared
                 .iter()
                 .zip(&preds)
