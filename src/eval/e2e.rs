@@ -556,7 +556,10 @@ mod tests {
         assert_eq!((p.pp, p.micro_batch, p.grad_accum), (4, 4, Some(1)));
         assert!((xl_pp.measured_s - 3.5544).abs() < 1e-12);
         let gpt2_pp16 = out.rows.iter().find(|r| r.id.contains("line 5 GPT2-Large pp4")).unwrap();
-        assert_eq!((gpt2_pp16.request.parallelism.micro_batch, gpt2_pp16.request.parallelism.grad_accum), (16, Some(1)));
+        assert_eq!(
+            (gpt2_pp16.request.parallelism.micro_batch, gpt2_pp16.request.parallelism.grad_accum),
+            (16, Some(1))
+        );
     }
 
     #[test]
