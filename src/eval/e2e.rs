@@ -124,8 +124,9 @@ pub fn vtrain(data: &Path, out: &mut E2eData) -> Result<(), String> {
 /// (`addmm` [2048, 3072]·[3072, 9216], `matmul` [1, 24, 2048, 128]) — not GPT-3 XL's 2,048 (Brown et al. 2020);
 /// `gpt2_large` 36 × 1,280, 20 heads; `gpt3_27` 32 × 2,560, 32 heads of 80; `opt_13` 24 × 2,048, 32 heads,
 /// ffn 8,192, vocabulary 50,272. Every model runs HF's unfused attention (QKᵀ, scale, causal mask, softmax,
-/// dropout, ·V as separate kernels), tied embeddings, learned positions and dropout 0.1. Assumption: OPT's ReLU
-/// MLP is modeled as the GeLU MLP of the same width (the same GEMMs; one element-wise pass either way).
+/// dropout, ·V as separate kernels; perfcast's `unfused` counts all but the scale pass), tied embeddings, learned
+/// positions and dropout 0.1. Assumption: OPT's ReLU MLP is modeled as the GeLU MLP of the same width (the same
+/// GEMMs; one element-wise pass either way).
 /// `None` for models not modeled (BERT's encoder and masked-LM head, Switch's experts).
 fn neusight_model(name: &str) -> Option<(Value, &'static str)> {
     let gpt = |l: u32, d: u32, h: u32, s: u32| {
