@@ -46,8 +46,8 @@ pub(super) enum EvalWhat {
         #[arg(long, default_value = "../shared/fixtures")]
         fixtures: PathBuf,
     },
-    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight, NeMo and DGX Cloud through the
-    /// training predictor; MAPE and signed error per source.
+    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight (4-GPU and single-GPU), NeMo and DGX
+    /// Cloud through the training predictor; MAPE and signed error per source.
     Training {
         /// The shared datasets directory.
         #[arg(long, default_value = "../shared/data")]
@@ -65,8 +65,9 @@ pub(super) enum EvalWhat {
         /// Nelder–Mead iterations per fit.
         #[arg(long, default_value_t = 300)]
         iterations: usize,
-        /// Sources the cross-validation fits on (the others are only predicted). NeuSight is left out by default:
-        /// its pipeline implementation is undocumented and its runs are FP32 without tensor cores.
+        /// Sources the cross-validation fits on (the others are only predicted): vtrain, neusight (4-GPU),
+        /// neusight-1gpu, nemo, dgxc. NeuSight is left out by default: its runs are FP32 without tensor cores,
+        /// so they test the fitted constants on a precision the fit never saw.
         #[arg(long, value_delimiter = ',', default_value = "vtrain,nemo,dgxc")]
         fit_sources: Vec<String>,
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.

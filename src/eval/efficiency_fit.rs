@@ -16,9 +16,9 @@ use crate::learn::backend::LearnedBackend;
 use crate::learn::Registry;
 use crate::llm::{predict, TrainingConfig};
 
-/// The sources the constants are fitted on. NeuSight's distributed rows are never fitted on: their pipeline runs
-/// are about 3.3× their data-parallel runs where a 1F1B pipeline of 4 micro-batches would be 1.75× (the
-/// implementation is not documented), and they are FP32 without tensor cores, unlike every other row.
+/// The sources the constants are fitted on. NeuSight's rows (4-GPU `neusight`, single-GPU `neusight-1gpu`) are
+/// only predicted, never fitted on: they are FP32 without tensor cores, unlike every other row, and kept out they
+/// test the constants on a precision and a framework (Hugging Face modules) the fit never saw.
 pub const FIT_SOURCES: [&str; 3] = ["vtrain", "nemo", "dgxc"];
 
 /// A row ready to predict.
@@ -221,12 +221,17 @@ pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stam
     s
 }
 
-/// The fold of a group: groups sorted by name and dealt round-robin into `k` folds.
-pub fn folds(rows: &[Prepared], k: usize) -> BTreeMap<(String, String), usize> {
-    let mut groups: Vec<(String, String)> = rows.iter().map(|r| (r.source.to_string(), r.group.clone())).collect();
+/// The fold of a (source, model) group: the groups of the fitted sources (`fit_sources`) sorted by name and dealt
+/// round-robin into `k` folds, then the groups of the sources that are only predicted, continuing the deal — so a
+/// source that is only predicted never changes which rows the fitted constants of a fold saw.
+pub fn folds(rows: &[Prepared], fit_sources: &[String], k: usize) -> BTreeMap<(String, String), usize> {
+    let mut groups: Vec<(bool, String, String)> = rows
+        .iter()
+        .map(|r| (!fit_sources.iter().any(|s| s == r.source), r.source.to_string(), r.group.clone()))
+        .collect();
     groups.sort();
     groups.dedup();
-    groups.into_iter().enumerate().map(|(i, g)| (g, i % k)).collect()
+    groups.into_iter().enumerate().map(|(i, (_, s, g))| ((s, g), i % k)).collect()
 }
 
 /// Grouped k-fold cross-validation: every row's prediction with constants fitted without its fold, and each
@@ -241,7 +246,7 @@ pub fn cross_validate(
     contention: bool,
     progress: &mut dyn FnMut(&str),
 ) -> (Vec<Option<f64>>, Vec<Efficiency>) {
-    let fold_of = folds(rows, k);
+    let fold_of = folds(rows, fit_sources, k);
     let fold = |r: &Prepared| fold_of[&(r.source.to_string(), r.group.clone())];
     let mut preds = vec![None; rows.len()];
     let mut fitted = Vec::with_capacity(k);
@@ -313,7 +318,8 @@ mod tests {
         .unwrap()
         .0;
         let rows: Vec<Prepared> = rows.into_iter().map(|(_, p)| p).collect();
-        let f = folds(&rows, 5);
+        let fit: Vec<String> = FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+        let f = folds(&rows, &fit, 5);
         // Every (source, model) group maps to one fold, all five folds are used.
         let used: std::collections::BTreeSet<usize> = f.values().copied().collect();
         assert_eq!(used.len(), 5);
@@ -322,5 +328,13 @@ mod tests {
         }
         // The eight vTrain model configurations (hidden 1024/2048 × 12–24 layers) are eight groups.
         assert_eq!(f.keys().filter(|(s, _)| s == "vtrain").count(), 8);
+        // Rows of a source that is only predicted do not move the fitted groups' folds: without NeuSight's rows the
+        // fitted groups land in the same folds.
+        let fitted_only: Vec<Prepared> = rows.iter().filter(|r| fit.iter().any(|s| s == r.source)).cloned().collect();
+        let g = folds(&fitted_only, &fit, 5);
+        assert!(f.keys().any(|(s, _)| s.starts_with("neusight")));
+        for (key, fold) in &g {
+            assert_eq!(f[key], *fold, "{key:?}");
+        }
     }
 }
