@@ -279,6 +279,24 @@ fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, byte
     }
 }
 
+/// Whether Megatron-LM's fused causal scale-mask-softmax kernel runs for `b` sequences of `heads` heads (per
+/// tensor-parallel rank) and `seq` tokens in `dtype`; otherwise Megatron falls back to PyTorch's mask fill and
+/// softmax (S1's unfused `Fillmask` + `Softmax`). The conditions of `FusedScaleMaskSoftmax.is_kernel_available`
+/// (Megatron-LM `megatron/model/fused_softmax.py`, the same in GPT-NeoX and Megatron-DeepSpeed): 16-bit input,
+/// 16 < sk ≤ 4096, sq and sk multiples of 4, b·heads a multiple of 4 and of the kernel's batches per block (4
+/// warps of 128 threads, each holding 2 rows when sk ≤ 128 and 1 otherwise: 8 or 4;
+/// `scaled_upper_triang_masked_softmax.h`). E.g. 16 heads at tp 8 with micro-batch 1: 2 attention batches, unfused.
+pub fn fused_softmax_available(b: u64, heads: u64, seq: u64, dtype: Precision) -> bool {
+    let attn_batches = b * heads;
+    let batches_per_block = if seq.next_power_of_two() <= 128 { 8 } else { 4 };
+    matches!(dtype, Precision::Fp16 | Precision::Bf16)
+        && 16 < seq
+        && seq <= 4096
+        && seq % 4 == 0
+        && attn_batches % 4 == 0
+        && attn_batches % batches_per_block == 0
+}
+
 /// The operators of one transformer layer for one micro-batch (calls per layer), forward and backward, with the
 /// layer's tensor- and context-parallel communication and its recomputation.
 ///
@@ -315,7 +333,7 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     match m.attention {
         Attention::FusedSoftmax | Attention::Unfused => {
             ops.extend(compute(OpName::QkT, OpClass::Bmm, o, &[b * hp, lr, lr, dh], vec![b * hp, lr, dh, lr], 1));
-            if m.attention == Attention::FusedSoftmax {
+            if m.attention == Attention::FusedSoftmax && fused_softmax_available(b, hp, lr, o) {
                 ops.extend(compute(
                     OpName::FusedSoftmax,
                     OpClass::FusedSoftmax,
@@ -556,6 +574,31 @@ mod tests {
         // Norms on 2048/4 = 512 rows instead of 2048.
         assert_eq!(dims(&a, OpName::LayerNorm), [2048, 1024, 0, 0, 0]);
         assert_eq!(dims(&b, OpName::LayerNorm), [512, 1024, 0, 0, 0]);
+    }
+
+    #[test]
+    fn megatrons_fused_softmax_runs_only_where_its_kernel_is_available() {
+        // vTrain's 16 heads at tp 8: micro-batch 1 gives 1·2 = 2 attention batches (not a multiple of 4) → PyTorch's
+        // mask fill + softmax; micro-batch 2 gives 4 → the fused kernel. At tp 4, 4 heads per rank always fuse.
+        let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 1000});
+        let names = |tp: u32, mb: u32| {
+            let c = cfg(m.clone(), serde_json::json!({"tp": tp, "micro_batch": mb}), Precision::Fp16);
+            let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+            let has = |n: OpName| ops.iter().any(|o| o.name == n && o.phase == Phase::Fwd);
+            (has(OpName::FusedSoftmax), has(OpName::Fillmask) && has(OpName::Softmax))
+        };
+        assert_eq!(names(8, 1), (false, true));
+        assert_eq!(names(8, 2), (true, false));
+        assert_eq!(names(4, 1), (true, false));
+        // The kernel's own limits: 16-bit input, 16 < sk ≤ 4096, multiples of 4, 8 batches per block when sk ≤ 128.
+        assert!(fused_softmax_available(1, 4, 2048, Precision::Bf16));
+        assert!(!fused_softmax_available(1, 4, 2048, Precision::Fp32));
+        assert!(!fused_softmax_available(1, 4, 8192, Precision::Fp16));
+        assert!(!fused_softmax_available(1, 4, 16, Precision::Fp16));
+        assert!(!fused_softmax_available(1, 4, 1026, Precision::Fp16));
+        assert!(!fused_softmax_available(1, 4, 128, Precision::Fp16));
+        assert!(fused_softmax_available(2, 4, 128, Precision::Fp16));
+        assert!(fused_softmax_available(1, 4, 129 + 3, Precision::Fp16));
     }
 
     #[test]
