@@ -1,0 +1,198 @@
+//! End-to-end training measurements of `../shared/data` (DATA.md: vTrain, NeuSight's distributed runs,
+//! NeMo/Megatron-Bridge and DGX Cloud tables) turned into prediction requests with their measured iteration time.
+//! What each source ran is reconstructed from its documentation; every assumption is stated where it is made.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::datasets::read;
+use crate::hw::{GpuRef, Link, SystemSpec};
+use crate::llm::TrainingRequest;
+
+/// One measured configuration.
+#[derive(Debug, Clone)]
+pub struct E2eRow {
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `dgxc`.
+    pub source: &'static str,
+    /// Where it comes from (file and line or table title and column).
+    pub id: String,
+    /// The system it ran on.
+    pub system: SystemSpec,
+    pub request: TrainingRequest,
+    /// Measured time of one iteration, s.
+    pub measured_s: f64,
+    /// The measurement covers forward and backward only (NeuSight): the optimizer update is not counted.
+    pub without_update: bool,
+    /// Model configuration (for grouped cross-validation).
+    pub group: String,
+}
+
+/// The rows of all sources, and the rows skipped per source with the reason.
+#[derive(Debug, Default)]
+pub struct E2eData {
+    pub rows: Vec<E2eRow>,
+    pub skipped: BTreeMap<(String, String), u64>,
+}
+
+impl E2eData {
+    fn skip(&mut self, source: &str, why: &str) {
+        *self.skipped.entry((source.to_string(), why.to_string())).or_default() += 1;
+    }
+}
+
+fn csv_records(path: &Path) -> Result<Vec<BTreeMap<String, String>>, String> {
+    let bytes = read(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let body: String = text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
+    let headers = r.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push(headers.iter().zip(rec.iter()).map(|(h, v)| (h.to_string(), v.trim().to_string())).collect());
+    }
+    Ok(out)
+}
+
+fn system(name: &str, gpu: &str, gpus_per_node: u32, nodes: u32, intra: (&str, f64), inter: (&str, f64)) -> SystemSpec {
+    SystemSpec {
+        name: name.into(),
+        gpu: GpuRef::Name(gpu.into()),
+        gpus_per_node,
+        nodes,
+        intra_node: Link::new(intra.0, intra.1, 2.0),
+        inter_node: Link::new(inter.0, inter.1, 5.0),
+        description: None,
+    }
+}
+
+/// A DGX H100 cluster large enough for DGX Cloud's 2,304-GPU runs: the `dgx-h100` preset's nodes (8× H100 SXM on
+/// NVSwitch at NCCL's achieved 350 GB/s, 8× NDR 400 Gb/s datasheet) × 512 — the links a prediction on the preset
+/// uses.
+fn dgx_h100() -> SystemSpec {
+    let preset = crate::hw::presets().into_iter().find(|p| p.name == "dgx-h100").expect("the dgx-h100 preset");
+    SystemSpec { name: "eval-dgx-h100".into(), nodes: 512, description: None, ..preset }
+}
+
+fn request(system: &str, model: Value, parallelism: Value, precision: &str) -> Option<TrainingRequest> {
+    serde_json::from_value(json!({"system": system, "model": model, "parallelism": parallelism,
+        "precision": precision}))
+    .ok()
+}
+mod dgxc;
+mod nemo;
+mod neusight;
+mod vtrain;
+
+pub use dgxc::dgxc;
+pub use nemo::{architecture, nemo};
+pub use neusight::{neusight, neusight_single};
+pub use vtrain::vtrain;
+
+/// Every source.
+pub fn load(data: &Path) -> Result<E2eData, String> {
+    let mut out = E2eData::default();
+    vtrain(data, &mut out)?;
+    neusight(data, &mut out)?;
+    neusight_single(data, &mut out)?;
+    nemo(data, &mut out)?;
+    dgxc(data, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dgxc::title_param;
+    use super::*;
+
+    fn data() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+    }
+
+    #[test]
+    fn vtrain_rows_become_megatron_requests() {
+        let mut out = E2eData::default();
+        vtrain(&data(), &mut out).unwrap();
+        assert_eq!(out.rows.len(), 1440);
+        // First row: 2 GPUs, gbs 16, mbs 8, h 1024, 24 layers, TP 1, DP 1, PP 2, 372.160408 ms.
+        let r = &out.rows[0];
+        assert_eq!((r.request.parallelism.pp, r.request.parallelism.micro_batch), (2, 8));
+        assert_eq!(r.request.parallelism.global_batch, Some(16));
+        assert!((r.measured_s - 0.372160408).abs() < 1e-12);
+        assert_eq!(r.group, "h1024-L24");
+    }
+
+    #[test]
+    fn neusight_pipeline_runs_one_micro_batch_of_its_traced_models() {
+        let mut out = E2eData::default();
+        neusight(&data(), &mut out).unwrap();
+        // 11 measured cells: GPT-2 Large batch 4 on A100 and H100 (6), batch 16 on H100 (3), GPT3-XL on H100 (2).
+        assert_eq!(out.rows.len(), 11);
+        let xl_tp = out.rows.iter().find(|r| r.id.contains("GPT3-XL tp4")).unwrap();
+        // NeuSight's GPT3-XL as traced: addmm [2048, 3072]·[3072, 9216], attention matmul [1, 24, 2048, 128].
+        let m = &xl_tp.request.model;
+        assert_eq!((m.layers, m.hidden, m.heads, m.seq_len), (24, 3072, 24, 2048));
+        assert!((xl_tp.measured_s - 1.0105).abs() < 1e-12);
+        // pp4_1: the global batch of 4 as one micro-batch through 4 stages.
+        let xl_pp = out.rows.iter().find(|r| r.id.contains("GPT3-XL pp4")).unwrap();
+        let p = &xl_pp.request.parallelism;
+        assert_eq!((p.pp, p.micro_batch, p.grad_accum), (4, 4, Some(1)));
+        assert!((xl_pp.measured_s - 3.5544).abs() < 1e-12);
+        let gpt2_pp16 = out.rows.iter().find(|r| r.id.contains("line 5 GPT2-Large pp4")).unwrap();
+        assert_eq!(
+            (gpt2_pp16.request.parallelism.micro_batch, gpt2_pp16.request.parallelism.grad_accum),
+            (16, Some(1))
+        );
+    }
+
+    #[test]
+    fn neusight_single_gpu_labels_become_one_gpu_requests() {
+        let mut out = E2eData::default();
+        neusight_single(&data(), &mut out).unwrap();
+        // GPT-2/GPT-3/OPT training rows without a variant on catalog GPUs: A100 80GB PCIe 6, H100 6, L4 1,
+        // V100 1, MI100 1, MI210 4; the BERT and Switch rows and MI250 (not in the catalog) are skipped.
+        assert_eq!(out.rows.len(), 19);
+        assert!(out.rows.iter().all(|r| r.source == "neusight-1gpu" && r.without_update));
+        // H100 gpt3_xl batch 1: fw 326.716 ms + bw 606.721 ms = e2e 933.437 ms.
+        let r = out.rows.iter().find(|r| r.id.contains("H100-SXM5-80GB GPT3-XL batch 1")).unwrap();
+        assert!((r.measured_s - 0.933436834716797).abs() < 1e-12, "{}", r.measured_s);
+        assert_eq!((r.request.model.hidden, r.request.parallelism.micro_batch), (3072, 1));
+        assert_eq!((r.system.gpus_per_node, r.system.nodes), (1, 1));
+        let opt = out.rows.iter().find(|r| r.group == "OPT-1.3B").unwrap();
+        assert_eq!(opt.request.model.vocab, 50272);
+        assert!(out.skipped.keys().any(|(s, why)| s == "neusight-1gpu" && why.contains("catalog")));
+        assert!(out.skipped.keys().any(|(s, why)| s == "neusight-1gpu" && why.contains("BERT")));
+    }
+
+    #[test]
+    fn nemo_step_time_comes_from_tokens_per_second() {
+        let mut out = E2eData::default();
+        nemo(&data(), &mut out).unwrap();
+        // NeMo 24.07's LLAMA3-70B: 64 GPUs, GBS 128, seq 8192, 1,524 tokens/s/GPU → 128·8192/(1524·64) = 10.75 s.
+        let r = out.rows.iter().find(|r| r.id.contains("LLAMA3-70B") && r.id.contains("docs/source")).unwrap();
+        assert!((r.measured_s - 128.0 * 8192.0 / (1524.0 * 64.0)).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.precision, crate::hw::Precision::Fp8);
+        assert_eq!(
+            (r.request.parallelism.tp, r.request.parallelism.pp, r.request.parallelism.context_parallel),
+            (4, 4, 2)
+        );
+        // Blackwell rows are skipped for want of a catalog GPU.
+        assert!(out.skipped.keys().any(|(s, why)| s == "nemo" && why.contains("DGX-H100")));
+    }
+
+    #[test]
+    fn dgxc_titles_give_the_parallel_configuration() {
+        assert_eq!(title_param("Llama 3.1 70b BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)", "VP"), Some(5));
+        assert_eq!(title_param("NeMo Megatron BF16 (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)", "PP"), Some(8));
+        let mut out = E2eData::default();
+        dgxc(&data(), &mut out).unwrap();
+        // Llama 3.1 405B (TP 8, PP 9, CP 2) on 1,152 GPUs: dp 8, GBS = 1·63·8 = 504.
+        let r = out.rows.iter().find(|r| r.id.contains("405b") && r.id.contains("1152x")).unwrap();
+        assert_eq!((r.request.parallelism.dp, r.request.parallelism.global_batch), (8, Some(504)));
+        // 32 GPUs cannot hold TP 8 · PP 9 · CP 2 = 144: a reduced-layer proxy, skipped.
+        assert!(!out.rows.iter().any(|r| r.id.contains("405b") && r.id.contains(" 32x")));
+        assert!(architecture("Nemotron4 15b").is_some() && architecture("Grok 1 314b").is_none());
+    }
+}

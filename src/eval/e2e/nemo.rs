@@ -1,0 +1,155 @@
+//! NeMo / Megatron-Bridge performance tables, the dense architectures they and DGX Cloud name, and NeMo's
+//! pre-training defaults.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::{csv_records, dgx_h100, request, E2eData, E2eRow};
+
+/// Architectures of the dense models in the NeMo and DGX Cloud tables (public configurations: Meta's Llama 2 /
+/// Llama 3 / 3.1 model cards, GPT-3 (Brown et al. 2020, Table 2.1) as NeMo configures it with the GPT-2
+/// vocabulary, Nemotron-4 15B and 340B technical reports — squared-ReLU MLPs, modeled as the GeLU MLP of the same
+/// width, which costs the same GEMMs). `None` for models not modeled (mixture-of-experts, hybrid Mamba, unknown).
+pub fn architecture(name: &str) -> Option<(Value, u32)> {
+    let llama = |l: u32, d: u32, h: u32, kv: u32, f: u32, v: u32| {
+        json!({"name": name, "layers": l, "hidden": d, "heads": h, "kv_heads": kv, "ffn_hidden": f, "vocab": v,
+            "norm": "rmsnorm", "activation": "swiglu", "attention": "flash"})
+    };
+    let gpt = |l: u32, d: u32, h: u32| {
+        json!({"name": name, "layers": l, "hidden": d, "heads": h, "vocab": 50257, "attention": "flash",
+            "rotary": false, "tied_embeddings": true, "dropout": 0.1})
+    };
+    let nemotron = |l: u32, d: u32, h: u32, kv: u32| {
+        json!({"name": name, "layers": l, "hidden": d, "heads": h, "kv_heads": kv, "ffn_hidden": 4 * d,
+            "vocab": 256000, "attention": "flash"})
+    };
+    let n = name.to_ascii_lowercase().replace([' ', '-', '_', '.'], "");
+    Some(match n.as_str() {
+        "llama27b" => (llama(32, 4096, 32, 32, 11008, 32000), 4096),
+        "llama213b" => (llama(40, 5120, 40, 40, 13824, 32000), 4096),
+        "llama270b" => (llama(80, 8192, 64, 8, 28672, 32000), 4096),
+        "llama38b" | "llama318b" => (llama(32, 4096, 32, 8, 14336, 128256), 8192),
+        "llama370b" | "llama3170b" => (llama(80, 8192, 64, 8, 28672, 128256), 8192),
+        "llama31405b" | "llama3405b" => (llama(126, 16384, 128, 8, 53248, 128256), 8192),
+        "gpt35b" => (gpt(24, 4096, 32), 2048),
+        "gpt320b" => (gpt(44, 6144, 48), 2048),
+        "gpt3175b" | "nemomegatron175b" => (gpt(96, 12288, 96), 2048),
+        "nemotron415b" => (nemotron(32, 6144, 48, 8), 4096),
+        "nemotron340b" | "nemotron4340b" => (nemotron(96, 18432, 96, 8), 4096),
+        _ => return None,
+    })
+}
+
+/// Megatron/NeMo's pre-training defaults for the performance recipes: sequence parallelism with tp > 1, the
+/// distributed optimizer, flash attention, no recomputation, layers split evenly (interleaved with VP > 1), and
+/// the communication overlaps NeMo's and Megatron-Bridge's overlap configuration turns on
+/// (`nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py` `MegatronCommOverlapCallback`,
+/// `megatron/bridge/training/comm_overlap.py` `CommOverlapConfig`): with the distributed optimizer and dp > 1
+/// `overlap_grad_reduce` and `overlap_param_gather` in buckets of 128 Mi parameters, `align_param_gather` with
+/// pp > 1 and VP > 1; `overlap_p2p_comm` with pp > 1 and VP > 1; and Transformer Engine's `tp_comm_overlap`,
+/// which the performance recipes request (`tp_comm_overlap=True` with the `userbuffers_*_h100_*` configurations of
+/// the GPT-3 175B and Llama-3 70B recipes; `tp > 1` for Llama-3 8B) and the callback keeps with tp ≥ 2 and
+/// sequence parallelism. FSDP rows (ZeRO-3, no distributed optimizer) keep only the overlapped reduction.
+/// Assumption: the NeMo 24.07 (NeMo 1.0 launcher) rows ran the same overlaps.
+pub(super) fn nemo_parallelism(tp: u64, pp: u64, cp: u64, vp: u64, mbs: u64, gbs: u64, dp: u64, fsdp: bool) -> Value {
+    let dp_overlap = !fsdp && dp * cp > 1;
+    let interleaved = pp > 1 && vp > 1;
+    let mut p = json!({"tp": tp, "pp": pp, "dp": dp, "context_parallel": cp, "virtual_stages": vp,
+        "micro_batch": mbs, "global_batch": gbs, "sequence_parallel": tp > 1, "distributed_optimizer": !fsdp,
+        "zero_stage": if fsdp { 3 } else { 1 }, "overlap_grad_reduce": true, "layer_split": "uniform",
+        "overlap_param_gather": dp_overlap, "align_param_gather": dp_overlap && interleaved,
+        "overlap_p2p_comm": interleaved, "tp_comm_overlap": tp > 1});
+    if dp_overlap {
+        p["bucket_size"] = json!(128u64 << 20);
+    }
+    p
+}
+
+fn first_number(cell: &str) -> Option<f64> {
+    let head = cell.split('(').next()?.replace([',', '*'], "");
+    head.trim().parse::<f64>().ok()
+}
+
+fn precision_of(p: &str) -> Option<&'static str> {
+    let p = p.to_ascii_uppercase();
+    if p.starts_with("BF16") {
+        Some("bf16")
+    } else if p.starts_with("FP8") {
+        Some("fp8")
+    } else {
+        None
+    }
+}
+
+/// NeMo / Megatron-Bridge performance tables (`nemo_perf_tables_long.csv`), DGX-H100 pre-training rows of dense
+/// models: the step time is GBS · sequence / (tokens/s/GPU · GPUs) — the tables' tokens per second need no FLOPs
+/// formula (their TFLOP/s column is checked against it in the report). Rows on Blackwell systems (no catalog GPU),
+/// mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision are skipped. NeMo 24.07's
+/// table (no precision column) is FP8 (its SOURCE.txt).
+pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
+    let sys = dgx_h100();
+    for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
+        let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("");
+        let system = if g("System").is_empty() { g("h4").trim_start_matches("System: ") } else { g("System") };
+        let legacy = g("source_path").starts_with("docs/source/performance");
+        if !(system == "DGX-H100" || (legacy && system.is_empty())) {
+            out.skip("nemo", "not a DGX-H100 row (GPU not in the catalog)");
+            continue;
+        }
+        let task = format!("{} {}", g("h3"), g("Task"));
+        if task.contains("Finetun") || task.contains("LoRA") || task.contains("SFT") {
+            out.skip("nemo", "fine-tuning");
+            continue;
+        }
+        let name = if g("Model").is_empty() { g("h4").trim_start_matches("Model: ") } else { g("Model") };
+        let Some((model, seq)) = architecture(name) else {
+            out.skip("nemo", "mixture-of-experts, hybrid or unknown architecture");
+            continue;
+        };
+        let precision = if legacy { Some("fp8") } else { precision_of(g("Precision")) };
+        let Some(precision) = precision else {
+            out.skip("nemo", "no precision given");
+            continue;
+        };
+        let num = |k: &str| first_number(g(k));
+        let (Some(gpus), Some(gbs), Some(mbs), Some(tps)) =
+            (num("#-GPUs"), num("GBS"), num("MBS"), num("Tokens / sec / GPU"))
+        else {
+            out.skip("nemo", "missing numbers");
+            continue;
+        };
+        let par = |k: &str| num(k).unwrap_or(1.0).max(1.0) as u64;
+        let (tp, pp, cp, vp) = (par("TP"), par("PP"), par("CP"), par("VP"));
+        let seq_len = num("Sequence Length").map(|s| s as u32).unwrap_or(seq);
+        if num("EP").unwrap_or(1.0) > 1.0 {
+            out.skip("nemo", "expert parallelism");
+            continue;
+        }
+        let fsdp = num("FSDP").unwrap_or(0.0) > 0.0;
+        let (gpus, gbs, mbs) = (gpus as u64, gbs as u64, mbs as u64);
+        if gpus % (tp * pp * cp) != 0 {
+            out.skip("nemo", "GPUs not a multiple of tp·pp·cp");
+            continue;
+        }
+        let dp = gpus / (tp * pp * cp);
+        let mut model = model;
+        model["seq_len"] = json!(seq_len);
+        let Some(request) = request(&sys.name, model, nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, fsdp), precision)
+        else {
+            out.skip("nemo", "request does not parse");
+            continue;
+        };
+        let step = gbs as f64 * seq_len as f64 / (tps * gpus as f64);
+        out.rows.push(E2eRow {
+            source: "nemo",
+            id: format!("{} line {} {name} {gpus} GPUs {precision}", g("source_path"), g("line")),
+            system: sys.clone(),
+            request,
+            measured_s: step,
+            without_update: false,
+            group: name.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! Tests of [`super`]: the operator lists of a layer, the embedding and the head, by hand.
+
+use super::*;
+use crate::llm::validate;
+
+fn cfg(model: serde_json::Value, par: serde_json::Value, p: Precision) -> TrainingConfig {
+    validate(&serde_json::from_value(model).unwrap(), &serde_json::from_value(par).unwrap(), p, 1024).unwrap()
+}
+
+fn calls(ops: &[StageOp], name: OpName, phase: Phase) -> u32 {
+    ops.iter().filter(|o| o.name == name && o.phase == phase).map(|o| o.calls).sum()
+}
+
+fn dims(ops: &[StageOp], name: OpName) -> [u64; 5] {
+    match ops.iter().find(|o| o.name == name).unwrap().work {
+        Work::Compute { shape, .. } => {
+            // Only flash attention has a fifth dim (its key/value heads).
+            assert!(shape.dims[4] == 0 || name == OpName::FlashAttention, "{name:?}: {:?}", shape.dims);
+            shape.dims
+        }
+        _ => panic!("not a computation"),
+    }
+}
+
+const PREC: OpPrecisions = OpPrecisions { gemm: Precision::Bf16, other: Precision::Bf16 };
+
+#[test]
+fn gqa_and_swiglu_shapes_of_llama_70b() {
+    // d 8192, 64 heads of 128, kv 8, ffn 28672, tp 8, b 1, l 4096: QKV N = (64 + 16)·128/8 = 1280; the fused
+    // gate+up GEMM N = 2·28672/8 = 7168; the down GEMM K = 3584.
+    let c = cfg(
+        serde_json::json!({"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
+            "seq_len": 4096, "vocab": 128256, "activation": "swiglu", "norm": "rmsnorm", "attention": "flash"}),
+        serde_json::json!({"tp": 8}),
+        Precision::Bf16,
+    );
+    let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+    assert_eq!(dims(&ops, OpName::Linear1), [1, 4096, 1280, 8192, 0]);
+    assert_eq!(dims(&ops, OpName::Linear3), [1, 4096, 7168, 8192, 0]);
+    assert_eq!(dims(&ops, OpName::SwiGLU), [4096, 3584, 0, 0, 0]);
+    assert_eq!(dims(&ops, OpName::Linear4), [1, 4096, 8192, 3584, 0]);
+    // 8 query heads per rank, 1 kv head: rope rows 4096·(8 + 1)/2.
+    assert_eq!(dims(&ops, OpName::RoPE), [18432, 128, 0, 0, 0]);
+    assert_eq!(calls(&ops, OpName::MpAllReduce, Phase::Fwd), 2);
+}
+
+#[test]
+fn sequence_parallelism_turns_all_reduces_into_gather_scatter_pairs_and_shards_norms() {
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
+    let tp = cfg(m.clone(), serde_json::json!({"tp": 4}), Precision::Fp16);
+    let sp = cfg(m, serde_json::json!({"tp": 4, "sequence_parallel": true}), Precision::Fp16);
+    let (a, b) = (layer_ops(&tp, &Layout::new(&tp, 8), PREC), layer_ops(&sp, &Layout::new(&sp, 8), PREC));
+    assert_eq!((calls(&a, OpName::MpAllReduce, Phase::Fwd), calls(&a, OpName::MpAllReduce, Phase::Bwd)), (2, 2));
+    assert_eq!(calls(&b, OpName::MpAllReduce, Phase::Fwd) + calls(&b, OpName::MpAllReduce, Phase::Bwd), 0);
+    for phase in [Phase::Fwd, Phase::Bwd] {
+        assert_eq!(calls(&b, OpName::MpAllGather, phase), 2);
+        assert_eq!(calls(&b, OpName::MpReduceScatter, phase), 2);
+    }
+    // Norms on 2048/4 = 512 rows instead of 2048.
+    assert_eq!(dims(&a, OpName::LayerNorm), [2048, 1024, 0, 0, 0]);
+    assert_eq!(dims(&b, OpName::LayerNorm), [512, 1024, 0, 0, 0]);
+}
+
+#[test]
+fn megatrons_fused_softmax_runs_only_where_its_kernel_is_available() {
+    // vTrain's 16 heads at tp 8: micro-batch 1 gives 1·2 = 2 attention batches (not a multiple of 4) → PyTorch's
+    // mask fill + softmax; micro-batch 2 gives 4 → the fused kernel. At tp 4, 4 heads per rank always fuse.
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 1000});
+    let names = |tp: u32, mb: u32| {
+        let c = cfg(m.clone(), serde_json::json!({"tp": tp, "micro_batch": mb}), Precision::Fp16);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        let has = |n: OpName| ops.iter().any(|o| o.name == n && o.phase == Phase::Fwd);
+        (has(OpName::FusedSoftmax), has(OpName::Fillmask) && has(OpName::Softmax))
+    };
+    assert_eq!(names(8, 1), (false, true));
+    assert_eq!(names(8, 2), (true, false));
+    assert_eq!(names(4, 1), (true, false));
+    // The kernel's own limits: 16-bit input, 16 < sk ≤ 4096, multiples of 4, 8 batches per block when sk ≤ 128.
+    assert!(fused_softmax_available(1, 4, 2048, Precision::Bf16));
+    assert!(!fused_softmax_available(1, 4, 2048, Precision::Fp32));
+    assert!(!fused_softmax_available(1, 4, 8192, Precision::Fp16));
+    assert!(!fused_softmax_available(1, 4, 16, Precision::Fp16));
+    assert!(!fused_softmax_available(1, 4, 1026, Precision::Fp16));
+    assert!(!fused_softmax_available(1, 4, 128, Precision::Fp16));
+    assert!(fused_softmax_available(2, 4, 128, Precision::Fp16));
+    assert!(fused_softmax_available(1, 4, 129 + 3, Precision::Fp16));
+}
+
+#[test]
+fn recompute_adds_forward_work_to_the_backward_pass() {
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
+    let count = |r: &str| {
+        let c = cfg(m.clone(), serde_json::json!({"tp": 2, "recompute": r}), Precision::Fp16);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        let fwd = ops.iter().filter(|o| o.phase == Phase::Fwd).count();
+        let rec: Vec<OpName> = ops.iter().filter(|o| o.recompute).map(|o| o.name).collect();
+        (fwd, rec)
+    };
+    let (fwd, none) = count("none");
+    assert!(none.is_empty());
+    // Full: every forward operator again (10 compute + 1 all-reduce entry).
+    let (_, full) = count("full");
+    assert_eq!(full.len(), fwd);
+    assert!(full.contains(&OpName::MpAllReduce) && full.contains(&OpName::Linear1));
+    // Selective: QKᵀ, fused softmax and ·V only.
+    let (_, sel) = count("selective");
+    assert_eq!(sel, vec![OpName::QkT, OpName::FusedSoftmax, OpName::AttnV]);
+}
+
+#[test]
+fn dropout_adds_the_attention_dropout_and_two_bias_dropout_adds() {
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 1000,
+        "dropout": 0.1});
+    let c = cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 4}), Precision::Fp16);
+    let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+    // 4 · 8 heads · 1024 query rows of 1024 probabilities; two residual branches of 4096 tokens × 1024.
+    assert_eq!(dims(&ops, OpName::AttentionDropout), [32768, 1024, 1, 0, 0]);
+    assert_eq!(dims(&ops, OpName::BiasDropoutAdd), [4096, 1024, 3, 0, 0]);
+    assert_eq!(
+        (calls(&ops, OpName::BiasDropoutAdd, Phase::Fwd), calls(&ops, OpName::BiasDropoutAdd, Phase::Bwd)),
+        (2, 2)
+    );
+    // FlashAttention fuses the attention dropout; no dropout, no kernels.
+    let mut flash = m.clone();
+    flash["attention"] = serde_json::json!("flash");
+    let f = cfg(flash, serde_json::json!({"tp": 2}), Precision::Fp16);
+    assert_eq!(calls(&layer_ops(&f, &Layout::new(&f, 8), PREC), OpName::AttentionDropout, Phase::Fwd), 0);
+    let mut none = m;
+    none["dropout"] = serde_json::json!(0.0);
+    let n = cfg(none, serde_json::json!({"tp": 2}), Precision::Fp16);
+    assert_eq!(calls(&layer_ops(&n, &Layout::new(&n, 8), PREC), OpName::BiasDropoutAdd, Phase::Fwd), 0);
+}
+
+#[test]
+fn context_parallel_ring_attention_and_fp8_gemms() {
+    let c = cfg(
+        serde_json::json!({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
+            "seq_len": 8192, "vocab": 128256, "activation": "swiglu", "attention": "flash"}),
+        serde_json::json!({"context_parallel": 2}),
+        Precision::Fp8,
+    );
+    let prec = OpPrecisions { gemm: Precision::Fp8, other: Precision::Bf16 };
+    let ops = layer_ops(&c, &Layout::new(&c, 8), prec);
+    // Two ring steps of 4096 queries each; one key/value exchange forward, one (with gradients) backward.
+    assert_eq!(calls(&ops, OpName::FlashAttention, Phase::Fwd), 2);
+    // 32 query heads and 8 key/value heads (GQA), no tensor parallelism.
+    assert_eq!(dims(&ops, OpName::FlashAttention), [1, 4096, 32, 128, 8]);
+    let p2p: Vec<&StageOp> = ops.iter().filter(|o| o.name == OpName::CpP2p).collect();
+    assert_eq!(p2p.len(), 2);
+    // K and V of 4096 tokens · 8 heads · 128 · 2 bytes = 16 MiB forward, twice that backward.
+    let bytes = |o: &StageOp| match o.work {
+        Work::Collective { bytes, .. } => bytes,
+        _ => 0.0,
+    };
+    assert_eq!((bytes(p2p[0]), bytes(p2p[1])), (16_777_216.0, 33_554_432.0));
+    assert_eq!(p2p[0].overlaps, Some(Overlap { with: OpName::FlashAttention, chunks: 1 }));
+    // GEMMs in fp8, the rest in bf16.
+    let dtype = |n: OpName| match ops.iter().find(|o| o.name == n).unwrap().work {
+        Work::Compute { dtype, .. } => dtype,
+        _ => panic!(),
+    };
+    assert_eq!((dtype(OpName::Linear1), dtype(OpName::FlashAttention)), (Precision::Fp8, Precision::Bf16));
+    assert_eq!(dtype(OpName::Linear4), Precision::Fp8);
+}
