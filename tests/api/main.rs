@@ -4,7 +4,7 @@
 //! One binary instead of one per file: each test binary links the whole crate and LightGBM, so fourteen of them
 //! cost fourteen links and their disk. Every test here owns its state (its own temporary database, its own
 //! registry generation for the process-wide operator cache); what the process shares (the Prometheus recorder)
-//! is only ever read with lower bounds. Two suites stay binaries of their own: `tests/crash.rs` (the kill loop:
+//! is only ever read with lower bounds. Two suites stay binaries of their own: `tests/crash/` (the kill loop:
 //! minutes of a real server process, SIGKILLed on purpose) and `tests/cli.rs` (the real binary, its ports and
 //! signals).
 

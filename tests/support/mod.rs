@@ -1,4 +1,4 @@
-//! What the tests that run the real `perfcast` binary share (`tests/crash.rs`, `tests/replicas.rs`, each through
+//! What the tests that run the real `perfcast` binary share (`tests/crash/`, `tests/replicas.rs`, each through
 //! `mod support;`): a minimal HTTP/1.1 client over a std `TcpStream` (one request per connection) and a server
 //! process started with `perfcast serve` on a free loopback port, its log in a file, SIGKILLed on drop.
 //!
