@@ -1,0 +1,114 @@
+//! The evaluation's summary subsets, its markdown and its CSV/JSON files.
+
+use super::*;
+
+pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
+    let mut summary = Vec::new();
+    let mut add = |label: String, f: &dyn Fn(&RowResult) -> bool| {
+        let (p, m): (Vec<f64>, Vec<f64>) =
+            results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s)).unzip();
+        if !m.is_empty() {
+            summary.push(Summary { label, accuracy: accuracy(&p, &m) });
+        }
+    };
+    add("all rows".to_string(), &|_| true);
+    for fw in ["vllm", "trtllm"] {
+        add(fw.to_string(), &|r| r.framework == fw);
+    }
+    for hw in ["A100", "H100", "GH200"] {
+        add(hw.to_string(), &|r| r.hardware == hw);
+        for fw in ["vllm", "trtllm"] {
+            add(format!("{fw} {hw}"), &|r| r.hardware == hw && r.framework == fw);
+        }
+    }
+    // The bench times whole batches: prefill-heavy rows stand for TTFT (the prompt's prefill), decode-heavy rows
+    // for TPOT (the decode steps), by the predicted share of the latency in the prefill.
+    add("prefill-heavy (prefill ≥ 8 % of the latency, the most there are; TTFT-like)".to_string(), &|r| {
+        r.prefill_share >= 0.08
+    });
+    add("decode-heavy (prefill < 2 % of the latency; TPOT-like)".to_string(), &|r| r.prefill_share < 0.02);
+    for hw in ["A100", "H100", "GH200"] {
+        for fw in ["vllm", "trtllm"] {
+            add(format!("{fw} {hw} prefill-heavy"), &|r| {
+                r.hardware == hw && r.framework == fw && r.prefill_share >= 0.08
+            });
+            add(format!("{fw} {hw} decode-heavy"), &|r| {
+                r.hardware == hw && r.framework == fw && r.prefill_share < 0.02
+            });
+        }
+    }
+    for b in [1, 16, 32, 64] {
+        add(format!("batch {b}"), &|r| r.batch == b);
+    }
+    for l in [128, 256, 512, 1024, 2048] {
+        add(format!("length {l}"), &|r| r.length == l);
+    }
+    add("needs waves (batch above the KV cache)".to_string(), &|r| r.waves > 1);
+    let models: std::collections::BTreeSet<&str> = results.iter().map(|r| r.model.as_str()).collect();
+    for m in models {
+        add(format!("model {m}"), &|r| r.model == m);
+    }
+    summary
+}
+
+pub(super) fn pct(v: f64) -> String {
+    format!("{:.1} %", v * 100.0)
+}
+
+/// The report as markdown.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::from("| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n");
+    for x in &r.summary {
+        s.push_str(&format!(
+            "| {} | {} | {} | {:+.1} % |\n",
+            x.label,
+            x.accuracy.rows,
+            pct(x.accuracy.mape),
+            x.accuracy.signed * 100.0
+        ));
+    }
+    s.push_str(&format!("\nModels: {}\n\nConstants: {}\n", r.models, describe(&r.constants)));
+    for (i, f) in r.folds.iter().enumerate() {
+        s.push_str(&format!("fold {}: {}\n", i + 1, describe(f)));
+    }
+    s.push_str(&format!(
+        "\nIntervals ({}): how often the measured latency falls in [p10, p90] (target 80 %)\n\n| subset | rows | \
+         inside | below p10 | above p90 |\n|---|---:|---:|---:|---:|\n",
+        r.coverage_kind
+    ));
+    for c in &r.coverage {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.label,
+            c.rows,
+            pct(c.inside),
+            pct(c.below),
+            pct(c.above)
+        ));
+    }
+    if !r.quantiles.is_empty() {
+        s.push_str("\nResidual quantiles ln(measured / predicted) over every out-of-fold row:\n\n");
+        for q in &r.quantiles {
+            s.push_str(&format!("- {}: q10 {:+.4}, q90 {:+.4} ({} rows)\n", q.class, q.q10, q.q90, q.rows));
+        }
+    }
+    s.push_str("\nNot evaluated:\n\n| reason | rows |\n|---|---:|\n");
+    for (why, n) in &r.skipped {
+        s.push_str(&format!("| {why} | {n} |\n"));
+    }
+    s
+}
+
+/// Writes inference.md, inference.json and inference_rows.csv under `out`.
+pub fn write(r: &Report, out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::write(out.join("inference.md"), markdown(r)).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("inference.json"), serde_json::to_vec_pretty(r).unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for row in &r.rows {
+        w.serialize(row).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(out.join("inference_rows.csv"), w.into_inner().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
+}
