@@ -16,5 +16,6 @@ pub mod kernels;
 pub mod logo;
 pub mod neighbours;
 pub mod operators;
+pub mod output;
 pub mod plot;
 pub mod training;

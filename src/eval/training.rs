@@ -43,12 +43,7 @@ pub struct RowResult {
     pub measured_tflops_per_gpu: f64,
 }
 
-/// Accuracy of one subset.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    pub label: String,
-    pub accuracy: Accuracy,
-}
+pub use super::output::Summary;
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
@@ -303,17 +298,9 @@ pub fn markdown(r: &Report) -> String {
     s
 }
 
-/// Writes training.md, training.json and training_rows.csv under `out`.
+/// Writes training.md, training.json and training_rows.csv under `out` ([`super::output::write_files`]).
 pub fn write(r: &Report, out: &PathBuf) -> Result<(), String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    std::fs::write(out.join("training.md"), markdown(r)).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("training.json"), serde_json::to_vec_pretty(r).unwrap_or_default())
-        .map_err(|e| e.to_string())?;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for row in &r.rows {
-        w.serialize(row).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(out.join("training_rows.csv"), w.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+    super::output::write_files(out, "training", &markdown(r), r, Some(&r.rows)).map(|_| ())
 }
 
 #[cfg(test)]

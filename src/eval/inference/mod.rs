@@ -35,7 +35,7 @@ use crate::cost::roofline::UnsupportedPrecision;
 use crate::cost::{CostBackend, Timed};
 use crate::hw::{presets, Precision, System};
 use crate::learn::backend::LearnedBackend;
-use crate::learn::fit::{accuracy, Accuracy};
+use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::conformal_quantiles;
 use crate::llm::serving::engine::HostCost;
@@ -95,12 +95,7 @@ pub struct RowResult {
     pub p90_s: f64,
 }
 
-/// Accuracy of one subset.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    pub label: String,
-    pub accuracy: Accuracy,
-}
+pub use super::output::Summary;
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]

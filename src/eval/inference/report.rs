@@ -99,16 +99,7 @@ pub fn markdown(r: &Report) -> String {
     s
 }
 
-/// Writes inference.md, inference.json and inference_rows.csv under `out`.
+/// Writes inference.md, inference.json and inference_rows.csv under `out` ([`crate::eval::output::write_files`]).
 pub fn write(r: &Report, out: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    std::fs::write(out.join("inference.md"), markdown(r)).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("inference.json"), serde_json::to_vec_pretty(r).unwrap_or_default())
-        .map_err(|e| e.to_string())?;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for row in &r.rows {
-        w.serialize(row).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(out.join("inference_rows.csv"), w.into_inner().map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())
+    crate::eval::output::write_files(out, "inference", &markdown(r), r, Some(&r.rows)).map(|_| ())
 }

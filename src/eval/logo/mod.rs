@@ -374,15 +374,13 @@ pub fn markdown(r: &Report) -> String {
     s
 }
 
-/// Writes `cross_gpu_<source>.md` and `.json` under `out`; returns their paths.
+/// Writes `cross_gpu_<source>.md` and `.json` under `out` ([`crate::eval::output::write_files`]); returns their
+/// paths.
 pub fn write(r: &Report, out: &Path) -> Result<(PathBuf, PathBuf), String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let md = out.join(format!("cross_gpu_{}.md", r.source.name()));
-    let json = out.join(format!("cross_gpu_{}.json", r.source.name()));
-    std::fs::write(&md, markdown(r)).map_err(|e| format!("{}: {e}", md.display()))?;
-    std::fs::write(&json, serde_json::to_vec_pretty(r).map_err(|e| e.to_string())?)
-        .map_err(|e| format!("{}: {e}", json.display()))?;
-    Ok((md, json))
+    let none: Option<&[()]> = None;
+    let paths =
+        crate::eval::output::write_files(out, &format!("cross_gpu_{}", r.source.name()), &markdown(r), r, none)?;
+    Ok((paths[0].clone(), paths[1].clone()))
 }
 
 #[cfg(test)]
