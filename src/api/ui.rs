@@ -23,23 +23,66 @@ pub struct Asset {
     pub path: &'static str,
     /// Its `Content-Type`.
     pub content_type: &'static str,
+    /// Its content.
     pub body: &'static str,
 }
 
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 
-/// The dashboard's files, by URL path.
-pub static ASSETS: [Asset; 8] = [
-    Asset { path: "/ui/", content_type: HTML, body: include_str!("ui/index.html") },
-    Asset { path: "/ui/models", content_type: HTML, body: include_str!("ui/models.html") },
-    Asset { path: "/ui/data", content_type: HTML, body: include_str!("ui/data.html") },
-    Asset { path: "/ui/app.css", content_type: "text/css; charset=utf-8", body: include_str!("ui/app.css") },
-    Asset { path: "/ui/app.js", content_type: JS, body: include_str!("ui/app.js") },
-    Asset { path: "/ui/predict.js", content_type: JS, body: include_str!("ui/predict.js") },
-    Asset { path: "/ui/models.js", content_type: JS, body: include_str!("ui/models.js") },
-    Asset { path: "/ui/data.js", content_type: JS, body: include_str!("ui/data.js") },
+/// A page of the dashboard: its URL path, `<title>`, own script, and the contents of its `<main>` (the file under
+/// `src/api/ui/`); [`LAYOUT`] gives every page the same head, navigation and key form.
+struct Page {
+    path: &'static str,
+    title: &'static str,
+    script: &'static str,
+    main: &'static str,
+}
+
+/// The frame of every page (`src/api/ui/layout.html`): `{{title}}`, `{{script}}` and `{{main}}` are the page's,
+/// `{{current PATH}}` marks the navigation link of the page being shown (`aria-current="page"`).
+const LAYOUT: &str = include_str!("ui/layout.html");
+
+const PAGES: [Page; 3] = [
+    Page { path: "/ui/", title: "Predict · perfcast", script: "/ui/predict.js", main: include_str!("ui/index.html") },
+    Page {
+        path: "/ui/models",
+        title: "Models · perfcast",
+        script: "/ui/models.js",
+        main: include_str!("ui/models.html"),
+    },
+    Page { path: "/ui/data", title: "Data · perfcast", script: "/ui/data.js", main: include_str!("ui/data.html") },
 ];
+
+/// `page` in [`LAYOUT`].
+fn compose(page: &Page) -> String {
+    let mut html = LAYOUT.replace("{{title}}", page.title).replace("{{script}}", page.script);
+    for p in &PAGES {
+        let mark = if p.path == page.path { " aria-current=\"page\"" } else { "" };
+        html = html.replace(&format!("{{{{current {}}}}}", p.path), mark);
+    }
+    html.replace("{{main}}", page.main)
+}
+
+/// The dashboard's files, by URL path: the three pages ([`PAGES`] in [`LAYOUT`], composed once) and the static
+/// files.
+pub fn assets() -> &'static [Asset] {
+    static ASSETS: OnceLock<Vec<Asset>> = OnceLock::new();
+    ASSETS.get_or_init(|| {
+        let mut v: Vec<Asset> = PAGES
+            .iter()
+            .map(|p| Asset { path: p.path, content_type: HTML, body: Box::leak(compose(p).into_boxed_str()) })
+            .collect();
+        v.extend([
+            Asset { path: "/ui/app.css", content_type: "text/css; charset=utf-8", body: include_str!("ui/app.css") },
+            Asset { path: "/ui/app.js", content_type: JS, body: include_str!("ui/app.js") },
+            Asset { path: "/ui/predict.js", content_type: JS, body: include_str!("ui/predict.js") },
+            Asset { path: "/ui/models.js", content_type: JS, body: include_str!("ui/models.js") },
+            Asset { path: "/ui/data.js", content_type: JS, body: include_str!("ui/data.js") },
+        ]);
+        v
+    })
+}
 
 macro_rules! examples {
     ($($name:literal),* $(,)?) => {
@@ -108,12 +151,12 @@ fn serve(request: &HeaderMap, content_type: &'static str, body: &'static str) ->
     res
 }
 
-/// The dashboard's routes: every [`ASSETS`] file, `/ui/examples.json`, and `/ui` redirecting to `/ui/`.
+/// The dashboard's routes: every [`assets`] file, `/ui/examples.json`, and `/ui` redirecting to `/ui/`.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let mut r = Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route("/ui/examples.json", get(|h: HeaderMap| async move { serve(&h, "application/json", examples_json()) }));
-    for a in &ASSETS {
+    for a in assets() {
         r = r.route(a.path, get(move |h: HeaderMap| async move { serve(&h, a.content_type, a.body) }));
     }
     r
@@ -148,6 +191,22 @@ mod tests {
         assert_eq!(parsed.as_object().unwrap().len(), EXAMPLES.len());
         assert!(parsed[DEFAULT_EXAMPLE]["system"].is_string());
         assert!(EXAMPLES.iter().all(|(_, b)| serde_json::from_str::<serde_json::Value>(b).is_ok()));
+    }
+
+    #[test]
+    fn every_page_is_the_layout_around_its_main_with_its_own_link_marked() {
+        let pages: Vec<&Asset> = assets().iter().filter(|a| a.content_type == HTML).collect();
+        assert_eq!(pages.iter().map(|a| a.path).collect::<Vec<_>>(), ["/ui/", "/ui/models", "/ui/data"]);
+        for (a, p) in pages.iter().zip(&PAGES) {
+            assert!(!a.body.contains("{{"), "{}: a placeholder is left", a.path);
+            assert!(a.body.starts_with("<!doctype html>") && a.body.ends_with("</main>\n</body>\n</html>\n"));
+            assert!(a.body.contains(&format!("<title>{}</title>", p.title)));
+            assert!(a.body.contains(&format!("<script src=\"{}\" defer></script>", p.script)));
+            assert!(a.body.contains(p.main));
+            // Exactly one link is current: the page's own.
+            assert_eq!(a.body.matches("aria-current=\"page\"").count(), 1, "{}", a.path);
+            assert!(a.body.contains(&format!("<a href=\"{}\" aria-current=\"page\">", p.path)), "{}", a.path);
+        }
     }
 
     #[test]
