@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::datasets;
 use super::neighbours::Neighbours;
+use super::output::pct;
 use crate::cost::CostBackend;
 use crate::hw::{lookup, Link, System};
 use crate::ingest::{self, Context, Format};
@@ -318,10 +319,6 @@ fn tempfile_dir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("perfcast-eval-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(dir)
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.1} %", v * 100.0)
 }
 
 fn signed_pct(v: f64) -> String {

@@ -1,17 +1,42 @@
 //! What every evaluation writes: its markdown summary, its report as JSON and, where it has rows, one CSV line per
-//! row — and the accuracy of one subset, the unit of those summaries.
+//! row — the accuracy of one subset, the unit of those summaries, and the pieces of markdown they share.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::intervals::Coverage;
 use crate::learn::fit::Accuracy;
 
 /// Accuracy of one subset of an evaluation's rows (MAPE and signed error over `accuracy.rows` rows).
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// What the subset is (`vtrain tp 8`, `all rows`, …).
     pub label: String,
+    /// Its MAPE and mean signed error (fractions) and row count.
     pub accuracy: Accuracy,
+}
+
+/// A fraction as a percentage with one decimal: 0.0537 → `5.4 %`.
+pub fn pct(v: f64) -> String {
+    format!("{:.1} %", v * 100.0)
+}
+
+/// The markdown table of interval coverage: per subset its rows and the fractions measured inside p10–p90
+/// (target 80 %), below p10 and above p90 (10 % each).
+pub fn coverage_table(coverage: &[Coverage]) -> String {
+    let mut s = String::from("| subset | rows | inside p10–p90 | below p10 | above p90 |\n|---|---:|---:|---:|---:|\n");
+    for c in coverage {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.label,
+            c.rows,
+            pct(c.inside),
+            pct(c.below),
+            pct(c.above)
+        ));
+    }
+    s
 }
 
 /// Writes `<stem>.md` (`markdown`), `<stem>.json` (`report`, pretty-printed) and, with `rows`, `<stem>_rows.csv`
@@ -71,5 +96,19 @@ mod tests {
         assert_eq!(write_files(&dir, "bare", "", &1, none).unwrap().len(), 2);
         assert!(!dir.join("bare_rows.csv").exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn coverage_rows_in_percent() {
+        let c = Coverage {
+            label: "dgxc".into(),
+            rows: 117,
+            inside: 87.0 / 117.0,
+            below: 17.0 / 117.0,
+            above: 13.0 / 117.0,
+        };
+        // 87/117 = 74.36 %, 17/117 = 14.53 %, 13/117 = 11.11 %.
+        assert!(coverage_table(&[c]).ends_with("| dgxc | 117 | 74.4 % | 14.5 % | 11.1 % |\n"));
+        assert_eq!(pct(0.0537), "5.4 %");
     }
 }

@@ -11,9 +11,10 @@ use serde::Serialize;
 use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
+use super::output::{coverage_table, pct};
 use crate::learn::fit::{accuracy, Accuracy};
-use crate::llm::interval::ResidualClass;
 use crate::learn::Registry;
+use crate::llm::interval::ResidualClass;
 use crate::llm::{validate, TrainingPrediction};
 
 /// One evaluated row.
@@ -256,13 +257,10 @@ pub fn run(
     })
 }
 
-fn pct(v: f64) -> String {
-    format!("{:.1} %", v * 100.0)
-}
-
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
-    let mut s = format!("Learned models: {}.\n\n| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n", r.models);
+    let mut s =
+        format!("Learned models: {}.\n\n| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n", r.models);
     for x in &r.summary {
         s.push_str(&format!(
             "| {} | {} | {} | {:+.1} % |\n",
@@ -276,17 +274,7 @@ pub fn markdown(r: &Report) -> String {
         "\nInterval coverage, {} — measured inside p10–p90 (target 80 %), below p10 and above p90 (10 % each):\n\n",
         r.coverage_kind
     ));
-    s.push_str("| rows of | rows | inside | below | above |\n|---|---:|---:|---:|---:|\n");
-    for c in &r.coverage {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            c.label,
-            c.rows,
-            pct(c.inside),
-            pct(c.below),
-            pct(c.above)
-        ));
-    }
+    s.push_str(&coverage_table(&r.coverage));
     s.push_str(&format!("\nEfficiencies: {:?}\n", r.efficiency));
     for (i, f) in r.folds.iter().enumerate() {
         s.push_str(&format!("fold {}: {f:?}\n", i + 1));

@@ -1,6 +1,7 @@
 //! The evaluation's summary subsets, its markdown and its CSV/JSON files.
 
 use super::*;
+use crate::eval::output::{coverage_table, pct};
 
 pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
     let mut summary = Vec::new();
@@ -51,10 +52,6 @@ pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
     summary
 }
 
-pub(super) fn pct(v: f64) -> String {
-    format!("{:.1} %", v * 100.0)
-}
-
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::from("| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n");
@@ -72,20 +69,10 @@ pub fn markdown(r: &Report) -> String {
         s.push_str(&format!("fold {}: {}\n", i + 1, describe(f)));
     }
     s.push_str(&format!(
-        "\nIntervals ({}): how often the measured latency falls in [p10, p90] (target 80 %)\n\n| subset | rows | \
-         inside | below p10 | above p90 |\n|---|---:|---:|---:|---:|\n",
+        "\nIntervals ({}): how often the measured latency falls in [p10, p90] (target 80 %)\n\n",
         r.coverage_kind
     ));
-    for c in &r.coverage {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            c.label,
-            c.rows,
-            pct(c.inside),
-            pct(c.below),
-            pct(c.above)
-        ));
-    }
+    s.push_str(&coverage_table(&r.coverage));
     if !r.quantiles.is_empty() {
         s.push_str("\nResidual quantiles ln(measured / predicted) over every out-of-fold row:\n\n");
         for q in &r.quantiles {
