@@ -12,7 +12,7 @@ use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
 use super::output::{coverage_table, pct};
-use crate::learn::fit::{accuracy, Accuracy};
+use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::ResidualClass;
 use crate::llm::{validate, TrainingPrediction};
@@ -295,6 +295,7 @@ pub fn write(r: &Report, out: &PathBuf) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::cost::Efficiency;
+    use crate::learn::fit::Accuracy;
 
     fn data() -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")

@@ -32,6 +32,25 @@ fn decode(r: &sqlx::any::AnyRow) -> Result<KeyRecord, StoreError> {
 
 const COLUMNS: &str = "key_id, name, scope, sha256, created_at, revoked_at, last_used_at";
 
+/// Inserts one key row inside `tx` and returns it (both engines: `RETURNING`).
+async fn insert(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    key_id: &str,
+    name: &str,
+    scope: &str,
+    sha256: &str,
+) -> Result<sqlx::any::AnyRow, sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
+    ))
+    .bind(key_id)
+    .bind(name)
+    .bind(scope)
+    .bind(sha256)
+    .fetch_one(&mut **tx)
+    .await
+}
+
 impl Store {
     /// Stores a key's id, name, scope and hash.
     pub async fn insert_key(
@@ -42,16 +61,7 @@ impl Store {
         sha256: &str,
     ) -> Result<KeyRecord, StoreError> {
         let mut tx = self.begin().await?;
-        let r = sqlx::query(&format!(
-            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
-        ))
-        .bind(key_id)
-        .bind(name)
-        .bind(scope)
-        .bind(sha256)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| match e {
+        let r = insert(&mut tx, key_id, name, scope, sha256).await.map_err(|e| match e {
             // Another replica provisioned the same configured key at the same moment.
             sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("key {key_id}")),
             e => e.into(),
@@ -84,15 +94,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(None);
         }
-        let r = sqlx::query(&format!(
-            "INSERT INTO api_keys (key_id, name, scope, sha256) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
-        ))
-        .bind(key_id)
-        .bind(name)
-        .bind(scope)
-        .bind(sha256)
-        .fetch_one(&mut *tx)
-        .await?;
+        let r = insert(&mut tx, key_id, name, scope, sha256).await?;
         tx.commit().await?;
         decode(&r).map(Some)
     }

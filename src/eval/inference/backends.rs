@@ -5,9 +5,9 @@ use super::*;
 /// A backend with every answer remembered: the fit re-derates the same shapes thousands of times (a learned
 /// answer is one LightGBM evaluation; the cache makes it one lookup).
 pub struct Cached {
-    pub inner: LearnedBackend,
-    pub compute: Mutex<HashMap<(OpShape, Precision), Timed>>,
-    pub collective: Mutex<HashMap<(Collective, u64, Group, u32), Timed>>,
+    inner: LearnedBackend,
+    compute: Mutex<HashMap<(OpShape, Precision), Timed>>,
+    collective: Mutex<HashMap<(Collective, u64, Group, u32), Timed>>,
 }
 
 impl CostBackend for Cached {
@@ -36,7 +36,7 @@ impl CostBackend for Cached {
 }
 
 /// The three systems' cached backends.
-pub struct Backends(pub HashMap<String, Cached>);
+pub struct Backends(HashMap<String, Cached>);
 
 impl Backends {
     /// A cached backend per system of `rows` over the learned `models` (an empty registry: every operator and
@@ -57,6 +57,12 @@ impl Backends {
             }
         }
         Backends(m)
+    }
+
+    /// The system of preset `name` (one of the rows' systems). Panics for another name (a programming error: the
+    /// rows name only the presets [`Backends::new`] was given them for).
+    pub fn system(&self, name: &str) -> &System {
+        self.0[name].system()
     }
 
     /// The predicted seconds and waves of `row` under `consts` (`None` when the predictor refuses it).

@@ -180,7 +180,7 @@ pub fn run(
             (preds, fitted, c)
         }
     };
-    let class_of = |r: &BenchRow| residual_class(r.framework, &backends.0[&r.system].inner.system().gpu);
+    let class_of = |r: &BenchRow| residual_class(r.framework, &backends.system(&r.system).gpu);
     // Intervals: cross-conformal under cross-validation (each fold's rows get the quantiles of the other folds'
     // out-of-fold residuals), the shipped quantiles otherwise.
     let residual =
