@@ -20,6 +20,7 @@ pub struct E2eRow {
     pub id: String,
     /// The system it ran on.
     pub system: SystemSpec,
+    /// The training request that describes the run (model, parallelism, precision) on `system`.
     pub request: TrainingRequest,
     /// Measured time of one iteration, s.
     pub measured_s: f64,
@@ -32,7 +33,9 @@ pub struct E2eRow {
 /// The rows of all sources, and the rows skipped per source with the reason.
 #[derive(Debug, Default)]
 pub struct E2eData {
+    /// The rows that became requests.
     pub rows: Vec<E2eRow>,
+    /// (source, reason) → rows not evaluated.
     pub skipped: BTreeMap<(String, String), u64>,
 }
 
