@@ -56,13 +56,22 @@ pub struct Efficiency {
     /// collective's hidden time. 0 = free overlap. See [`Efficiency::CALIBRATED`] for the value and its sources.
     #[serde(default)]
     pub overlap_slowdown: f64,
-    /// Sustained clock of a training run as a fraction of the microbenchmark clock, 0–1: a learned compute-bound
-    /// operator time (GEMM, batched GEMM, flash attention, MoE experts) comes from short microbenchmarks at boost
-    /// clocks, while a long training run is power-capped and runs its tensor-core kernels at a lower sustained
-    /// clock, so training divides such a time by this fraction (1 = microbenchmark speed). Applied by [`Derated`]
-    /// (training) only, never to analytic answers, which [`Efficiency::gemm_on`] derates already.
+    /// Sustained clock of a training run as a fraction of the microbenchmark clock, 0–1, on every GPU but the
+    /// Ampere ones ([`Efficiency::sustained_clock_ampere`]): a learned compute-bound operator time (GEMM, batched
+    /// GEMM, flash attention, MoE experts) comes from short microbenchmarks at boost clocks, while a long training
+    /// run is power-capped and runs its tensor-core kernels at a lower sustained clock, so training divides such a
+    /// time by this fraction (1 = microbenchmark speed). Applied by [`Derated`] (training) only, never to analytic
+    /// answers, which [`Efficiency::gemm_on`] derates already.
     #[serde(default = "one")]
     pub sustained_clock: f64,
+    /// [`Efficiency::sustained_clock`] of Ampere GPUs (compute capability 8.x: A100, A30, A10, RTX 30), 0–1. A
+    /// separate constant because the GPUs differ in how far a sustained load pulls them below their microbenchmark
+    /// speed: an A100 holds its 1,410 MHz boost clock in long GEMM runs far better than an H100 SXM its 1,980 MHz
+    /// under its 700 W cap (SuperBench's sustained A100 cuBLAS test reaches 0.85 of the bf16 and 0.90 of the fp16
+    /// peak, where the learned microbenchmarks' largest A100 GEMMs reach 0.92–0.93; the largest learned H100 GEMMs
+    /// reach 0.77–0.83 and run about 15 % slower still in training). Default 1.
+    #[serde(default = "one")]
+    pub sustained_clock_ampere: f64,
     /// Remove the activation quantization that the learned per-tensor fp8 GEMM times include (aiconfigurator times
     /// vLLM's `CutlassFP8ScaledMMLinearKernel`, whose dynamic quantization of the activation runs inside the timed
     /// call) from the learned fp8 `linear` times in training, where Transformer Engine fuses that cast into the
@@ -105,6 +114,7 @@ impl Efficiency {
         measured_gemm: false,
         overlap_slowdown: 0.0,
         sustained_clock: 1.0,
+        sustained_clock_ampere: 1.0,
         fused_fp8_quantize: false,
     };
 
@@ -116,15 +126,18 @@ impl Efficiency {
     /// 16 NeMo and 117 DGX Cloud rows; grouped 5-fold cross-validated errors in the README) jointly with the
     /// overlaps the frameworks run and what a fresh install serves — the bundled learned models where they cover
     /// an operator or collective, these constants for the rest — each searched inside its plausible range
-    /// (`BOUNDS` of `perfcast eval training`'s fit, src/eval/efficiency_fit.rs), 2026-11-24 (branch `clock` on 4208f2a, bundle 51a1396a): the
-    /// learned compute-bound operators run at the sustained clock [`SUSTAINED_CLOCK`] 0.846 (folds 0.829–0.855)
-    /// and the learned fp8 GEMMs without the activation cast Transformer Engine fuses
-    /// ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.791 (folds 0.659–0.900; plausible 0.5–0.9),
-    /// `kernel_us` 31.8 µs (folds 23.6–35.4; plausible 5–40) and `host_us` 67.9 µs (folds 67.6–69.2; plausible
-    /// 20–100). Without the sustained clock and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5
-    /// in every fold (0.30 unbounded): it slowed the bandwidth-bound operators to make up for H100 bf16 steps
-    /// predicted 10–15 % too fast, a gap the sustained clock closes (bf16 −14.4 % → −3.7 %, cross-validated).
-    /// Earlier fits: 0.5, 33.6 µs, 67.5 µs (b3b06cc); bundled models without overlaps 0.667, 36.9 µs, 67.9 µs;
+    /// (`BOUNDS` of `perfcast eval training`'s fit, src/eval/efficiency_fit.rs), 2026-11-24 (branch `clockgen` on
+    /// f12af19, bundle 51a1396a): the learned compute-bound operators run at the sustained clock
+    /// [`SUSTAINED_CLOCK`] 0.864 (folds 0.829–0.873; [`SUSTAINED_CLOCK_AMPERE`] 1.000 on Ampere, folds
+    /// 0.914–1.000) and the learned fp8 GEMMs without the activation cast Transformer Engine fuses
+    /// ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.661 (folds 0.514–0.900; plausible 0.5–0.9),
+    /// `kernel_us` 37.5 µs (folds 19.0–40.0; plausible 5–40) and `host_us` 67.9 µs (folds 67.2–68.7; plausible
+    /// 20–100): `memory` and `kernel_us` are weakly determined (folds at both bounds). Without the sustained clock
+    /// and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5 in every fold (0.30 unbounded): it
+    /// slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, a gap the
+    /// sustained clock closes (bf16 −14.4 % → −3.7 %, cross-validated).
+    /// Earlier fits: one sustained clock for every GPU 0.846 with 0.791, 31.8 µs, 67.9 µs (4208f2a);
+    /// 0.5, 33.6 µs, 67.5 µs (b3b06cc); bundled models without overlaps 0.667, 36.9 µs, 67.9 µs;
     /// analytic operators with overlaps 0.542, 28.1 µs, 67.8 µs. `gemm_fp8` 0.565 is not fitted (every fp8 GEMM
     /// of the runs is learned; it times fp8 GEMMs only on GPUs the bundle does not cover): the analytic-operator
     /// fit with overlaps, which aiconfigurator's H100 fp8
@@ -136,16 +149,27 @@ impl Efficiency {
         gemm_16bit: 0.8,
         gemm_fp8: 0.565,
         gemm_32bit: 0.81,
-        memory: 0.791,
-        kernel_us: 31.8,
+        memory: 0.661,
+        kernel_us: 37.5,
         network: 0.74,
         collective_us: 50.0,
         host_us: 67.9,
         measured_gemm: true,
         overlap_slowdown: OVERLAP_SLOWDOWN,
         sustained_clock: SUSTAINED_CLOCK,
+        sustained_clock_ampere: SUSTAINED_CLOCK_AMPERE,
         fused_fp8_quantize: true,
     };
+
+    /// The sustained clock fraction of `gpu` in training ([`Efficiency::sustained_clock_ampere`] on Ampere,
+    /// [`Efficiency::sustained_clock`] on the others).
+    pub fn clock_on(&self, gpu: &crate::hw::GpuSpec) -> f64 {
+        if gpu.generation() == "ampere" {
+            self.sustained_clock_ampere
+        } else {
+            self.sustained_clock
+        }
+    }
 
     /// The GEMM fraction for `dtype` on a GPU without a measured one.
     pub fn gemm(&self, dtype: Precision) -> f64 {
@@ -179,12 +203,22 @@ impl Efficiency {
 /// fractions (README, accuracy), so the cited value is used.
 pub const OVERLAP_SLOWDOWN: f64 = 0.1;
 
-/// Sustained clock fraction of training runs ([`Efficiency::sustained_clock`]). Plausible range 0.8–1.0: a
-/// power-capped GPU under a sustained tensor-core load holds a clock below the boost clock its microbenchmarks
-/// run at. Fitted end to end (`perfcast eval training --cross-validate`, 2026-11-24, branch `clock` on 4208f2a,
-/// jointly with `memory`, `kernel_us`, `host_us`): 0.846, folds 0.829–0.855 — inside its range in every fold, one
-/// constant for A100 and H100 (the rows do not separate the GPUs: vTrain is all A100, NeMo and DGX Cloud all H100).
-pub const SUSTAINED_CLOCK: f64 = 0.846;
+/// Sustained clock fraction of training runs on every GPU but the Ampere ones ([`Efficiency::sustained_clock`]).
+/// Plausible range 0.8–1.0: a power-capped GPU under a sustained tensor-core load holds a clock below the boost
+/// clock its microbenchmarks run at. Fitted end to end (`perfcast eval training --cross-validate`, 2026-11-24,
+/// branch `clockgen` on f12af19, jointly with `memory`, `kernel_us`, `host_us` and
+/// [`SUSTAINED_CLOCK_AMPERE`]): 0.864, folds 0.829–0.873, on the NeMo and DGX Cloud H100 rows. (One constant for
+/// A100 and H100 fitted 0.846, folds 0.829–0.855, commit 4208f2a.)
+pub const SUSTAINED_CLOCK: f64 = 0.864;
+
+/// Sustained clock fraction of training runs on Ampere GPUs ([`Efficiency::sustained_clock_ampere`]), plausible
+/// range 0.8–1.0. Fitted with [`SUSTAINED_CLOCK`] on vTrain's A100 rows: 1.000 (at its upper bound), folds
+/// 0.914–1.000 — the A100 runs at its microbenchmark speed. Cross-checks outside the fit: SuperBench's sustained
+/// A100 cuBLAS test over the learned microbenchmarks' largest GEMMs gives 0.85/0.92 = 0.92 (bf16) to 0.90/0.92 =
+/// 0.97 (fp16); NeuSight's A100 FP32 runs (never fitted) go from +10–19 % too slow with the shared 0.846 to
+/// within 5 % (README, accuracy). Caveat: the A100 rows are small models (hidden 1,024–2,048, often host-bound)
+/// and FP32 runs, so a large A100 model at a high tensor-core load is an extrapolation.
+pub const SUSTAINED_CLOCK_AMPERE: f64 = 1.0;
 
 /// Fractions of the dense peak that large GEMMs reach, measured on the GPU (DATA.md training data): (GPU name
 /// prefix, precision, fraction).
@@ -250,7 +284,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
             if self.eff.fused_fp8_quantize && dtype == Precision::Fp8 && shape.class == OpClass::Linear {
                 time_us = (time_us - fp8_quantize_us(shape, &self.system().gpu)).max(t.analytic_us.min(time_us));
             }
-            time_us /= self.eff.sustained_clock.clamp(1e-6, 1.0);
+            time_us /= self.eff.clock_on(&self.system().gpu).clamp(1e-6, 1.0);
             return Ok(Timed { time_us, host_us, ..t });
         }
         if t.source != Source::Analytic {
@@ -337,7 +371,13 @@ mod tests {
     fn learned_compute_bound_times_run_at_the_sustained_clock_without_the_fp8_cast() {
         let s = presets().into_iter().find(|p| p.name == "dgx-a100-80g").unwrap().resolve().unwrap();
         let bw = s.gpu.memory_bandwidth_gbs;
-        let eff = Efficiency { sustained_clock: 0.8, fused_fp8_quantize: true, ..Efficiency::ROOFLINE };
+        // dgx-a100-80g is Ampere: its clock is `sustained_clock_ampere`; the other one must not apply.
+        let eff = Efficiency {
+            sustained_clock: 0.5,
+            sustained_clock_ampere: 0.8,
+            fused_fp8_quantize: true,
+            ..Efficiency::ROOFLINE
+        };
         let d = Derated::new(Learned(s), eff);
         // A bf16 GEMM: 1,000 µs at the microbenchmark clock, 1,000 / 0.8 = 1,250 µs sustained.
         let g = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 4096, 4096]);
@@ -355,6 +395,10 @@ mod tests {
         // Memory-bound learned operators keep their time.
         let n = OpShape::new(OpClass::LayerNorm, Phase::Fwd, &[8192, 4096]);
         assert_eq!(d.compute(&n, Precision::Bf16).unwrap().time_us, 1000.0);
+        // On an H100 (Hopper) the same GEMM runs at `sustained_clock`: 1,000 / 0.5 = 2,000 µs.
+        let h = presets().into_iter().find(|p| p.name == "dgx-h100").unwrap().resolve().unwrap();
+        let dh = Derated::new(Learned(h), eff);
+        assert!((dh.compute(&g, Precision::Bf16).unwrap().time_us - 2000.0).abs() < 1e-9);
     }
 
     #[test]

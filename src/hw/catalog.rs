@@ -288,6 +288,19 @@ mod tests {
     use crate::hw::gpu::Precision;
 
     #[test]
+    fn generations_follow_the_compute_capability() {
+        let generation = |n: &str| lookup(n).unwrap().spec.generation();
+        // 8.0 and 8.6 are Ampere, 8.9 is Ada Lovelace (NVIDIA's CUDA C++ Programming Guide, compute capabilities).
+        assert_eq!(generation("A100-SXM4-80GB"), "ampere");
+        assert_eq!(generation("L4"), "ada");
+        assert_eq!(generation("L40S"), "ada");
+        assert_eq!(generation("H100-SXM5-80GB"), "hopper");
+        assert_eq!(generation("V100-PCIE-32GB"), "other");
+        assert_eq!(generation("B200"), "other");
+        assert_eq!(generation("MI210"), "other");
+    }
+
+    #[test]
     fn every_required_gpu_is_present_and_valid() {
         let required = [
             "P4",

@@ -255,6 +255,25 @@ pub struct MemoryHierarchy {
 }
 
 impl GpuSpec {
+    /// The GPU generation: `ampere` (compute capability 8.0–8.7: A100, A30, A10, RTX 30), `ada` (8.9: L4, L40S),
+    /// `hopper` (9.x) or `other` (earlier and later NVIDIA, AMD); from the name (A100, A10; H100, H200, GH200)
+    /// where the compute capability is not given.
+    pub fn generation(&self) -> &'static str {
+        let cc = self.compute_capability.as_deref().and_then(|c| {
+            let (major, minor) = c.split_once('.')?;
+            Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+        });
+        match cc {
+            Some((8, 9)) => "ada",
+            Some((8, _)) => "ampere",
+            Some((9, _)) => "hopper",
+            Some(_) => "other",
+            None if self.name.starts_with("A100") || self.name.starts_with("A10") => "ampere",
+            None if ["H100", "H200", "GH200"].iter().any(|p| self.name.starts_with(p)) => "hopper",
+            None => "other",
+        }
+    }
+
     /// Peak FLOP/s (not TFLOP/s) for `p`, or `None` when the GPU has no path for that precision.
     pub fn peak_flops(&self, p: Precision) -> Option<f64> {
         self.peak_tflops.get(p).map(|t| t * 1e12)

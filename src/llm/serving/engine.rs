@@ -177,6 +177,7 @@ impl ServingConstants {
             overlap_slowdown: crate::cost::derate::OVERLAP_SLOWDOWN,
             // Training-only corrections of learned times (`ServingDerated` never reads them).
             sustained_clock: 1.0,
+            sustained_clock_ampere: 1.0,
             fused_fp8_quantize: false,
         },
         stream: 0.8,

@@ -19,7 +19,6 @@ use utoipa::ToSchema;
 
 use super::request::Engine;
 use crate::hw::GpuSpec;
-use crate::llm::interval::generation;
 
 /// Classes with at least this many held-out rows get their own quantiles; the others use [`POOLED`].
 pub const MIN_CLASS_ROWS: usize = 30;
@@ -58,9 +57,9 @@ impl ServingQuantiles {
 }
 
 /// The residual class of a prediction for `engine` on `gpu`: `<engine>/<generation>` (`vllm/hopper`,
-/// `trtllm/ampere`; generation as [`crate::llm::interval::generation`]).
+/// `trtllm/ampere`; generation as [`crate::hw::GpuSpec::generation`]).
 pub fn residual_class(engine: Engine, gpu: &GpuSpec) -> String {
-    format!("{}/{}", engine.as_str(), generation(gpu))
+    format!("{}/{}", engine.as_str(), gpu.generation())
 }
 
 /// A 10 %–90 % band of one predicted quantity.
