@@ -22,6 +22,22 @@ pub fn pct(v: f64) -> String {
     format!("{:.1} %", v * 100.0)
 }
 
+/// The markdown table of accuracy per subset: its label, rows, MAPE and mean signed error (both in percent, the
+/// signed one with its sign; positive = predicted too slow).
+pub fn summary_table(summary: &[Summary]) -> String {
+    let mut s = String::from("| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n");
+    for x in summary {
+        s.push_str(&format!(
+            "| {} | {} | {} | {:+.1} % |\n",
+            x.label,
+            x.accuracy.rows,
+            pct(x.accuracy.mape),
+            x.accuracy.signed * 100.0
+        ));
+    }
+    s
+}
+
 /// The markdown table of interval coverage: per subset its rows and the fractions measured inside p10–p90
 /// (target 80 %), below p10 and above p90 (10 % each).
 pub fn coverage_table(coverage: &[Coverage]) -> String {
@@ -110,5 +126,14 @@ mod tests {
         // 87/117 = 74.36 %, 17/117 = 14.53 %, 13/117 = 11.11 %.
         assert!(coverage_table(&[c]).ends_with("| dgxc | 117 | 74.4 % | 14.5 % | 11.1 % |\n"));
         assert_eq!(pct(0.0537), "5.4 %");
+    }
+
+    #[test]
+    fn summary_rows_in_percent_with_the_sign() {
+        // 16 rows, MAPE 0.0587 and signed −0.0233: `5.9 %` and `-2.3 %`.
+        let x = Summary { label: "nemo".into(), accuracy: Accuracy { mape: 0.0587, signed: -0.0233, rows: 16 } };
+        let t = summary_table(&[x]);
+        assert!(t.starts_with("| subset | rows | MAPE | signed error |\n"), "{t}");
+        assert!(t.ends_with("| nemo | 16 | 5.9 % | -2.3 % |\n"), "{t}");
     }
 }

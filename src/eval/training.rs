@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
-use super::output::{coverage_table, pct};
+use super::output::{coverage_table, summary_table};
 use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::ResidualClass;
@@ -259,17 +259,7 @@ pub fn run(
 
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
-    let mut s =
-        format!("Learned models: {}.\n\n| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n", r.models);
-    for x in &r.summary {
-        s.push_str(&format!(
-            "| {} | {} | {} | {:+.1} % |\n",
-            x.label,
-            x.accuracy.rows,
-            pct(x.accuracy.mape),
-            x.accuracy.signed * 100.0
-        ));
-    }
+    let mut s = format!("Learned models: {}.\n\n{}", r.models, summary_table(&r.summary));
     s.push_str(&format!(
         "\nInterval coverage, {} — measured inside p10–p90 (target 80 %), below p10 and above p90 (10 % each):\n\n",
         r.coverage_kind

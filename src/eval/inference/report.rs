@@ -1,7 +1,7 @@
 //! The evaluation's summary subsets, its markdown and its CSV/JSON files.
 
 use super::*;
-use crate::eval::output::{coverage_table, pct};
+use crate::eval::output::{coverage_table, summary_table};
 
 pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
     let mut summary = Vec::new();
@@ -54,16 +54,7 @@ pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
 
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
-    let mut s = String::from("| subset | rows | MAPE | signed error |\n|---|---:|---:|---:|\n");
-    for x in &r.summary {
-        s.push_str(&format!(
-            "| {} | {} | {} | {:+.1} % |\n",
-            x.label,
-            x.accuracy.rows,
-            pct(x.accuracy.mape),
-            x.accuracy.signed * 100.0
-        ));
-    }
+    let mut s = summary_table(&r.summary);
     s.push_str(&format!("\nModels: {}\n\nConstants: {}\n", r.models, describe(&r.constants)));
     for (i, f) in r.folds.iter().enumerate() {
         s.push_str(&format!("fold {}: {}\n", i + 1, describe(f)));
