@@ -26,6 +26,17 @@ use support::{Reply, Server};
 
 const KEY: &str = "pck_c0ffee000002_7c8d2f0a4b6e1d3c5a7f9b0e2d4c6a8f1e3b5d7c9a0f2e4d6b8c1a3e5f7d9b0c";
 
+/// A fresh database on the PostgreSQL server of `PERFCAST_TEST_POSTGRES_URL` (`scripts/test` starts one), or
+/// `None` — with a note that the `test` is skipped — when the variable is not set.
+fn postgres_database(test: &str) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
+        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the {test} test is skipped");
+        return None;
+    };
+    Some(url.unwrap())
+}
+
 fn get(port: u16, path: &str) -> Reply {
     support::get(port, path).unwrap_or_else(|e| panic!("GET {path} on {port}: {e}"))
 }
@@ -94,12 +105,9 @@ fn wait_job(port: u16, id: i64, limit: Duration) -> Value {
 
 #[test]
 fn two_replicas_share_one_postgres_database() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
-        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the two-replica test is skipped");
+    let Some(url) = postgres_database("two-replica") else {
         return;
     };
-    let url = url.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Both start at once on the new database: one migrates, both serve.
     let (mut a, mut b) = (replica(dir.path(), "a", &url), replica(dir.path(), "b", &url));
@@ -192,12 +200,10 @@ fn two_replicas_share_one_postgres_database() {
 
 #[test]
 fn two_replicas_starting_on_an_empty_database_create_one_first_key() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
-        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the first-key test is skipped");
+    let Some(url) = postgres_database("first-key") else {
         return;
     };
-    let url = url.unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_perfcast"));
     let envs = [("PERFCAST_BUNDLED_MODELS", "false"), ("PERFCAST_AUTO_RETRAIN", "false")];
@@ -233,12 +239,10 @@ fn two_replicas_starting_on_an_empty_database_create_one_first_key() {
 
 #[test]
 fn db_copy_moves_a_sqlite_installation_to_postgres() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let Some(url) = rt.block_on(perfcast::store::testing::fresh_postgres_database()) else {
-        eprintln!("note: PERFCAST_TEST_POSTGRES_URL is not set; the db copy test is skipped");
+    let Some(url) = postgres_database("db copy") else {
         return;
     };
-    let url = url.unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("perfcast.db");
     // A SQLite installation with the bundled measurements and models, a system, an upload and a key.
