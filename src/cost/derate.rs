@@ -253,12 +253,15 @@ pub fn achieved(system: &System, group: Group) -> bool {
 pub struct Derated<B> {
     inner: B,
     eff: Efficiency,
+    /// The sustained clock of the system's GPU ([`Efficiency::clock_on`]), looked up once.
+    clock: f64,
 }
 
 impl<B: CostBackend> Derated<B> {
     /// `inner` derated by `eff`.
     pub fn new(inner: B, eff: Efficiency) -> Derated<B> {
-        Derated { inner, eff }
+        let clock = eff.clock_on(&inner.system().gpu).clamp(1e-6, 1.0);
+        Derated { inner, eff, clock }
     }
 
     /// The constants.
@@ -284,7 +287,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
             if self.eff.fused_fp8_quantize && dtype == Precision::Fp8 && shape.class == OpClass::Linear {
                 time_us = (time_us - fp8_quantize_us(shape, &self.system().gpu)).max(t.analytic_us.min(time_us));
             }
-            time_us /= self.eff.clock_on(&self.system().gpu).clamp(1e-6, 1.0);
+            time_us /= self.clock;
             return Ok(Timed { time_us, host_us, ..t });
         }
         if t.source != Source::Analytic {

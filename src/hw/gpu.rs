@@ -257,7 +257,8 @@ pub struct MemoryHierarchy {
 impl GpuSpec {
     /// The GPU generation: `ampere` (compute capability 8.0–8.7: A100, A30, A10, RTX 30), `ada` (8.9: L4, L40S),
     /// `hopper` (9.x) or `other` (earlier and later NVIDIA, AMD); from the name (A100, A10; H100, H200, GH200)
-    /// where the compute capability is not given.
+    /// where the compute capability is not given. Compute capabilities per NVIDIA's CUDA C++ Programming Guide
+    /// (compute capabilities table); AMD's `gfx…` targets are `other`.
     pub fn generation(&self) -> &'static str {
         let cc = self.compute_capability.as_deref().and_then(|c| {
             let (major, minor) = c.split_once('.')?;
