@@ -68,7 +68,7 @@ pub struct Efficiency {
     /// separate constant because the GPUs differ in how far a sustained load pulls them below their microbenchmark
     /// speed: an A100 holds its 1,410 MHz boost clock in long GEMM runs far better than an H100 SXM its 1,980 MHz
     /// under its 700 W cap (SuperBench's sustained A100 GEMMs reach 0.93 of the learned microbenchmarks' speed,
-    /// [`SUSTAINED_CLOCK_AMPERE`]; the largest learned H100 GEMMs reach 0.77–0.83 of the peak and run about 15 %
+    /// `SUSTAINED_CLOCK_AMPERE`; the largest learned H100 GEMMs reach 0.77–0.83 of the peak and run about 15 %
     /// slower still in training). Default 1.
     #[serde(default = "one")]
     pub sustained_clock_ampere: f64,
