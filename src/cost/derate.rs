@@ -131,7 +131,7 @@ impl Efficiency {
     /// [`SUSTAINED_CLOCK`] 0.857 (folds 0.838–0.864; on Ampere the measured, not fitted,
     /// [`SUSTAINED_CLOCK_AMPERE`] 0.930) and the learned fp8 GEMMs without the activation cast Transformer Engine
     /// fuses ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.710 (folds 0.625–0.778; plausible 0.5–0.9),
-    /// `kernel_us` 35.1 µs (folds 31.5–37.9; plausible 5–40) and `host_us` 67.9 µs (folds 67.6–68.1; plausible
+    /// `kernel_us` 35.2 µs (folds 31.5–37.9; plausible 5–40) and `host_us` 67.9 µs (folds 67.6–68.1; plausible
     /// 20–100): `memory` is the most weakly determined. Without the sustained clock
     /// and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5 in every fold (0.30 unbounded): it
     /// slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, a gap the
@@ -151,7 +151,7 @@ impl Efficiency {
         gemm_fp8: 0.565,
         gemm_32bit: 0.81,
         memory: 0.710,
-        kernel_us: 35.1,
+        kernel_us: 35.2,
         network: 0.74,
         collective_us: 50.0,
         host_us: 67.9,

@@ -194,9 +194,14 @@ pub fn start() -> Efficiency {
 
 /// Fits the constants on `rows` inside their [`BOUNDS`], starting from `start`; with `contention` also the
 /// contention κ of overlapped communication ([`Efficiency::overlap_slowdown`]), which otherwise stays at `start`'s.
+///
+/// Nelder–Mead runs twice, the second time from a fresh simplex around the first run's best point (a restart, the
+/// usual remedy for a simplex that has collapsed early): `memory` and `kernel_us` trade against each other, and a
+/// single run ended in different places depending on the number of constants searched.
 pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize, contention: bool) -> (Efficiency, f64) {
     let mut f = |x: &[f64]| loss(rows, &to_eff(x, start));
-    let (x, v) = nelder_mead(&mut f, &from_eff(start, contention), 0.3, iters);
+    let (x, _) = nelder_mead(&mut f, &from_eff(start, contention), 0.3, iters);
+    let (x, v) = nelder_mead(&mut f, &x, 0.3, iters);
     (to_eff(&x, start), v)
 }
 

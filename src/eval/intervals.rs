@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::llm::interval::{conformal_quantiles, ResidualClass, ResidualQuantiles, MIN_CLASS_ROWS};
+use crate::llm::interval::{weighted_conformal_quantiles, ResidualClass, ResidualQuantiles, MIN_CLASS_ROWS};
 
 /// One class's quantiles (owned, for reports).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,21 +28,33 @@ pub struct Quantiles {
     pub pooled: ClassQuantiles,
 }
 
+/// The residuals of a quantile set weighted so that every group weighs the same: `(group, residual)` pairs →
+/// `(residual, 1 / rows of its group)`.
+fn group_weighted(r: &[(&str, f64)]) -> Vec<(f64, f64)> {
+    let mut rows: BTreeMap<&str, f64> = BTreeMap::new();
+    for (g, _) in r {
+        *rows.entry(g).or_default() += 1.0;
+    }
+    r.iter().map(|(g, x)| (*x, 1.0 / rows[g])).collect()
+}
+
 impl Quantiles {
-    /// Fits the quantiles to `(class, residual)` pairs; `None` without residuals.
-    pub fn fit(residuals: &[(ResidualClass, f64)]) -> Option<Quantiles> {
-        let all: Vec<f64> = residuals.iter().map(|(_, r)| *r).collect();
-        let (q10, q90) = conformal_quantiles(&all)?;
+    /// Fits the quantiles to `(class, group, residual)` triples, every group (a source × model configuration)
+    /// weighted equally inside each class and in the pooled set ([`weighted_conformal_quantiles`]); `None` without
+    /// residuals.
+    pub fn fit(residuals: &[(ResidualClass, &str, f64)]) -> Option<Quantiles> {
+        let all: Vec<(&str, f64)> = residuals.iter().map(|(_, g, r)| (*g, *r)).collect();
+        let (q10, q90) = weighted_conformal_quantiles(&group_weighted(&all))?;
         let pooled = ClassQuantiles { class: "pooled".into(), q10, q90, rows: all.len() as u32 };
-        let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for (c, r) in residuals {
-            by.entry(c.name()).or_default().push(*r);
+        let mut by: BTreeMap<String, Vec<(&str, f64)>> = BTreeMap::new();
+        for (c, g, r) in residuals {
+            by.entry(c.name()).or_default().push((*g, *r));
         }
         let classes = by
             .into_iter()
             .filter(|(_, r)| r.len() >= MIN_CLASS_ROWS)
             .filter_map(|(class, r)| {
-                let (q10, q90) = conformal_quantiles(&r)?;
+                let (q10, q90) = weighted_conformal_quantiles(&group_weighted(&r))?;
                 Some(ClassQuantiles { class, q10, q90, rows: r.len() as u32 })
             })
             .collect();
@@ -119,23 +131,26 @@ pub fn coverage(label: &str, rows: &[(f64, f64, f64)]) -> Option<Coverage> {
     Some(Coverage { label: label.to_string(), rows: rows.len(), inside: 1.0 - below - above, below, above })
 }
 
-/// Cross-conformal intervals: for every row (class, its fold, its out-of-fold prediction, whether its residual
-/// may enter the quantiles, measured), the interval from the quantiles of the other folds' eligible residuals;
-/// `None` for rows without a prediction.
-pub fn cross_conformal(rows: &[(ResidualClass, usize, Option<f64>, bool, f64)], k: usize) -> Vec<Option<(f64, f64)>> {
+/// One row of the cross-conformal computation: its residual class, its group (source × model), its fold, its
+/// out-of-fold prediction (s), whether its residual may enter the quantiles, and the measured time (s).
+pub type ConformalRow = (ResidualClass, String, usize, Option<f64>, bool, f64);
+
+/// Cross-conformal intervals: for every row, the interval from the quantiles ([`Quantiles::fit`]) of the other
+/// folds' eligible residuals; `None` for rows without a prediction.
+pub fn cross_conformal(rows: &[ConformalRow], k: usize) -> Vec<Option<(f64, f64)>> {
     let residual = |p: Option<f64>, m: f64| p.filter(|p| *p > 0.0).map(|p| (m / p).ln());
     let per_fold: Vec<Option<Quantiles>> = (0..k)
         .map(|f| {
-            let r: Vec<(ResidualClass, f64)> = rows
+            let r: Vec<(ResidualClass, &str, f64)> = rows
                 .iter()
-                .filter(|(_, fold, _, eligible, _)| *fold != f && *eligible)
-                .filter_map(|(c, _, p, _, m)| Some((*c, residual(*p, *m)?)))
+                .filter(|(_, _, fold, _, eligible, _)| *fold != f && *eligible)
+                .filter_map(|(c, g, _, p, _, m)| Some((*c, g.as_str(), residual(*p, *m)?)))
                 .collect();
             Quantiles::fit(&r)
         })
         .collect();
     rows.iter()
-        .map(|(c, fold, p, _, _)| {
+        .map(|(c, _, fold, p, _, _)| {
             let q = per_fold.get(*fold)?.as_ref()?;
             p.map(|p| q.interval(p, c))
         })
@@ -155,9 +170,11 @@ mod tests {
         // 40 Ampere residuals −0.20, −0.19, …, 0.19 and 5 Hopper residuals of 1.0: Ampere has its own quantiles
         // ((40 + 1)·0.1 = 4.1 → 4th smallest −0.17; ⌈36.9⌉ = 37th → 0.16), Hopper (5 < 30 rows) falls back to the
         // pooled 45 ((46)·0.1 → 4th −0.17; ⌈41.4⌉ = 42nd → 1.0).
-        let mut r: Vec<(ResidualClass, f64)> =
-            (0..40).map(|i| (class("ampere", false), -0.2 + i as f64 * 0.01)).collect();
-        r.extend((0..5).map(|_| (class("hopper", true), 1.0)));
+        // Every row its own group: equal weights, the plain rank rule.
+        let names: Vec<String> = (0..45).map(|i| format!("g{i}")).collect();
+        let mut r: Vec<(ResidualClass, &str, f64)> =
+            (0..40).map(|i| (class("ampere", false), names[i].as_str(), -0.2 + i as f64 * 0.01)).collect();
+        r.extend((40..45).map(|i| (class("hopper", true), names[i].as_str(), 1.0)));
         let q = Quantiles::fit(&r).unwrap();
         assert_eq!(q.classes.len(), 1);
         let a = q.of(&class("ampere", false));
@@ -166,6 +183,15 @@ mod tests {
         assert_eq!((h.class.as_str(), h.rows), ("pooled", 45));
         assert!((h.q10 + 0.17).abs() < 1e-12 && h.q90 == 1.0);
         assert!(q.rust_block("today").contains("pub const QUANTILES: [ResidualQuantiles; 1]"));
+        // The same 40 Ampere residuals as two groups, the 36 smallest one model and the 4 largest (0.16…0.19)
+        // another: each group weighs 20 of the 40 normalized units, so the 4 rows weigh 5 each. (n + 1)·0.9 = 36.9:
+        // the first group reaches 20, the second 25, 30, 35, 40 → q90 = 0.19, the largest; (n + 1)·0.1 = 4.1: the
+        // first group's rows weigh 20/36 = 0.556 each, 7 of them reach 3.89 → q10 = the 7th smallest, −0.14.
+        let r: Vec<(ResidualClass, &str, f64)> = (0..40)
+            .map(|i| (class("ampere", false), if i < 36 { "a" } else { "b" }, -0.2 + i as f64 * 0.01))
+            .collect();
+        let a = Quantiles::fit(&r).unwrap().of(&class("ampere", false)).clone();
+        assert!((a.q10 + 0.14).abs() < 1e-9 && (a.q90 - 0.19).abs() < 1e-9, "{a:?}");
     }
 
     #[test]
@@ -173,9 +199,8 @@ mod tests {
         // Two folds of 40 rows, predicted 1.0; fold 0 measured 1.0, fold 1 measured e. Fold 0's interval comes
         // from fold 1's residuals (all 1.0: [e, e], so 1.0 falls outside), and the reverse.
         let c = class("ampere", false);
-        let mut rows: Vec<(ResidualClass, usize, Option<f64>, bool, f64)> =
-            (0..40).map(|_| (c, 0, Some(1.0), true, 1.0)).collect();
-        rows.extend((0..40).map(|_| (c, 1, Some(1.0), true, 1f64.exp())));
+        let mut rows: Vec<ConformalRow> = (0..40).map(|_| (c, "x".into(), 0, Some(1.0), true, 1.0)).collect();
+        rows.extend((0..40).map(|_| (c, "y".into(), 1, Some(1.0), true, 1f64.exp())));
         let iv = cross_conformal(&rows, 2);
         let (lo, hi) = iv[0].unwrap();
         assert!((lo - 1f64.exp()).abs() < 1e-12 && (hi - 1f64.exp()).abs() < 1e-12);

@@ -157,14 +157,15 @@ pub fn run(
                 .zip(&preds)
                 .zip(&classes)
                 .map(|((p, pred), c)| {
-                    (*c, fold_of[&(p.source.to_string(), p.group.clone())], *pred, eligible(p), p.measured_s)
+                    let group = format!("{}/{}", p.source, p.group);
+                    (*c, group, fold_of[&(p.source.to_string(), p.group.clone())], *pred, eligible(p), p.measured_s)
                 })
                 .collect();
             let iv = cross_conformal(&conformal, *folds);
-            let residuals: Vec<(ResidualClass, f64)> = conformal
+            let residuals: Vec<(ResidualClass, &str, f64)> = conformal
                 .iter()
-                .filter(|(_, _, p, ok, _)| *ok && p.is_some_and(|p| p > 0.0))
-                .map(|(c, _, p, _, m)| (*c, (m / p.unwrap_or(1.0)).ln()))
+                .filter(|(_, _, _, p, ok, _)| *ok && p.is_some_and(|p| p > 0.0))
+                .map(|(c, g, _, p, _, m)| (*c, g.as_str(), (m / p.unwrap_or(1.0)).ln()))
                 .collect();
             (preds, fitted, eff, iv, Quantiles::fit(&residuals), "held-out (cross-conformal)")
         }
