@@ -466,6 +466,16 @@ fn a_configuration_that_cannot_fit_says_so() {
 }
 
 #[test]
+fn more_gpus_than_the_system_has_names_the_field_and_the_way_out() {
+    // GPT-20B with tp 4 · pp 4 · dp 128 = 2,048 GPUs on dgx-h100 (128 nodes × 8 = 1,024).
+    let p = par(serde_json::json!({"tp": 4, "pp": 4, "dp": 128, "micro_batch": 1, "global_batch": 1024}));
+    let e = validate(&gpt20b(), &p, Precision::Bf16, 1024).unwrap_err();
+    assert_eq!(e.field, "parallelism");
+    assert!(e.message.contains("4·1·4·128 = 2048 GPUs, but the system has 1024"), "{}", e.message);
+    assert!(e.message.contains("more `nodes` (POST /v1/systems)"), "{}", e.message);
+}
+
+#[test]
 fn whole_run_estimate_by_hand() {
     let p = on_h100(&llama(serde_json::json!({})), megatron(serde_json::json!({})), Precision::Bf16);
     // 1e12 tokens at 128 · 8192 = 1,048,576 tokens per step → ⌈953,674.3⌉ = 953,675 steps.

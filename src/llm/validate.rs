@@ -144,7 +144,11 @@ pub fn validate(
     if gpus > system_gpus {
         return Err(bad(
             "parallelism",
-            format!("tp·cp·pp·dp = {tp}·{cp}·{}·{} = {gpus} GPUs, but the system has {system_gpus}", par.pp, par.dp),
+            format!(
+                "tp·cp·pp·dp = {tp}·{cp}·{}·{} = {gpus} GPUs, but the system has {system_gpus}; for a larger \
+                 cluster of the same nodes register a system with more `nodes` (POST /v1/systems)",
+                par.pp, par.dp
+            ),
         ));
     }
     let per_step = par.micro_batch as u64 * par.dp as u64;
