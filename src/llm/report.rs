@@ -318,8 +318,7 @@ pub fn report(
             parameters: st.params,
             forward_s: ts.forward_s,
             backward_s: ts.backward_s,
-            // The update holds the all-gather only when it is not prefetched (`overlap_param_gather`).
-            optimizer_s: ts.tail.update_s - (gather_s - ts.tail.param_gather_s),
+            optimizer_s: ts.optimizer.time_us * 1e-6,
             param_allgather_s: gather_s,
             grad_sync_s: ts.tail.grad_sync_s,
             memory_gib: mem.total_gib,
