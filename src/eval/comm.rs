@@ -126,7 +126,8 @@ pub(crate) fn systems() -> Vec<SystemSpec> {
     ]
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
+/// The text of `path`, gunzipped when it ends in `.gz`; errors name the file.
+pub(crate) fn read_text(path: &Path) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut s = String::new();
@@ -139,7 +140,8 @@ fn read_text(path: &Path) -> Result<String, String> {
     }
 }
 
-fn csv_records(text: &str) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
+/// The header and records of CSV `text`, `#` comment lines skipped (the shared datasets' provenance lines).
+pub(crate) fn csv_records(text: &str) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
     let body: String = text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
     let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
     let h = r.headers().map_err(|e| e.to_string())?.iter().map(|s| s.to_string()).collect();

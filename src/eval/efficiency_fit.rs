@@ -52,6 +52,7 @@ pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
 /// and the overlaps (2026-11-23), which aiconfigurator's H100 rows (train split) bear out: the median of the top
 /// decile by FLOPs reaches 0.50 of the 1,979 TFLOP/s dense fp8 peak per-tensor scaled (the activation quantization
 /// inside the timed call) and 0.58 block-scaled.
+///
 /// The Ampere sustained clock is not among them: it is measured
 /// ([`crate::cost::derate::SUSTAINED_CLOCK_AMPERE`], SuperBench's sustained A100 GEMMs), because the only Ampere
 /// rows here (vTrain's, hidden 1,024–2,048, often host-bound) hardly depend on it and pushed it to its bound.
@@ -323,13 +324,18 @@ mod tests {
     fn the_ampere_sustained_clock_is_superbench_sustained_gemms_over_the_learned_a100_gemm() {
         // SuperBench `gemm-flops` (DATA.md train data): cutlass tensor-core GEMMs at m = n = k = 16,384 averaged over
         // 1,939 NDv4 (A100 40 GB) and 729 NDmv4 (A100 80 GB) production nodes, v0.3.0 baselines, GFLOP/s.
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/superbench_results");
-        let text = std::fs::read_to_string(dir.join("superbench_flat.csv")).unwrap();
-        let sustained: Vec<f64> = text
-            .lines()
-            .filter(|l| l.starts_with("v0.3.0/Azure-ND") && l.contains(",gemm-flops,"))
-            .filter(|l| l.contains(",FP16_TC,") || l.contains(",BF16_TC,"))
-            .map(|l| l.rsplit(',').next().unwrap().parse::<f64>().unwrap())
+        use super::super::comm::{csv_records, read_text};
+        let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/superbench_results/superbench_flat.csv");
+        let (h, rows) = csv_records(&read_text(&csv).unwrap()).unwrap();
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+        let (file, bench, metric, value) = (col("file"), col("benchmark"), col("metric"), col("value"));
+        let baselines = ["v0.3.0/Azure-NDv4-A100/baseline.json", "v0.3.0/Azure-NDmv4-A100/baseline.json"];
+        let sustained: Vec<f64> = rows
+            .iter()
+            .filter(|r| baselines.contains(&&r[file]) && &r[bench] == "gemm-flops")
+            .filter(|r| ["FP16_TC", "BF16_TC"].contains(&&r[metric]))
+            .map(|r| r[value].parse::<f64>().unwrap())
             .collect();
         // By hand: 280,435 and 265,901 (NDv4 fp16, bf16), 275,397 and 261,228 (NDmv4): mean 270,740 GFLOP/s.
         assert_eq!(sustained.len(), 4);
