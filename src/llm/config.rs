@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::framework::{Framework, FrameworkOptions, FrameworkTraits, OptimizerImpl};
 use crate::hw::Precision;
 
 /// Normalization layer.
@@ -278,6 +279,20 @@ pub struct ParallelSpec {
     /// as one layer, so the last chunk of the last stage builds one transformer layer fewer. Default `false`.
     #[serde(default)]
     pub account_for_loss_in_pipeline_split: bool,
+    /// `torch.compile` of the model (torchtitan `compile`, Hugging Face `torch_compile`): Inductor fuses the eager
+    /// element-wise kernels of the norms, activations and RoPE ([`crate::llm::framework`]). Only with `framework`
+    /// `torchtitan` or `hf`. Default `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_compile: Option<bool>,
+    /// The optimizer's implementation, `fused`, `foreach` or `per_tensor` (PyTorch `torch.optim.AdamW`'s
+    /// `fused` / `foreach` / for-loop). Default: the framework's ([`crate::llm::framework::Framework`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerImpl>,
+    /// Reduce the gradients in fp32 (Megatron-Core DDP `grad_reduce_in_fp32`, PyTorch FSDP `reduce_dtype`):
+    /// 4 bytes per element in the data-parallel all-reduce or reduce-scatter instead of 2. Default: the
+    /// framework's (Megatron-LM: true under bf16; NeMo's recipes: false; torchtitan and Hugging Face FSDP: true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_reduce_in_fp32: Option<bool>,
 }
 
 impl Default for ParallelSpec {
@@ -307,11 +322,23 @@ impl Default for ParallelSpec {
             num_layers_in_last_pipeline_stage: None,
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
+            torch_compile: None,
+            optimizer: None,
+            grad_reduce_in_fp32: None,
         }
     }
 }
 
 impl ParallelSpec {
+    /// The request's framework options.
+    pub fn framework_options(&self) -> FrameworkOptions {
+        FrameworkOptions {
+            torch_compile: self.torch_compile,
+            optimizer: self.optimizer,
+            grad_reduce_in_fp32: self.grad_reduce_in_fp32,
+        }
+    }
+
     /// The request's Megatron-Core split options.
     pub fn megatron_split(&self) -> MegatronSplit {
         MegatronSplit {
@@ -362,6 +389,11 @@ pub struct TrainingRequest {
     /// Transformer Engine) and everything else in bf16; the GPU needs FP8 tensor cores. Default `fp16`.
     #[serde(default = "fp16")]
     pub precision: Precision,
+    /// The framework that runs the training: `megatron` (Megatron-LM / Megatron-Core with Transformer Engine),
+    /// `nemo` (Megatron-Core with NeMo's recipe defaults), `torchtitan` (PyTorch FSDP2, eager or compiled),
+    /// `deepspeed`, `hf` (Hugging Face Trainer, eager PyTorch). Default `megatron`.
+    #[serde(default)]
+    pub framework: Framework,
     /// Optional whole-run length: the answer then includes the wall-clock time and GPU-hours of the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunSpec>,
@@ -422,6 +454,10 @@ pub struct TrainingConfig {
     pub layer_split: LayerSplit,
     /// Megatron-Core's uneven-split options (with `LayerSplit::Uniform`; all unset otherwise).
     pub split: MegatronSplit,
+    /// What the framework that runs it does ([`FrameworkTraits`]; Megatron's unless the request names another).
+    pub framework: FrameworkTraits,
+    /// The request's framework options, kept so the framework can be set after validation.
+    pub framework_options: FrameworkOptions,
 }
 
 impl TrainingConfig {
@@ -478,6 +514,11 @@ impl TrainingConfig {
             Precision::Fp8 => Precision::Fp16,
             p => p,
         }
+    }
+
+    /// Bytes per gradient element in the data-parallel reduction ([`FrameworkTraits::grad_bytes`]).
+    pub fn grad_elem_bytes(&self) -> f64 {
+        self.framework.grad_bytes(self.precision.bytes().max(2.0))
     }
 
     /// Tokens of one micro-batch on one context-parallel rank: b·l/cp.

@@ -150,12 +150,12 @@ fn chunk_work(cfg: &TrainingConfig, layout: &Layout, layers: &[u32], v_padded: u
                 OpName::DpReduceScatter,
                 Phase::Bwd,
                 Collective::ReduceScatter,
-                bytes,
+                params * cfg.grad_elem_bytes(),
                 layout,
                 params,
             ),
             all_gathers: (cfg.zero_stage >= 3).then(|| [gather(Phase::Fwd), gather(Phase::Bwd)]),
-            buckets: (params / bucket_params(cfg)).ceil().max(1.0),
+            buckets: zero_buckets(cfg, params, n, s == 0 && c == 0, s + 1 == pp && c + 1 == v),
         }
     });
     ChunkWork {
@@ -226,6 +226,18 @@ fn collective_op(name: OpName, phase: Phase, c: Collective, bytes: f64, layout: 
     }
 }
 
+/// The buckets a ZeRO ≥ 2 chunk of `params` parameters and `layers` layers gathers and reduces in: one per wrapped
+/// block with a framework that shards per module (FSDP's units, DeepSpeed's per-module fetch: the layers, plus
+/// the embedding and the head where the chunk holds them — [`crate::llm::framework::FrameworkTraits`]), else
+/// ⌈params / [`bucket_params`]⌉ (Megatron-Core's buckets); at least 1.
+pub fn zero_buckets(cfg: &TrainingConfig, params: f64, layers: u32, embedding: bool, head: bool) -> f64 {
+    if cfg.framework.gather_per_block {
+        (layers + embedding as u32 + head as u32).max(1) as f64
+    } else {
+        (params / bucket_params(cfg)).ceil().max(1.0)
+    }
+}
+
 /// Parameters per gradient bucket: the request's `bucket_size`, else Megatron-Core's default max(40 M, 1 M · dp)
 /// (`distributed_data_parallel.py`).
 pub fn bucket_params(cfg: &TrainingConfig) -> f64 {
@@ -285,13 +297,14 @@ pub struct TailParts {
 pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> TailParts {
     let n = cfg.grad_ranks();
     let e = comm_elem_bytes(cfg);
+    let ge = cfg.grad_elem_bytes();
     let sharded = cfg.zero_stage >= 1 || cfg.distributed_optimizer;
     let sync = if n <= 1 || cfg.zero_stage >= 2 {
         None
     } else if cfg.distributed_optimizer {
-        Some((OpName::DpReduceScatter, Collective::ReduceScatter, params * e))
+        Some((OpName::DpReduceScatter, Collective::ReduceScatter, params * ge))
     } else {
-        Some((OpName::DpAllReduce, Collective::AllReduce, params * e))
+        Some((OpName::DpAllReduce, Collective::AllReduce, params * ge))
     };
     let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * e);
     let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
@@ -309,7 +322,7 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> T
 /// reduction.
 pub fn sync_buckets(cfg: &TrainingConfig, s: u32, parts: &TailParts) -> u32 {
     match parts.sync {
-        Some((_, _, bytes)) if s == 0 => (bytes / comm_elem_bytes(cfg) / bucket_params(cfg)).ceil().max(1.0) as u32,
+        Some((_, _, bytes)) if s == 0 => (bytes / cfg.grad_elem_bytes() / bucket_params(cfg)).ceil().max(1.0) as u32,
         _ => 1,
     }
 }

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod decompose;
 pub mod flops;
+pub mod framework;
 pub mod interval;
 pub mod layout;
 pub mod memory;
@@ -29,6 +30,8 @@ pub mod trace;
 pub mod validate;
 
 #[cfg(test)]
+mod framework_tests;
+#[cfg(test)]
 mod overlap_tests;
 #[cfg(test)]
 mod predict_tests;
@@ -36,4 +39,4 @@ mod predict_tests;
 pub use config::{ConfigError, ModelSpec, ParallelSpec, RunSpec, TrainingConfig, TrainingRequest};
 pub use predict::predict;
 pub use report::TrainingPrediction;
-pub use validate::{validate, validate_run};
+pub use validate::{validate, validate_request, validate_run, with_framework};

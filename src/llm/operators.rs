@@ -67,6 +67,11 @@ pub enum OpName {
     /// Megatron's fused bias + dropout + residual add.
     #[serde(rename = "Bias_Dropout_Add")]
     BiasDropoutAdd,
+    /// The extra element-wise kernels an eager PyTorch module launches beyond the fused kernel the table counts
+    /// (RMSNorm's casts and statistics, SwiGLU's separate `silu` and `mul`, RoPE's complex casts;
+    /// [`crate::llm::framework::EagerKernels`]), each one pass over the operator's tensor.
+    #[serde(rename = "Eager_Elementwise")]
+    EagerElementwise,
     #[serde(rename = "Final_Linear")]
     FinalLinear,
     #[serde(rename = "Parallel_Cross_Entropy")]
@@ -192,7 +197,8 @@ impl OpPrecisions {
 }
 
 /// Bytes per element of activations and gradients exchanged in `cfg`'s precision (fp8 training keeps 16-bit
-/// activations and gradients).
+/// activations and gradients), and of the parameters a ZeRO / FSDP all-gather moves. The data-parallel gradient
+/// reduction may be in fp32 instead ([`TrainingConfig::grad_elem_bytes`]).
 pub fn comm_elem_bytes(cfg: &TrainingConfig) -> f64 {
     cfg.precision.bytes().max(2.0)
 }
@@ -212,6 +218,19 @@ fn compute(
     [Phase::Fwd, Phase::Bwd].map(|phase| {
         op(name, phase, calls, Work::Compute { shape: OpShape::new(class, phase, dims), dtype }, features.clone())
     })
+}
+
+/// The eager kernels beyond a fused operator over `rows` × `width` elements: `(fwd, bwd)` kernels per call of an
+/// operator that runs `calls` times, each a unary element-wise pass (read and write the tensor once).
+fn eager_ops(dtype: Precision, rows: u64, width: u64, (fwd, bwd): (u32, u32), calls: u32) -> Vec<StageOp> {
+    [(Phase::Fwd, fwd), (Phase::Bwd, bwd)]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(phase, n)| {
+            let shape = OpShape::new(OpClass::Elementwise, phase, &[rows, width, 1]);
+            op(OpName::EagerElementwise, phase, n * calls, Work::Compute { shape, dtype }, vec![rows, width, n as u64])
+        })
+        .collect()
 }
 
 fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
@@ -316,6 +335,10 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     let mut ops = Vec::with_capacity(32);
     // Two norms per layer (before attention and before the MLP; also with the parallel residual).
     ops.extend(compute(norm.0, norm.1, o, &[rows, d], vec![b, rows / b.max(1), d], 2));
+    let eager = cfg.framework.eager;
+    if m.norm == Norm::Rmsnorm {
+        ops.extend(eager_ops(o, rows, d, eager.rmsnorm, 2));
+    }
     let qkv = (h + 2 * cfg.kv_heads as u64) * dh / tp;
     ops.extend(compute(OpName::Linear1, OpClass::Linear, g, &[1, t, qkv, d], vec![t, d, qkv], 1));
     if m.rotary {
@@ -328,6 +351,7 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
             vec![b, lr, hp, dh],
             1,
         ));
+        ops.extend(eager_ops(o, t * (hp + kvp), dh, eager.rope, 1));
     }
     let core_start = ops.len();
     match m.attention {
@@ -367,7 +391,10 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     ops.extend(compute(OpName::Linear3, OpClass::Linear, g, &[1, t, up, d], vec![t, d, up], 1));
     match m.activation {
         Activation::Gelu => ops.extend(compute(OpName::GeLU, OpClass::Gelu, o, &[t, f], vec![b, lr, f], 1)),
-        Activation::Swiglu => ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1)),
+        Activation::Swiglu => {
+            ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1));
+            ops.extend(eager_ops(o, t, f, eager.swiglu, 1));
+        }
     }
     ops.extend(compute(OpName::Linear4, OpClass::Linear, g, &[1, t, d, f], vec![t, f, d], 1));
     if m.dropout > 0.0 {
@@ -468,6 +495,9 @@ pub fn head_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, v_pad
     let norm = norm_op(cfg);
     let mut ops = Vec::with_capacity(8);
     ops.extend(compute(norm.0, norm.1, prec.other, &[rows, d], vec![b, rows / b.max(1), d], 1));
+    if cfg.model.norm == Norm::Rmsnorm {
+        ops.extend(eager_ops(prec.other, rows, d, cfg.framework.eager.rmsnorm, 1));
+    }
     if cfg.sp() {
         let bytes = (t * d) as f64 * comm_elem_bytes(cfg);
         let tp = layout.tp_group;

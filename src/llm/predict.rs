@@ -36,7 +36,7 @@ fn stages(
     let system = backend.system();
     check_precision(cfg, &system.gpu)?;
     let work = decompose(cfg, system);
-    let timed = time_training(cfg, &work, &mut Timer::new(backend))?;
+    let timed = time_training(cfg, &work, &mut Timer::for_training(backend, cfg))?;
     let step = schedule(cfg, &timed)?;
     Ok((work, timed, step))
 }

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 use super::config::{LayerSplit, Recompute, TrainingConfig};
 use super::decompose::Decomposition;
 use super::flops::{mfu, model_flops_of};
+use super::framework::{Framework, OptimizerImpl};
 use super::interval::{interval, Interval, ResidualClass};
 use super::layout::Layout;
 use super::memory::{stage_memory, ActivationFacts, MemoryBreakdown, StageMemoryInput};
@@ -126,6 +127,12 @@ pub struct ResolvedConfig {
     /// Overlapped pipeline sends in effect.
     pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
+    /// The framework that runs it.
+    pub framework: Framework,
+    /// The optimizer's implementation in effect (the request's or the framework's).
+    pub optimizer: OptimizerImpl,
+    /// Gradients reduced in fp32 (the request's `grad_reduce_in_fp32` or the framework's default).
+    pub grad_reduce_in_fp32: bool,
     /// Unique parameters of the model.
     pub model_parameters: f64,
 }
@@ -383,6 +390,9 @@ pub fn report(
             tp_comm_overlap: cfg.tp_overlap(),
             overlap_p2p_comm: cfg.overlap_p2p(),
             layer_split: cfg.layer_split,
+            framework: cfg.framework.framework,
+            optimizer: cfg.framework.optimizer,
+            grad_reduce_in_fp32: cfg.framework.grad_reduce_in_fp32,
             model_parameters: model_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
         },
         stages,

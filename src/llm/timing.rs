@@ -15,10 +15,11 @@
 use std::collections::HashMap;
 
 use super::config::{ConfigError, TrainingConfig};
-use super::decompose::{bucket_params, chunk_params, send_target, sync_buckets, Decomposition, TailParts};
+use super::decompose::{chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts};
+use super::framework::OptimizerImpl;
 use super::layout::Layout;
 use super::operators::{
-    comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpPrecisions, StageOp, Work,
+    comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
 };
 use super::pipeline::StageTail;
 use crate::comm::Group;
@@ -37,12 +38,39 @@ enum WorkKey {
 pub struct Timer<'a> {
     backend: &'a dyn CostBackend,
     cache: HashMap<WorkKey, Timed>,
+    /// Time multiplier of the attention kernel the framework calls over the one the backend times
+    /// ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
+    attention_scale: f64,
+    /// How the optimizer step is launched (fused by default).
+    optimizer: OptimizerImpl,
 }
 
+/// Optimizer parameter tensors per transformer layer (two norm weights, the QKV, output, up — gate and up with
+/// SwiGLU — and down projections: 6–7), and beyond the layers (embedding, final norm, LM head): what a per-tensor
+/// optimizer loops over ([`OptimizerImpl::launches`]).
+pub const TENSORS_PER_LAYER: f64 = 7.0;
+/// See [`TENSORS_PER_LAYER`].
+pub const TENSORS_BEYOND_LAYERS: f64 = 3.0;
+
 impl<'a> Timer<'a> {
-    /// A timer over `backend` with an empty cache.
+    /// A timer over `backend` with an empty cache (Megatron's kernels).
     pub fn new(backend: &'a dyn CostBackend) -> Timer<'a> {
-        Timer { backend, cache: HashMap::new() }
+        Timer { backend, cache: HashMap::new(), attention_scale: 1.0, optimizer: OptimizerImpl::Fused }
+    }
+
+    /// A timer over `backend` for `cfg`'s framework: its attention kernel and optimizer implementation.
+    pub fn for_training(backend: &'a dyn CostBackend, cfg: &TrainingConfig) -> Timer<'a> {
+        let fw = &cfg.framework;
+        Timer {
+            attention_scale: fw.attention.slowdown(&backend.system().gpu),
+            optimizer: fw.optimizer,
+            ..Timer::new(backend)
+        }
+    }
+
+    /// The time multiplier of the framework's attention kernel.
+    pub fn attention_scale(&self) -> f64 {
+        self.attention_scale
     }
 
     /// The backend.
@@ -88,10 +116,24 @@ impl<'a> Timer<'a> {
         Ok(self.time(&Work::Collective { collective: c, bytes, group, active_per_node: active })?.time_us * 1e-6)
     }
 
-    /// Seconds of a fused Adam step over `params` parameters (timed under the training's non-GEMM precision, the
-    /// key its regressor is trained under).
-    pub fn optimizer_s(&mut self, params: f64, dtype: crate::hw::Precision) -> Result<f64, ConfigError> {
-        Ok(self.time(&optimizer_work(params, dtype))?.time_us * 1e-6)
+    /// Seconds of the Adam step over `params` parameters in `tensors` tensors (timed under the training's
+    /// non-GEMM precision, the key its regressor is trained under), as [`Timer::optimizer`].
+    pub fn optimizer_s(&mut self, params: f64, dtype: crate::hw::Precision, tensors: f64) -> Result<f64, ConfigError> {
+        Ok(self.optimizer(&optimizer_work(params, dtype), tensors)?.time_us * 1e-6)
+    }
+
+    /// The Adam step `work` (a fused step's work over the stage's parameters) as the framework launches it over
+    /// `tensors` parameter tensors: the fused kernel's time × [`OptimizerImpl::passes`] (the state passes of the
+    /// unfused implementations), and at least its launches' host time ([`OptimizerImpl::launches`] ×
+    /// [`crate::cost::Efficiency::host_us`]; the CPU issues a per-tensor loop's kernels one by one).
+    pub fn optimizer(&mut self, work: &Work, tensors: f64) -> Result<Timed, ConfigError> {
+        let t = self.time(work)?;
+        if self.optimizer == OptimizerImpl::Fused {
+            return Ok(t);
+        }
+        let host_us = self.optimizer.launches(tensors) * self.backend.efficiency().map_or(0.0, |e| e.host_us);
+        let time_us = (t.time_us * self.optimizer.passes()).max(host_us);
+        Ok(Timed { time_us, host_us, ..t })
     }
 }
 
@@ -111,11 +153,23 @@ pub fn overlap_charge(comm: f64, exposed: f64, kappa: f64) -> f64 {
     exposed + kappa * (comm - exposed).max(0.0)
 }
 
-/// Every op of `ops` timed, in order, with its per-call charged time: its time, or for an op overlapping another
+/// Every op of `ops` timed, in order (the attention kernel scaled by the framework's
+/// [`Timer::attention_scale`]), with its per-call charged time: its time, or for an op overlapping another
 /// ([`super::operators::Overlap`]) its exposed part over one call of its partner in `ops` (same phase, same
 /// recomputation flag) plus the contention κ × its hidden part ([`overlap_charge`]).
 pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
-    let timed: Vec<Timed> = ops.iter().map(|o| timer.time(&o.work)).collect::<Result<_, _>>()?;
+    let scale = timer.attention_scale;
+    let timed: Vec<Timed> = ops
+        .iter()
+        .map(|o| {
+            let t = timer.time(&o.work)?;
+            Ok(if o.name == OpName::FlashAttention && scale != 1.0 {
+                Timed { time_us: t.time_us * scale, ..t }
+            } else {
+                t
+            })
+        })
+        .collect::<Result<_, ConfigError>>()?;
     let kappa = timer.contention();
     Ok(ops
         .iter()
@@ -239,7 +293,7 @@ pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
         b += send(s);
     }
     if let Some(z) = c.zero {
-        let exposed = |t: f64, window: f64| overlap_charge(t, (t - window).max(t / z.buckets), c.contention);
+        let exposed = |t: f64, window: f64| overlap_charge(t, zero_exposed(t, window, z.buckets), c.contention);
         let (rs, ag) = (z.reduce_scatter_s, z.all_gather_s);
         // The backward's gather and reduce-scatter share the links: they hide behind it together.
         if ag > 0.0 {
@@ -248,6 +302,19 @@ pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
         b += exposed(rs + ag, b);
     }
     (f, b)
+}
+
+/// The exposed seconds of a ZeRO / FSDP collective of `comm` seconds split into `buckets` equal buckets and
+/// pipelined with a pass of `window` seconds over the same buckets: bucket i + 1's gather runs during bucket i's
+/// computation (FSDP2's implicit prefetch: `fully_shard`'s pre-forward hook of block i issues block i + 1's
+/// all-gather on the all-gather stream, `torch/distributed/fsdp/_fully_shard/_fsdp_state.py`; FSDP1's
+/// `BACKWARD_PRE` prefetch and Megatron's bucketed overlap alike), so the first bucket's gather has nothing to
+/// hide behind and every later one is exposed by what outlasts its predecessor's computation:
+/// comm/B + (B − 1)·max(0, comm/B − window/B) = comm/B + (B − 1)/B · max(0, comm − window). The reduce-scatter of
+/// the backward is the mirror image (the last bucket's has nothing after it).
+pub fn zero_exposed(comm: f64, window: f64, buckets: f64) -> f64 {
+    let b = buckets.max(1.0);
+    comm / b + (b - 1.0) / b * (comm - window).max(0.0)
 }
 
 /// One pipeline send's seconds, forward and backward, within a node and across nodes.
@@ -330,13 +397,14 @@ pub fn chunk_times(
                 let params = chunk_params(cfg, s, c, n, v_padded);
                 let bytes = params * comm_elem_bytes(cfg);
                 let a = layout.active_per_node;
-                let rs = timer.collective_s(Collective::ReduceScatter, bytes, layout.dp_group, a)?;
+                let rs_bytes = params * cfg.grad_elem_bytes();
+                let rs = timer.collective_s(Collective::ReduceScatter, rs_bytes, layout.dp_group, a)?;
                 let ag = if cfg.zero_stage >= 3 {
                     timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?
                 } else {
                     0.0
                 };
-                let buckets = (params / bucket_params(cfg)).ceil().max(1.0);
+                let buckets = zero_buckets(cfg, params, n, s == 0 && c == 0, s + 1 == pp && c + 1 == v);
                 Some(ZeroSeconds { reduce_scatter_s: rs, all_gather_s: ag, buckets })
             } else {
                 None
@@ -389,13 +457,14 @@ pub fn compose_tail(
     }
 }
 
-/// The [`StageTail`] of stage `s` from its tail `parts` (the search's path), with the overlap window of its last
-/// micro-batch's backward.
+/// The [`StageTail`] of stage `s` (holding `layers` transformer layers) from its tail `parts` (the search's path),
+/// with the overlap window of its last micro-batch's backward.
 #[allow(clippy::too_many_arguments)]
 pub fn stage_tail(
     cfg: &TrainingConfig,
     layout: &Layout,
     s: u32,
+    layers: u32,
     parts: &TailParts,
     overlap_window_s: f64,
     prec: OpPrecisions,
@@ -414,7 +483,8 @@ pub fn stage_tail(
         Some(bytes) => timer.collective_s(Collective::AllReduce, bytes, layout.p2p_group(cfg, 0, cfg.pp - 1), a)?,
         None => 0.0,
     };
-    let optimizer_s = timer.optimizer_s(parts.optimizer_params, prec.other)?;
+    let tensors = layers as f64 * TENSORS_PER_LAYER + TENSORS_BEYOND_LAYERS;
+    let optimizer_s = timer.optimizer_s(parts.optimizer_params, prec.other, tensors)?;
     let kappa = timer.contention();
     Ok(compose_tail(
         cfg,
@@ -546,7 +616,8 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
             timed_chunks.push(TimedChunk { send_fwd, send_bwd, zero });
         }
         let (forward_s, backward_s): (f64, f64) = (fwd_s[first..].iter().sum(), bwd_s[first..].iter().sum());
-        let optimizer = timer.time(&st.tail.optimizer.work)?;
+        let tensors = st.encoders as f64 * TENSORS_PER_LAYER + TENSORS_BEYOND_LAYERS;
+        let optimizer = timer.optimizer(&st.tail.optimizer.work, tensors)?;
         let param_gather = time_opt(&st.tail.param_gather, timer)?;
         let grad_sync = time_opt(&st.tail.grad_sync, timer)?;
         let embedding_grad = time_opt(&st.tail.embedding_grad, timer)?;

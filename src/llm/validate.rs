@@ -5,6 +5,7 @@ use super::config::{
     bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, RunSpec,
     TrainingConfig,
 };
+use super::framework::{Framework, FrameworkTraits};
 use super::partition::megatron_split;
 use crate::hw::Precision;
 
@@ -217,6 +218,8 @@ pub fn validate(
         overlap_p2p_comm: par.overlap_p2p_comm,
         layer_split,
         split: if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() },
+        framework: FrameworkTraits::of(Framework::Megatron, &par.framework_options(), precision == Precision::Bf16),
+        framework_options: par.framework_options(),
     })
 }
 
@@ -241,6 +244,30 @@ fn validate_overlaps(par: &ParallelSpec) -> Result<(), ConfigError> {
         return Err(bad("parallelism.bucket_size", "must be at least 1 parameter"));
     }
     Ok(())
+}
+
+/// Validates `req`'s model, parallel configuration and framework against a system of `system_gpus` GPUs
+/// ([`validate`], then [`with_framework`]).
+pub fn validate_request(req: &super::config::TrainingRequest, system_gpus: u64) -> Result<TrainingConfig, ConfigError> {
+    with_framework(validate(&req.model, &req.parallelism, req.precision, system_gpus)?, req.framework)
+}
+
+/// `cfg` run by `framework` with the options it was validated with. Errors: `parallelism.torch_compile` with a
+/// framework that does not compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused
+/// kernels instead).
+pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<TrainingConfig, ConfigError> {
+    if cfg.framework_options.torch_compile == Some(true) && !matches!(framework, Framework::Torchtitan | Framework::Hf)
+    {
+        return Err(bad(
+            "parallelism.torch_compile",
+            format!(
+                "{} runs fused kernels without torch.compile: torch_compile applies to torchtitan and hf",
+                framework.as_str()
+            ),
+        ));
+    }
+    cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
+    Ok(cfg)
 }
 
 /// Validates a whole-run length: exactly one of `tokens` (> 0, finite) and `steps` (≥ 1). Errors name

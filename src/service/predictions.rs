@@ -57,7 +57,7 @@ impl Service {
         req: &TrainingRequest,
     ) -> Result<(llm::TrainingConfig, Derated<LearnedBackend>), ServiceError> {
         let context = self.system_context(&req.system, "system").await?;
-        let cfg = llm::validate(&req.model, &req.parallelism, req.precision, context.system.total_gpus())?;
+        let cfg = llm::validate_request(req, context.system.total_gpus())?;
         if let Some(run) = &req.run {
             llm::validate_run(run)?;
         }

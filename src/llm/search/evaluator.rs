@@ -45,7 +45,7 @@ impl<'a> Evaluator<'a> {
     pub(super) fn new(backend: &'a dyn CostBackend, base: &TrainingConfig) -> Evaluator<'a> {
         let system = backend.system();
         Evaluator {
-            timer: Timer::new(backend),
+            timer: Timer::for_training(backend, base),
             pieces: HashMap::new(),
             sends: HashMap::new(),
             prec: OpPrecisions::of(base, &system.gpu),
@@ -132,7 +132,7 @@ impl<'a> Evaluator<'a> {
                 }
                 _ => {
                     let parts = tail_parts(cfg, s, params, v_padded);
-                    let t = stage_tail(cfg, &layout, s, &parts, window, self.prec, &mut self.timer)?;
+                    let t = stage_tail(cfg, &layout, s, layers, &parts, window, self.prec, &mut self.timer)?;
                     if !tied {
                         memo = Some((params, s == 0, t));
                     }

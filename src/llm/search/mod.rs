@@ -21,7 +21,7 @@ use super::config::{bad, ConfigError, LayerSplit, MegatronSplit, ParallelSpec, R
 use super::partition::megatron_split;
 use super::predict::predict;
 use super::run::run_estimate;
-use super::validate::{validate, validate_run};
+use super::validate::{validate, validate_run, with_framework};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
 use evaluator::Evaluator;
@@ -77,12 +77,17 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         overlap_p2p_comm: false,
         context_parallel: 1,
         layer_split: Some(LayerSplit::S1),
+        torch_compile: t.torch_compile,
+        optimizer: t.optimizer,
+        grad_reduce_in_fp32: t.grad_reduce_in_fp32,
         ..ParallelSpec::default()
     };
-    let base = validate(&req.model, &template, req.precision, system_gpus).map_err(|e| {
-        let field = e.field.replace("parallelism.", "training.");
-        ConfigError { field, message: e.message }
-    })?;
+    let base = validate(&req.model, &template, req.precision, system_gpus)
+        .and_then(|c| with_framework(c, req.framework))
+        .map_err(|e| {
+            let field = e.field.replace("parallelism.", "training.");
+            ConfigError { field, message: e.message }
+        })?;
     let c = &req.constraints;
     let m = &base.model;
     let tp_ok =
@@ -276,7 +281,8 @@ pub fn search(
     for (rank, (t, i)) in best.iter().enumerate() {
         let c = candidates[*i as usize];
         let parallelism = c.parallelism(req);
-        let cfg = validate(&req.model, &parallelism, req.precision, system.total_gpus())?;
+        let cfg =
+            with_framework(validate(&req.model, &parallelism, req.precision, system.total_gpus())?, req.framework)?;
         let mut prediction = predict(&cfg, backend)?;
         debug_assert!((prediction.iteration_time_s / t - 1.0).abs() < 1e-9, "{} vs {t}", prediction.iteration_time_s);
         if let Some(run) = &req.run {

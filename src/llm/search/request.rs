@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use crate::hw::Precision;
 use crate::llm::config::{LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
+use crate::llm::framework::{Framework, OptimizerImpl};
 use crate::llm::interval::Interval;
 use crate::llm::report::TrainingPrediction;
 
@@ -92,6 +93,15 @@ pub struct SearchTraining {
     /// layer of the last chunk). Default `false`.
     #[serde(default)]
     pub account_for_loss_in_pipeline_split: bool,
+    /// `torch.compile` (framework `torchtitan` or `hf`), as in a training request's `parallelism`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_compile: Option<bool>,
+    /// The optimizer implementation (`fused`, `foreach`, `per_tensor`); default the framework's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerImpl>,
+    /// Reduce gradients in fp32; default the framework's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_reduce_in_fp32: Option<bool>,
 }
 
 impl SearchTraining {
@@ -120,6 +130,9 @@ impl Default for SearchTraining {
             layer_split: LayerSplit::Uniform,
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
+            torch_compile: None,
+            optimizer: None,
+            grad_reduce_in_fp32: None,
         }
     }
 }
@@ -155,6 +168,9 @@ pub struct SearchRequest {
     /// Default `fp16`.
     #[serde(default = "fp16")]
     pub precision: Precision,
+    /// The framework every candidate runs under (as in a training request). Default `megatron`.
+    #[serde(default)]
+    pub framework: Framework,
     #[serde(default)]
     pub training: SearchTraining,
     #[serde(default)]
@@ -244,6 +260,9 @@ impl Candidate {
                 && req.training.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
                 && req.training.account_for_loss_in_pipeline_split,
+            torch_compile: req.training.torch_compile,
+            optimizer: req.training.optimizer,
+            grad_reduce_in_fp32: req.training.grad_reduce_in_fp32,
             ..ParallelSpec::default()
         }
     }

@@ -1,0 +1,277 @@
+//! The training framework that runs a configuration, and what it changes in the time: which kernels a layer
+//! launches (Transformer Engine's fused kernels, PyTorch eager operators or `torch.compile`'s fused ones), which
+//! attention kernel runs, how the optimizer step is launched, in which precision gradients are reduced, and how a
+//! fully sharded model's parameter gathers overlap the layers. Each behaviour is the framework's own, cited from
+//! its code; none is a constant fitted to a source.
+//!
+//! The physical effects stay with the cost model's constants ([`crate::cost::Efficiency`]: DRAM fraction, per-kernel
+//! GPU and host cost): a framework changes *how many* kernels and bytes there are, not what one costs.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::hw::GpuSpec;
+
+/// The framework a training run uses (`framework` in a training request and a search).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Framework {
+    /// Megatron-LM / Megatron-Core with Transformer Engine (the default): TE's fused layers (LayerNormLinear,
+    /// fused RoPE, fused SwiGLU, cuDNN / FlashAttention-3 attention), fused Adam, gradients reduced in fp32 under
+    /// bf16 (Megatron-LM `arguments.py`: "bfloat16 requires gradient accumulation and all-reduce to be done in
+    /// fp32", unless `--grad-reduce-in-bf16`).
+    #[default]
+    Megatron,
+    /// Megatron-Core as NeMo / Megatron-Bridge's performance recipes run it: Megatron's kernels, gradients reduced
+    /// in bf16 (`set_llama31_common_configs` etc.: `cfg.ddp.grad_reduce_in_fp32 = False`).
+    Nemo,
+    /// PyTorch-native torchtitan: FSDP2 (`fully_shard` per transformer block), DTensor tensor / sequence
+    /// parallelism, `torch.distributed.pipelining`, context parallelism; PyTorch eager modules (`nn.RMSNorm`,
+    /// `F.silu(w1(x)) * w3(x)`, complex-number RoPE) fused by `torch.compile` when `torch_compile` is set;
+    /// attention through `F.scaled_dot_product_attention` (FlashAttention-2); fused AdamW
+    /// (`OptimizersContainer`, `implementation: "fused"`); gradients reduce-scattered in fp32
+    /// (`mixed_precision_reduce = "float32"`, `torchtitan/config/job_config.py`).
+    Torchtitan,
+    /// DeepSpeed (ZeRO 1–3; Megatron-DeepSpeed's models): Megatron's fused kernels (apex), DeepSpeed's fused
+    /// Adam, gradients reduced in the training precision in `reduce_bucket_size` buckets (5·10⁸ elements).
+    Deepspeed,
+    /// Hugging Face Transformers' Trainer: eager PyTorch modules (`LlamaRMSNorm`, `rotate_half` RoPE, `act_fn(
+    /// gate_proj(x)) * up_proj(x)`), SDPA attention, `torch.optim.AdamW` (foreach), DDP or PyTorch FSDP with
+    /// gradients reduced in fp32 (FSDP `MixedPrecision(reduce_dtype=float32)`, as Composer's `DEFAULT`).
+    Hf,
+}
+
+impl Framework {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framework::Megatron => "megatron",
+            Framework::Nemo => "nemo",
+            Framework::Torchtitan => "torchtitan",
+            Framework::Deepspeed => "deepspeed",
+            Framework::Hf => "hf",
+        }
+    }
+}
+
+/// How the optimizer step is launched (PyTorch `torch.optim.AdamW`'s `fused` / `foreach` / for-loop
+/// implementations; apex's and Transformer Engine's `FusedAdam` are the fused kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerImpl {
+    /// One multi-tensor kernel reads p, g, m, v once and writes p, m, v (apex / TE `FusedAdam`, torch `fused=True`).
+    Fused,
+    /// `torch._foreach_*` ops: each of AdamW's element-wise steps is one multi-tensor kernel over every parameter,
+    /// so the state is read and written once per step ([`OptimizerImpl::passes`]).
+    Foreach,
+    /// A Python loop over the parameter tensors (torch `foreach=False`, Composer's `DecoupledAdamW`): every step
+    /// of every tensor is its own kernel.
+    PerTensor,
+}
+
+impl OptimizerImpl {
+    /// Passes over the optimizer state of one step relative to the fused kernel: 1 fused; foreach and per-tensor
+    /// AdamW run its element-wise steps separately (torch `optim/adamw.py` `_multi_tensor_adamw` /
+    /// `_single_tensor_adamw`: `lerp_` of m, `mul_` + `addcmul_` of v, `sqrt` + `div_` + `add_` of the
+    /// denominator, `addcdiv_` of p, the decoupled `mul_` of p) — 8 kernels, each reading and writing one state
+    /// tensor, against the fused kernel's single pass over all of them: about 8·2 tensor passes / 7 ≈ 2.3×
+    /// the fused kernel's bytes; rounded to 2.
+    pub fn passes(self) -> f64 {
+        match self {
+            OptimizerImpl::Fused => 1.0,
+            OptimizerImpl::Foreach | OptimizerImpl::PerTensor => 2.0,
+        }
+    }
+
+    /// Kernel launches of one step over `tensors` parameter tensors: the fused multi-tensor kernel and foreach
+    /// ops launch once per chunk of tensors (`multi_tensor_apply`'s chunks; one per tensor list here), per-tensor
+    /// once per tensor and step (8 steps).
+    pub fn launches(self, tensors: f64) -> f64 {
+        match self {
+            OptimizerImpl::Fused => 1.0,
+            OptimizerImpl::Foreach => 8.0,
+            OptimizerImpl::PerTensor => 8.0 * tensors.max(1.0),
+        }
+    }
+}
+
+/// The attention kernel a framework calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttentionKernel {
+    /// Transformer Engine's fused attention (cuDNN on Hopper and Blackwell, FlashAttention-3-class), what the
+    /// learned prefill-attention model measured (vLLM's FlashAttention-3 on Hopper).
+    Fused,
+    /// PyTorch `scaled_dot_product_attention`'s flash backend: FlashAttention-2, which on Hopper uses neither TMA
+    /// nor warp-group GEMMs ([`AttentionKernel::slowdown`]).
+    Sdpa,
+}
+
+/// FlashAttention-2's time over FlashAttention-3's on Hopper and later GPUs, forward and backward together:
+/// Shah et al. 2024 ("FlashAttention-3", Fig. 5 and 6, H100 SXM5, bf16, head dim 128, causal, 8k tokens): FA2
+/// forward ≈ 330–350 TFLOP/s against FA3's ≈ 610–640, backward ≈ 290–310 against ≈ 470–500 — 1.8× forward,
+/// 1.6× backward; with the backward 2.5 forwards of work, 1.65 overall.
+pub const FA2_ON_HOPPER_SLOWDOWN: f64 = 1.65;
+
+impl AttentionKernel {
+    /// Time multiplier of this kernel over the fused one on `gpu`: FlashAttention-2 on Hopper and later
+    /// ([`FA2_ON_HOPPER_SLOWDOWN`]); 1 on Ampere and older, where FlashAttention-2 is the fastest kernel there is.
+    pub fn slowdown(self, gpu: &GpuSpec) -> f64 {
+        let major = gpu.compute_capability.as_deref().and_then(|c| c.split('.').next()?.parse::<u32>().ok());
+        let hopper_or_later = gpu.generation() == "hopper" || major.is_some_and(|m| m >= 9);
+        match self {
+            AttentionKernel::Sdpa if hopper_or_later => FA2_ON_HOPPER_SLOWDOWN,
+            _ => 1.0,
+        }
+    }
+}
+
+/// Extra element-wise kernels an eager PyTorch operator launches beyond the one fused kernel the operator table
+/// counts, forward and backward, each reading and writing the operator's tensor once (counted from the module
+/// code, autograd's backward of each step included):
+/// - RMSNorm (`nn.RMSNorm` / `LlamaRMSNorm`: cast to fp32, `pow(2)`, `mean`, `+ eps` and `rsqrt` on the row
+///   statistic, multiply, cast back, multiply by the weight): 4 full-size passes beyond one forward, 8 backward;
+///   LayerNorm is one native kernel (`F.layer_norm`) in every framework: 0.
+/// - SwiGLU (`F.silu(gate) * up`): the separate `silu` and `mul` add one pass forward, two backward.
+/// - RoPE, torchtitan's complex form (`view_as_complex` of the fp32 copy, complex multiply, `view_as_real`,
+///   `type_as`): 2 forward, 2 backward; Hugging Face's `rotate_half` (`cat` of the negated half, two multiplies, an
+///   add, for q and k): 4 and 4.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EagerKernels {
+    pub rmsnorm: (u32, u32),
+    pub swiglu: (u32, u32),
+    pub rope: (u32, u32),
+}
+
+impl EagerKernels {
+    /// No extra kernels (Transformer Engine / Megatron's fused kernels, or `torch.compile`).
+    pub const FUSED: EagerKernels = EagerKernels { rmsnorm: (0, 0), swiglu: (0, 0), rope: (0, 0) };
+    /// torchtitan without `torch.compile`.
+    pub const TORCHTITAN: EagerKernels = EagerKernels { rmsnorm: (4, 8), swiglu: (1, 2), rope: (2, 2) };
+    /// Hugging Face Transformers' eager modules.
+    pub const HF: EagerKernels = EagerKernels { rmsnorm: (4, 8), swiglu: (1, 2), rope: (4, 4) };
+}
+
+/// What a framework (with the request's options) does that changes the time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameworkTraits {
+    pub framework: Framework,
+    /// Extra eager kernels per operator.
+    pub eager: EagerKernels,
+    /// The attention kernel.
+    pub attention: AttentionKernel,
+    /// The optimizer's implementation.
+    pub optimizer: OptimizerImpl,
+    /// Gradients are reduced (all-reduce or reduce-scatter) in fp32: 4 bytes per element instead of 2.
+    pub grad_reduce_in_fp32: bool,
+    /// A fully sharded model (ZeRO-3) gathers its parameters per wrapped transformer block (FSDP's
+    /// `fully_shard` / `FullyShardedDataParallel` units, DeepSpeed's per-module fetch) instead of in Megatron's
+    /// parameter-count buckets: the gather of block i + 1 is prefetched during block i's forward, so each
+    /// block's gather hides behind its predecessor's computation ([`crate::llm::timing::chunk_seconds`]).
+    pub gather_per_block: bool,
+}
+
+/// A framework's defaults and the request's options over them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FrameworkOptions {
+    /// `torch.compile` (torchtitan `compile`, Hugging Face `torch_compile`): Inductor fuses the eager element-wise
+    /// kernels as Transformer Engine does. Only the PyTorch-native frameworks compile.
+    pub torch_compile: Option<bool>,
+    /// The optimizer implementation, else the framework's.
+    pub optimizer: Option<OptimizerImpl>,
+    /// Reduce gradients in fp32 (Megatron-Core DDP `grad_reduce_in_fp32`, FSDP `reduce_dtype`), else the
+    /// framework's default.
+    pub grad_reduce_in_fp32: Option<bool>,
+}
+
+impl FrameworkTraits {
+    /// The traits of `framework` with `opts`, for training in 16 bits (`bf16`: whether the training precision is
+    /// bf16, where Megatron-LM reduces gradients in fp32 by default).
+    pub fn of(framework: Framework, opts: &FrameworkOptions, bf16: bool) -> FrameworkTraits {
+        let compiled = opts.torch_compile.unwrap_or(false);
+        let (eager, attention, optimizer, reduce_fp32, per_block) = match framework {
+            Framework::Megatron => (EagerKernels::FUSED, AttentionKernel::Fused, OptimizerImpl::Fused, bf16, false),
+            Framework::Nemo => (EagerKernels::FUSED, AttentionKernel::Fused, OptimizerImpl::Fused, false, false),
+            Framework::Deepspeed => (EagerKernels::FUSED, AttentionKernel::Fused, OptimizerImpl::Fused, false, true),
+            Framework::Torchtitan => {
+                let eager = if compiled { EagerKernels::FUSED } else { EagerKernels::TORCHTITAN };
+                (eager, AttentionKernel::Sdpa, OptimizerImpl::Fused, true, true)
+            }
+            Framework::Hf => {
+                let eager = if compiled { EagerKernels::FUSED } else { EagerKernels::HF };
+                (eager, AttentionKernel::Sdpa, OptimizerImpl::Foreach, true, true)
+            }
+        };
+        FrameworkTraits {
+            framework,
+            eager,
+            attention,
+            optimizer: opts.optimizer.unwrap_or(optimizer),
+            grad_reduce_in_fp32: opts.grad_reduce_in_fp32.unwrap_or(reduce_fp32),
+            gather_per_block: per_block,
+        }
+    }
+
+    /// Bytes per gradient element in the data-parallel reduction: 4 in fp32, else the 16-bit `elem_bytes`.
+    pub fn grad_bytes(&self, elem_bytes: f64) -> f64 {
+        if self.grad_reduce_in_fp32 {
+            4.0
+        } else {
+            elem_bytes
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_each_frameworks_code() {
+        let none = FrameworkOptions::default();
+        let mega = FrameworkTraits::of(Framework::Megatron, &none, true);
+        // Megatron-LM reduces bf16 gradients in fp32; NeMo's performance recipes in bf16; fp16 never in fp32.
+        assert!(mega.grad_reduce_in_fp32);
+        assert!(!FrameworkTraits::of(Framework::Megatron, &none, false).grad_reduce_in_fp32);
+        assert!(!FrameworkTraits::of(Framework::Nemo, &none, true).grad_reduce_in_fp32);
+        assert_eq!(
+            (mega.grad_bytes(2.0), FrameworkTraits::of(Framework::Nemo, &none, true).grad_bytes(2.0)),
+            (4.0, 2.0)
+        );
+        let titan = FrameworkTraits::of(Framework::Torchtitan, &none, true);
+        assert_eq!(
+            (titan.eager, titan.attention, titan.optimizer),
+            (EagerKernels::TORCHTITAN, AttentionKernel::Sdpa, OptimizerImpl::Fused)
+        );
+        assert!(titan.gather_per_block && titan.grad_reduce_in_fp32);
+        // torch.compile fuses the eager kernels; the attention stays SDPA.
+        let compiled =
+            FrameworkTraits::of(Framework::Torchtitan, &FrameworkOptions { torch_compile: Some(true), ..none }, true);
+        assert_eq!((compiled.eager, compiled.attention), (EagerKernels::FUSED, AttentionKernel::Sdpa));
+        let hf = FrameworkTraits::of(Framework::Hf, &none, true);
+        assert_eq!((hf.eager, hf.optimizer), (EagerKernels::HF, OptimizerImpl::Foreach));
+        // Options override the defaults.
+        let o =
+            FrameworkOptions { optimizer: Some(OptimizerImpl::PerTensor), grad_reduce_in_fp32: Some(false), ..none };
+        let t = FrameworkTraits::of(Framework::Hf, &o, true);
+        assert_eq!((t.optimizer, t.grad_reduce_in_fp32), (OptimizerImpl::PerTensor, false));
+    }
+
+    #[test]
+    fn flash_attention_2_is_slower_only_from_hopper_on() {
+        let gpu = |name: &str| crate::hw::catalog::lookup(name).unwrap().spec.clone();
+        assert_eq!(AttentionKernel::Sdpa.slowdown(&gpu("A100-SXM4-80GB")), 1.0);
+        assert_eq!(AttentionKernel::Sdpa.slowdown(&gpu("H100-SXM5-80GB")), FA2_ON_HOPPER_SLOWDOWN);
+        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("H100-SXM5-80GB")), 1.0);
+        // By hand from FA3's figures: forward 1.8×, backward 1.6× with 2.5 forwards of backward work:
+        // (1.8 + 2.5·1.6) / 3.5 = 5.8 / 3.5 = 1.657.
+        assert!((FA2_ON_HOPPER_SLOWDOWN - (1.8 + 2.5 * 1.6) / 3.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn optimizer_launches_and_passes() {
+        assert_eq!((OptimizerImpl::Fused.launches(500.0), OptimizerImpl::Fused.passes()), (1.0, 1.0));
+        assert_eq!(OptimizerImpl::Foreach.launches(500.0), 8.0);
+        assert_eq!(OptimizerImpl::PerTensor.launches(500.0), 4000.0);
+        assert_eq!(OptimizerImpl::PerTensor.passes(), 2.0);
+    }
+}
