@@ -84,7 +84,8 @@ pub fn dgxc(data: &Path, out: &mut E2eData) -> Result<(), String> {
             continue;
         }
         model["seq_len"] = json!(seq_len);
-        let Some(request) = request(&sys.name, model, nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, false), precision)
+        let Some(request) =
+            request(&sys.name, model, nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, false), precision, "nemo")
         else {
             out.skip("dgxc", "request does not parse");
             continue;

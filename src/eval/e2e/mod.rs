@@ -1,5 +1,5 @@
 //! End-to-end training measurements of `../shared/data` (DATA.md: vTrain, NeuSight's distributed runs,
-//! NeMo/Megatron-Bridge and DGX Cloud tables) turned into prediction requests with their measured iteration time.
+//! NeMo/Megatron-Bridge and DGX Cloud tables, llm-foundry's MPT runs) turned into prediction requests with their measured iteration time.
 //! What each source ran is reconstructed from its documentation; every assumption is stated where it is made.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `dgxc`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `dgxc`, `llmfoundry`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -79,17 +79,26 @@ fn dgx_h100() -> SystemSpec {
     SystemSpec { name: "eval-dgx-h100".into(), nodes: 512, description: None, ..preset }
 }
 
-fn request(system: &str, model: Value, parallelism: Value, precision: &str) -> Option<TrainingRequest> {
+/// The request of a measured run: `framework` is what ran it ([`crate::llm::framework::Framework`]'s wire name).
+fn request(
+    system: &str,
+    model: Value,
+    parallelism: Value,
+    precision: &str,
+    framework: &str,
+) -> Option<TrainingRequest> {
     serde_json::from_value(json!({"system": system, "model": model, "parallelism": parallelism,
-        "precision": precision}))
+        "precision": precision, "framework": framework}))
     .ok()
 }
 mod dgxc;
+mod llmfoundry;
 mod nemo;
 mod neusight;
 mod vtrain;
 
 pub use dgxc::dgxc;
+pub use llmfoundry::llmfoundry;
 pub use nemo::{architecture, nemo};
 pub use neusight::{neusight, neusight_single};
 pub use vtrain::vtrain;
@@ -102,6 +111,7 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     neusight_single(data, &mut out)?;
     nemo(data, &mut out)?;
     dgxc(data, &mut out)?;
+    llmfoundry(data, &mut out)?;
     Ok(out)
 }
 
@@ -181,8 +191,40 @@ mod tests {
             (r.request.parallelism.tp, r.request.parallelism.pp, r.request.parallelism.context_parallel),
             (4, 4, 2)
         );
+        // Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VP 8): Megatron-Bridge's recipe counts the embedding and
+        // the loss as layers, so the row is represented (126 layers alone do not divide over pp·VP = 64).
+        let r = out.rows.iter().find(|r| r.id.contains("line 106 ")).unwrap();
+        let p = &r.request.parallelism;
+        assert_eq!((p.tp, p.pp, p.context_parallel, p.virtual_stages, p.dp), (8, 8, 2, 8, 8));
+        assert!(p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split);
+        assert!(crate::llm::validate(&r.request.model, p, r.request.precision, 4096).is_ok());
         // Blackwell rows are skipped for want of a catalog GPU.
         assert!(out.skipped.keys().any(|(s, why)| s == "nemo" && why.contains("DGX-H100")));
+    }
+
+    #[test]
+    fn llmfoundry_rows_become_fsdp_requests() {
+        let mut out = E2eData::default();
+        llmfoundry(&data(), &mut out).unwrap();
+        // All 216 rows: A100 40 GB (78), A100 80 GB (61), H100 (77); none offloads activations to the CPU.
+        assert_eq!(out.rows.len(), 216);
+        // README line 75: MPT-70B, seq 2048, 512 H100, micro-batch 8, grad_accum 1, FULL_SHARD, checkpointing,
+        // amp_bf16; 4,096 × 2,048 tokens at 515,636 tokens/s = 16.2685 s.
+        let r = out.rows.iter().find(|r| r.id.contains("line 75 ")).unwrap();
+        let p = &r.request.parallelism;
+        assert_eq!((p.tp, p.pp, p.dp, p.micro_batch, p.grad_accum, p.zero_stage), (1, 1, 512, 8, Some(1), 3));
+        assert_eq!(p.recompute, crate::llm::config::Recompute::Full);
+        assert_eq!(r.request.precision, crate::hw::Precision::Bf16);
+        let m = &r.request.model;
+        assert_eq!(
+            (m.layers, m.hidden, m.heads, m.vocab, m.rotary, m.tied_embeddings),
+            (80, 8192, 64, 50368, false, true)
+        );
+        assert!((r.measured_s - 4096.0 * 2048.0 / 515_636.0).abs() < 1e-3, "{}", r.measured_s);
+        assert_eq!(r.system.gpus_per_node, 8);
+        // SHARD_GRAD_OP is ZeRO-2; amp_fp8 is fp8.
+        assert_eq!(out.rows.iter().filter(|r| r.request.parallelism.zero_stage == 2).count(), 6);
+        assert_eq!(out.rows.iter().filter(|r| r.request.precision == crate::hw::Precision::Fp8).count(), 7);
     }
 
     #[test]

@@ -135,8 +135,14 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let dp = gpus / (tp * pp * cp);
         let mut model = model;
         model["seq_len"] = json!(seq_len);
-        let Some(request) = request(&sys.name, model, nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, fsdp), precision)
-        else {
+        let mut parallelism = nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, fsdp);
+        if model["layers"] == json!(126) {
+            // Megatron-Bridge's Llama 3.1 405B recipe (`recipes/llama/llama3.py` `llama31_405b_pretrain_config`)
+            // counts the embedding and the loss as pipeline layers: 126 + 2 = 128 over pp·VP.
+            parallelism["account_for_embedding_in_pipeline_split"] = json!(true);
+            parallelism["account_for_loss_in_pipeline_split"] = json!(true);
+        }
+        let Some(request) = request(&sys.name, model, parallelism, precision, "nemo") else {
             out.skip("nemo", "request does not parse");
             continue;
         };

@@ -92,7 +92,7 @@ pub fn neusight(data: &Path, out: &mut E2eData) -> Result<(), String> {
                 "tp" => json!({"tp": 4, "micro_batch": gb, "grad_accum": 1, "zero_stage": 0, "layer_split": "uniform"}),
                 _ => json!({"pp": 4, "micro_batch": gb, "grad_accum": 1, "zero_stage": 0, "layer_split": "uniform"}),
             };
-            let Some(request) = request(&sys.name, spec.clone(), par, "fp32") else {
+            let Some(request) = request(&sys.name, spec.clone(), par, "fp32", "hf") else {
                 out.skip("neusight", "request does not parse");
                 continue;
             };
@@ -141,7 +141,7 @@ pub fn neusight_single(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let name_of_system = format!("eval-neusight-1gpu-{}", gpu.spec.name);
         let sys = system(&name_of_system, &gpu.spec.name, 1, 1, ("pcie", 32.0), ("none", 25.0));
         let par = json!({"micro_batch": batch, "grad_accum": 1, "zero_stage": 0});
-        let Some(request) = request(&sys.name, spec, par, "fp32") else {
+        let Some(request) = request(&sys.name, spec, par, "fp32", "hf") else {
             out.skip(SOURCE, "request does not parse");
             continue;
         };

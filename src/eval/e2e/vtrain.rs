@@ -22,7 +22,7 @@ pub fn vtrain(data: &Path, out: &mut E2eData) -> Result<(), String> {
             "attention": "fused_softmax", "rotary": false, "tied_embeddings": true, "dropout": 0.1});
         let par = json!({"tp": n("TP"), "pp": n("PP"), "dp": n("DP"), "micro_batch": n("micro_batch"),
             "global_batch": n("global_batch"), "recompute": "full", "zero_stage": 0, "layer_split": "uniform"});
-        let Some(request) = request(&sys.name, model, par, "fp16") else {
+        let Some(request) = request(&sys.name, model, par, "fp16", "deepspeed") else {
             out.skip("vtrain", "request does not parse");
             continue;
         };
