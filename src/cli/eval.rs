@@ -46,8 +46,8 @@ pub(super) enum EvalWhat {
         #[arg(long, default_value = "../shared/fixtures")]
         fixtures: PathBuf,
     },
-    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight (4-GPU and single-GPU), NeMo and DGX
-    /// Cloud through the training predictor; MAPE and signed error per source.
+    /// End-to-end accuracy: the measured training runs of vTrain, NeuSight (4-GPU and single-GPU), NeMo, DGX
+    /// Cloud and llm-foundry through the training predictor; MAPE and signed error per source.
     Training {
         /// The shared datasets directory.
         #[arg(long, default_value = "../shared/data")]
@@ -57,8 +57,13 @@ pub(super) enum EvalWhat {
         out: PathBuf,
         /// Cross-validate: fit the efficiencies on all but one fold of (source, model) groups, predict that
         /// fold, for every fold; then fit on every row. Without it, the shipped efficiencies predict every row.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "leave_source_out")]
         cross_validate: bool,
+        /// Leave whole sources out: predict each fitted source with constants fitted on the other sources only
+        /// (the sources never fitted, with constants fitted on all of them); intervals from the other sources'
+        /// held-out residuals; then fit on every row. The figure a user with another cluster or framework meets.
+        #[arg(long)]
+        leave_source_out: bool,
         /// Folds of the cross-validation.
         #[arg(long, default_value_t = 5)]
         folds: usize,
@@ -66,9 +71,9 @@ pub(super) enum EvalWhat {
         #[arg(long, default_value_t = 300)]
         iterations: usize,
         /// Sources the cross-validation fits on (the others are only predicted): vtrain, neusight (4-GPU),
-        /// neusight-1gpu, nemo, dgxc. NeuSight is left out by default: its runs are FP32 without tensor cores,
-        /// so they test the fitted constants on a precision the fit never saw.
-        #[arg(long, value_delimiter = ',', default_value = "vtrain,nemo,dgxc")]
+        /// neusight-1gpu, nemo, dgxc, llmfoundry. NeuSight is left out by default: its runs are FP32 without
+        /// tensor cores, so they test the fitted constants on a precision the fit never saw.
+        #[arg(long, value_delimiter = ',', default_value = "vtrain,nemo,dgxc,llmfoundry")]
         fit_sources: Vec<String>,
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
         #[arg(long)]
@@ -160,6 +165,7 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             data,
             out,
             cross_validate,
+            leave_source_out,
             folds,
             iterations,
             fit_sources,
@@ -167,7 +173,9 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             fit_contention,
             analytic_only,
         } => {
-            let mode = if cross_validate {
+            let mode = if leave_source_out {
+                Mode::LeaveSourceOut { iterations, fit_sources, contention: fit_contention }
+            } else if cross_validate {
                 Mode::CrossValidate { folds, iterations, fit_sources, contention: fit_contention }
             } else if roofline {
                 Mode::Fixed(Efficiency::ROOFLINE)
@@ -280,12 +288,17 @@ fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &m
         return failed(e);
     }
     println!("{}", crate::eval::training::markdown(&report));
-    if let (Mode::CrossValidate { .. }, Some(q)) = (mode, &report.quantiles) {
+    if let (Mode::CrossValidate { .. } | Mode::LeaveSourceOut { .. }, Some(q)) = (mode, &report.quantiles) {
         let stamp = format!("{}, commit {}", utc_date(), git_commit());
         println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
-        let contention = matches!(mode, Mode::CrossValidate { contention: true, .. });
+        let contention = matches!(
+            mode,
+            Mode::CrossValidate { contention: true, .. } | Mode::LeaveSourceOut { contention: true, .. }
+        );
         let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
-        println!("\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```");
+        println!(
+            "\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```"
+        );
     }
     eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
     ExitCode::SUCCESS

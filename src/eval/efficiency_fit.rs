@@ -16,10 +16,11 @@ use crate::learn::backend::LearnedBackend;
 use crate::learn::Registry;
 use crate::llm::{predict, TrainingConfig};
 
-/// The sources the constants are fitted on. NeuSight's rows (4-GPU `neusight`, single-GPU `neusight-1gpu`) are
+/// The sources the constants are fitted on (llm-foundry's PyTorch FSDP runs among them: the one framework that is
+/// not Megatron-style). NeuSight's rows (4-GPU `neusight`, single-GPU `neusight-1gpu`) are
 /// only predicted, never fitted on: they are FP32 without tensor cores, unlike every other row, and kept out they
 /// test the constants on a precision and a framework (Hugging Face modules) the fit never saw.
-pub const FIT_SOURCES: [&str; 3] = ["vtrain", "nemo", "dgxc"];
+pub const FIT_SOURCES: [&str; 4] = ["vtrain", "nemo", "dgxc", "llmfoundry"];
 
 /// A row ready to predict.
 #[derive(Debug, Clone)]
@@ -243,6 +244,45 @@ pub fn folds(rows: &[Prepared], fit_sources: &[String], k: usize) -> BTreeMap<(S
     groups.into_iter().enumerate().map(|(i, (_, s, g))| ((s, g), i % k)).collect()
 }
 
+/// Leave-source-out evaluation: every fitted source's rows predicted with constants fitted on the *other* fitted
+/// sources only, the rows of sources that are never fitted (`fit_sources` lacks them) with constants fitted on every
+/// fitted source — so no row's prediction comes from constants that saw any row of its source. This is how a new
+/// user's runs (another cluster, another framework, another model family) meet the constants.
+///
+/// Returns every row's prediction, the held-out fits as (source, constants) in `fit_sources` order (a source
+/// without rows gets none), and the fit on every fitted row.
+pub fn leave_source_out(
+    rows: &[Prepared],
+    fit_sources: &[String],
+    start: &Efficiency,
+    iters: usize,
+    contention: bool,
+    progress: &mut dyn FnMut(&str),
+) -> (Vec<Option<f64>>, Vec<(String, Efficiency)>, Efficiency) {
+    let fitted = |r: &&Prepared| fit_sources.iter().any(|s| s == r.source);
+    let all: Vec<&Prepared> = rows.iter().filter(fitted).collect();
+    let (eff_all, l) = fit(&all, start, iters, contention);
+    progress(&format!("every fitted source: {} rows, loss {l:.4}, {eff_all:?}", all.len()));
+    let mut preds: Vec<Option<f64>> =
+        rows.iter().map(|r| if fitted(&r) { None } else { predict_with(r, &eff_all) }).collect();
+    let mut held = Vec::new();
+    for s in fit_sources {
+        if !rows.iter().any(|r| r.source == s.as_str()) {
+            continue;
+        }
+        let train: Vec<&Prepared> = all.iter().copied().filter(|r| r.source != s.as_str()).collect();
+        let (eff, l) = fit(&train, start, iters, contention);
+        progress(&format!("without {s}: trained on {} rows, loss {l:.4}, {eff:?}", train.len()));
+        for (i, r) in rows.iter().enumerate() {
+            if r.source == s.as_str() {
+                preds[i] = predict_with(r, &eff);
+            }
+        }
+        held.push((s.clone(), eff));
+    }
+    (preds, held, eff_all)
+}
+
 /// Grouped k-fold cross-validation: every row's prediction with constants fitted without its fold, and each
 /// fold's constants.
 #[allow(clippy::too_many_arguments)]
@@ -345,13 +385,17 @@ mod tests {
         let system = crate::hw::presets().into_iter().find(|p| p.name == "dgx-a100-80g").unwrap().resolve().unwrap();
         let bundle = crate::bundle::Bundle::embedded().unwrap();
         let learned = LearnedBackend::new(system, Arc::new(crate::bundle::registry(&bundle).unwrap()));
-        let gemm = crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let gemm =
+            crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
         let t = learned.compute_uncached(&gemm, crate::hw::Precision::Bf16).unwrap();
         assert!(t.source.to_string().contains("A100-SXM4-80GB"), "{}", t.source);
         let learned_tflops = 2.0 * 16384f64.powi(3) / t.time_us / 1e6;
         // Sustained over microbenchmark speed: the shipped Ampere clock, 270.7 / 291.0 ≈ 0.930.
         let ratio = mean_tflops / learned_tflops;
-        assert!((ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005, "{ratio} ({learned_tflops} TFLOP/s)");
+        assert!(
+            (ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005,
+            "{ratio} ({learned_tflops} TFLOP/s)"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `perfcast eval training`: end-to-end accuracy of the training-iteration predictor on the measured runs of
-//! `../shared/data` (vTrain, NeuSight's 4-GPU and single-GPU runs, NeMo, DGX Cloud; [`super::e2e`]), per source,
+//! `../shared/data` (vTrain, NeuSight's 4-GPU and single-GPU runs, NeMo, DGX Cloud, llm-foundry;
+//! [`super::e2e`]), per source,
 //! with row counts, MAPE and signed error, and every row's prediction in a CSV.
 
 use std::collections::BTreeMap;
@@ -9,13 +10,13 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::e2e::{load, E2eRow};
-use super::efficiency_fit::{cross_validate, fit, predict_with, Prepared};
+use super::efficiency_fit::{cross_validate, fit, leave_source_out, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
 use super::output::{coverage_table, summary_table};
 use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::ResidualClass;
-use crate::llm::{validate, TrainingPrediction};
+use crate::llm::{validate_request, TrainingPrediction};
 
 /// One evaluated row.
 #[derive(Debug, Clone, Serialize)]
@@ -55,8 +56,10 @@ pub struct Report {
     pub skipped: Vec<(String, String, u64)>,
     /// The constants used (fixed) or fitted on every row (cross-validation).
     pub efficiency: crate::cost::Efficiency,
-    /// Cross-validation: the constants of each fold.
+    /// Cross-validation: the constants of each fold (leave-source-out: of each held-out source).
     pub folds: Vec<crate::cost::Efficiency>,
+    /// What each of `folds` is (`fold 3`, `without nemo`).
+    pub fold_labels: Vec<String>,
     /// What the intervals and their coverage are: `held-out (cross-conformal)` or `in-sample (shipped quantiles)`.
     pub coverage_kind: &'static str,
     /// How often measured times fall in their p10–p90 intervals, per source, over the fitted sources and per
@@ -78,6 +81,9 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
     }
 }
 
+/// The end-to-end sources, in report order.
+pub const SOURCES: [&str; 6] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc", "llmfoundry"];
+
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -87,6 +93,11 @@ pub enum Mode {
     /// group's fold; then the constants fitted on every row.
     /// `contention` also fits the contention κ of overlapped communication.
     CrossValidate { folds: usize, iterations: usize, fit_sources: Vec<String>, contention: bool },
+    /// Leave-source-out: each fitted source predicted with constants fitted on the other fitted sources, the
+    /// sources never fitted with constants fitted on all of them ([`super::efficiency_fit::leave_source_out`]);
+    /// intervals cross-conformal over sources (each source's from the other sources' held-out residuals); then
+    /// the constants fitted on every row.
+    LeaveSourceOut { iterations: usize, fit_sources: Vec<String>, contention: bool },
 }
 
 /// The rows that validate, ready to predict with `models` (and the efficiencies), and what was skipped.
@@ -100,7 +111,7 @@ pub fn prepare(
     for row in std::mem::take(&mut data_rows.rows) {
         let system = row.system.resolve().map_err(|e| format!("{}: {e:?}", row.id))?;
         let req = &row.request;
-        match validate(&req.model, &req.parallelism, req.precision, system.total_gpus()) {
+        match validate_request(req, system.total_gpus()) {
             Ok(cfg) => {
                 let p = Prepared {
                     source: row.source,
@@ -136,6 +147,7 @@ pub fn run(
     progress(&format!("{} measured configurations to predict", rows.len()));
     let prepared: Vec<Prepared> = rows.iter().map(|(_, p)| p.clone()).collect();
     let classes: Vec<ResidualClass> = prepared.iter().map(|p| ResidualClass::of(&p.system, p.cfg.gpus())).collect();
+    let mut fold_labels: Vec<String> = Vec::new();
     let (preds, folds, efficiency, intervals, quantiles, coverage_kind) = match mode {
         Mode::Fixed(eff) => {
             let preds: Vec<Option<f64>> = prepared.iter().map(|p| predict_with(p, eff)).collect();
@@ -168,6 +180,36 @@ pub fn run(
                 .map(|(c, g, _, p, _, m)| (*c, g.as_str(), (m / p.unwrap_or(1.0)).ln()))
                 .collect();
             (preds, fitted, eff, iv, Quantiles::fit(&residuals), "held-out (cross-conformal)")
+        }
+        Mode::LeaveSourceOut { iterations, fit_sources, contention } => {
+            let start = super::efficiency_fit::start();
+            let (preds, held, eff) =
+                leave_source_out(&prepared, fit_sources, &start, *iterations, *contention, progress);
+            let eligible = |p: &Prepared| fit_sources.iter().any(|s| s == p.source);
+            let sources: Vec<&str> = {
+                let mut v: Vec<&str> = prepared.iter().map(|p| p.source).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let fold = |p: &Prepared| sources.iter().position(|s| *s == p.source).unwrap_or(0);
+            let conformal: Vec<_> = prepared
+                .iter()
+                .zip(&preds)
+                .zip(&classes)
+                .map(|((p, pred), c)| {
+                    (*c, format!("{}/{}", p.source, p.group), fold(p), *pred, eligible(p), p.measured_s)
+                })
+                .collect();
+            let iv = cross_conformal(&conformal, sources.len());
+            let residuals: Vec<(ResidualClass, &str, f64)> = conformal
+                .iter()
+                .filter(|(_, _, _, p, ok, _)| *ok && p.is_some_and(|p| p > 0.0))
+                .map(|(c, g, _, p, _, m)| (*c, g.as_str(), (m / p.unwrap_or(1.0)).ln()))
+                .collect();
+            fold_labels = held.iter().map(|(s, _)| format!("without {s}")).collect();
+            let fitted = held.into_iter().map(|(_, e)| e).collect();
+            (preds, fitted, eff, iv, Quantiles::fit(&residuals), "leave-source-out (cross-conformal over sources)")
         }
     };
     let mut results = Vec::new();
@@ -207,7 +249,7 @@ pub fn run(
             summary.push(Summary { label, accuracy: accuracy(&p, &m) });
         }
     };
-    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc"] {
+    for source in SOURCES {
         add(source.to_string(), &|r| r.source == source);
     }
     for pp in [1, 2, 4] {
@@ -230,12 +272,12 @@ pub fn run(
         coverage(label, &t)
     };
     let fitted_sources = match mode {
-        Mode::CrossValidate { fit_sources, .. } => fit_sources.clone(),
+        Mode::CrossValidate { fit_sources, .. } | Mode::LeaveSourceOut { fit_sources, .. } => fit_sources.clone(),
         Mode::Fixed(_) => super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect(),
     };
     let mut coverage_rows: Vec<Coverage> = Vec::new();
     coverage_rows.extend(cov("fitted sources", &|r| fitted_sources.iter().any(|s| s == r.source)));
-    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc"] {
+    for source in SOURCES {
         coverage_rows.extend(cov(source, &|r| r.source == source));
     }
     let class_names: std::collections::BTreeSet<String> = results.iter().map(|r| r.class.clone()).collect();
@@ -250,6 +292,11 @@ pub fn run(
         summary,
         skipped,
         efficiency,
+        fold_labels: if fold_labels.is_empty() {
+            (1..=folds.len()).map(|i| format!("fold {i}")).collect()
+        } else {
+            fold_labels
+        },
         folds,
         coverage_kind,
         coverage: coverage_rows,
@@ -267,8 +314,8 @@ pub fn markdown(r: &Report) -> String {
     ));
     s.push_str(&coverage_table(&r.coverage));
     s.push_str(&format!("\nEfficiencies: {:?}\n", r.efficiency));
-    for (i, f) in r.folds.iter().enumerate() {
-        s.push_str(&format!("fold {}: {f:?}\n", i + 1));
+    for (label, f) in r.fold_labels.iter().zip(&r.folds) {
+        s.push_str(&format!("{label}: {f:?}\n"));
     }
     s.push_str("\nNot evaluated:\n\n| source | reason | rows |\n|---|---|---:|\n");
     for (src, why, n) in &r.skipped {
@@ -332,7 +379,9 @@ mod tests {
         let r = run(&data(), &mode, (&Arc::new(Registry::default()), "none"), &mut |_| {}).unwrap();
         assert_eq!(r.coverage_kind, "held-out (cross-conformal)");
         let fitted = r.coverage.iter().find(|c| c.label == "fitted sources").unwrap();
-        assert_eq!(fitted.rows, 1440 + 16 + 117);
+        // vTrain 1,440, NeMo 20 (16 + the four Llama 3.1 405B rows the embedding and loss split admits), DGX Cloud
+        // 117, llm-foundry 216.
+        assert_eq!(fitted.rows, 1440 + 20 + 117 + 216);
         assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
         assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
         // The intervals bracket the point estimates and the quantiles to ship cover the classes with rows.
