@@ -60,7 +60,19 @@ fn moe(mut m: ServingModel, experts: u32, top_k: u32, expert_ffn: u32, shared: u
         shared_experts: shared,
         shared_ffn_hidden: shared * expert_ffn,
         dense_layers,
+        layer_freq: 1,
+        router_groups: 0,
+        router_group_top_k: 0,
     });
+    m
+}
+
+/// Group-limited routing: `groups` expert groups, `top` of them per token (config.json `n_group`, `topk_group`).
+fn node_limited(mut m: ServingModel, groups: u32, top: u32) -> ServingModel {
+    if let Some(moe) = m.moe.as_mut() {
+        moe.router_groups = groups;
+        moe.router_group_top_k = top;
+    }
     m
 }
 
@@ -228,14 +240,18 @@ fn build() -> Vec<CatalogEntry> {
                     qk_rope_head_dim: 64,
                     v_head_dim: 128,
                 }),
-                ..moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3)
+                ..node_limited(
+                    moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3),
+                    8,
+                    4,
+                )
             },
             &["deepseek-ai/DeepSeek-V3", "DeepSeek-R1", "deepseek-ai/DeepSeek-R1"],
             "deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, num_hidden_layers 61 (the multi-token-prediction \
              layer is not served), num_attention_heads 128, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, \
              qk_rope_head_dim 64, v_head_dim 128, intermediate_size 18432, n_routed_experts 256, num_experts_per_tok 8, \
-             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, vocab_size 129280; MLA \
-             approximated (see MlaSpec)",
+             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, n_group 8, topk_group 4, \
+             vocab_size 129280; MLA approximated in serving (see MlaSpec)",
         ),
         entry(gpt3("GPT-3-125M", 12, 768, 12, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Small"),
         entry(gpt3("GPT-3-350M", 24, 1024, 16, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Medium"),

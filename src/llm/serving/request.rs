@@ -45,54 +45,7 @@ impl<'de> Deserialize<'de> for ModelRef {
     }
 }
 
-/// Mixture-of-experts layers (Shazeer et al. 2017; Mixtral, Qwen-MoE, DeepSeek-V3): every layer after the first
-/// `dense_layers` replaces its MLP by `experts` SwiGLU experts of width `expert_ffn_hidden`, of which each token
-/// uses `top_k` (chosen by a router GEMM of `hidden × experts`), plus `shared_experts` experts every token uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}))]
-pub struct MoeSpec {
-    /// Routed experts per MoE layer, E.
-    pub experts: u32,
-    /// Experts each token is routed to, K.
-    pub top_k: u32,
-    /// Width of one routed expert's MLP (gate and up projections of this width, down projection back).
-    pub expert_ffn_hidden: u32,
-    /// Experts every token goes through besides its routed ones (DeepSeek's shared experts). Default 0.
-    #[serde(default)]
-    pub shared_experts: u32,
-    /// Total width of the shared experts' MLP (Qwen-MoE's `shared_expert_intermediate_size`). Default
-    /// shared_experts · expert_ffn_hidden.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_ffn_hidden: Option<u32>,
-    /// Leading layers that keep a dense MLP of `ffn_hidden` (DeepSeek-V3's `first_k_dense_replace`). Default 0.
-    #[serde(default)]
-    pub dense_layers: u32,
-}
-
-/// Multi-head latent attention (DeepSeek-V2/V3, `kv_lora_rank` in config.json), **approximated**: the KV cache
-/// holds one compressed latent of `kv_lora_rank + qk_rope_head_dim` elements per token and layer (not per head, and
-/// replicated on every tensor-parallel rank); the weights are the down- and up-projections; attention is timed as
-/// grouped attention over the latent (decode: one key/value head of (kv_lora_rank + qk_rope_head_dim)/2 so that
-/// the bytes read per token equal the latent's; prefill: heads of qk_nope + qk_rope dims), not FlashMLA's exact
-/// kernels — the learned correction is where the difference goes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128}))]
-pub struct MlaSpec {
-    /// Rank of the query down-projection (0: queries projected directly from the hidden state).
-    #[serde(default)]
-    pub q_lora_rank: u32,
-    /// Rank of the compressed key/value latent.
-    pub kv_lora_rank: u32,
-    /// Per-head query/key dims without rotary embedding.
-    pub qk_nope_head_dim: u32,
-    /// Per-head query/key dims with rotary embedding (shared key part cached with the latent).
-    pub qk_rope_head_dim: u32,
-    /// Per-head value dims.
-    pub v_head_dim: u32,
-}
+pub use crate::llm::moe::{MlaSpec, MoeSpec};
 
 /// A decoder-only transformer as a serving engine loads it. Give the architecture's fields, or `hf_config` alone
 /// (a Hugging Face `config.json`, optionally with `name`).

@@ -8,10 +8,11 @@ use utoipa::ToSchema;
 use super::catalog;
 use super::engine::{defaults, EngineSettings};
 use super::hf;
-use super::model::{MoeConfig, ServingModel};
+use super::model::ServingModel;
 use super::request::{Engine, InferenceRequest, ModelRef, ServingModelSpec, ServingPrecision, Workload};
 use crate::hw::{Precision, System};
 use crate::llm::config::{bad, default_ffn_hidden, Activation, ConfigError, Norm};
+use crate::llm::moe::validate_moe;
 
 /// Largest prompt or output length accepted, tokens (larger than any released model's context).
 pub const MAX_TOKENS: u32 = 10_000_000;
@@ -135,24 +136,13 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
     let moe = match &s.moe {
         None => None,
         Some(m) => {
-            for (f, v) in [("experts", m.experts), ("top_k", m.top_k), ("expert_ffn_hidden", m.expert_ffn_hidden)] {
-                if v == 0 {
-                    return Err(bad(&format!("model.moe.{f}"), "must be at least 1"));
-                }
-            }
-            if m.top_k > m.experts {
-                return Err(bad("model.moe.top_k", format!("top_k {} exceeds the {} experts", m.top_k, m.experts)));
-            }
-            if m.dense_layers >= layers {
+            if m.layer_freq.is_some_and(|f| f > 1) {
                 return Err(bad(
-                    "model.moe.dense_layers",
-                    format!("{} dense layers leave no MoE layer", m.dense_layers),
+                    "model.moe.layer_freq",
+                    "serving models every layer after dense_layers as an MoE layer: leave layer_freq out",
                 ));
             }
-            if m.shared_ffn_hidden == Some(0) {
-                return Err(bad("model.moe.shared_ffn_hidden", "must be at least 1 (leave it out for none)"));
-            }
-            Some(MoeConfig::from_spec(m))
+            Some(validate_moe(m, layers, "model.moe")?)
         }
     };
     if let Some(m) = &s.mla {
