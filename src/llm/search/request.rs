@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::Precision;
-use crate::llm::config::{LayerSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
+use crate::llm::config::{LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
 use crate::llm::interval::Interval;
 use crate::llm::report::TrainingPrediction;
 
@@ -114,10 +114,30 @@ pub struct SearchTraining {
     /// Megatron-Core's `moe_grouped_gemm`. Default `true` (every MoE recipe of Megatron-Bridge sets it).
     #[serde(default = "yes")]
     pub moe_grouped_gemm: bool,
+    /// Megatron-Core's `account_for_embedding_in_pipeline_split` for every `uniform` candidate (the embedding
+    /// counts as a layer of the first chunk). Default `false`.
+    #[serde(default)]
+    pub account_for_embedding_in_pipeline_split: bool,
+    /// Megatron-Core's `account_for_loss_in_pipeline_split` for every `uniform` candidate (the loss counts as a
+    /// layer of the last chunk). Default `false`.
+    #[serde(default)]
+    pub account_for_loss_in_pipeline_split: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+impl SearchTraining {
+    /// The Megatron-Core split options every `uniform` candidate gets (no uneven first or last stage: those
+    /// depend on pp).
+    pub fn megatron_split(&self) -> MegatronSplit {
+        MegatronSplit {
+            embedding: self.account_for_embedding_in_pipeline_split,
+            loss: self.account_for_loss_in_pipeline_split,
+            ..MegatronSplit::default()
+        }
+    }
 }
 
 impl Default for SearchTraining {
@@ -138,6 +158,8 @@ impl Default for SearchTraining {
             moe_expert_capacity_factor: None,
             moe_pad_expert_input_to_capacity: false,
             moe_grouped_gemm: true,
+            account_for_embedding_in_pipeline_split: false,
+            account_for_loss_in_pipeline_split: false,
         }
     }
 }
@@ -277,6 +299,11 @@ impl Candidate {
             moe_expert_capacity_factor: req.training.moe_expert_capacity_factor,
             moe_pad_expert_input_to_capacity: req.training.moe_pad_expert_input_to_capacity,
             moe_grouped_gemm: req.training.moe_grouped_gemm,
+            account_for_embedding_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
+                && req.training.account_for_embedding_in_pipeline_split,
+            account_for_loss_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
+                && req.training.account_for_loss_in_pipeline_split,
+            ..ParallelSpec::default()
         }
     }
 }
