@@ -217,8 +217,7 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// ([`activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
 /// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e — the forward
 /// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
-/// `attention_decode`, `moe`) are counted in `serving.rs`: the attention classes forward only (the phase is
-/// ignored), `moe` also backward for training's grouped expert GEMMs (twice the forward FLOPs).
+/// `attention_decode`, `moe`; forward only, the phase is ignored) are counted in `serving.rs`.
 ///
 /// Errors: [`UnsupportedPrecision`] when a matrix product asks for a precision the GPU has no path for.
 pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<AnalyticCost, UnsupportedPrecision> {
@@ -291,11 +290,7 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         OpClass::Moe => {
             let peak = matmul_peak()?;
             peak_used = peak;
-            if bwd {
-                serving::moe_backward(&mut acc, &d, e, peak, gpu);
-            } else {
-                serving::moe(&mut acc, &d, e, peak, gpu);
-            }
+            serving::moe(&mut acc, &d, e, peak, gpu);
         }
         OpClass::LayerNorm | OpClass::RmsNorm => {
             let n = (d[0] * d[1]) as f64;

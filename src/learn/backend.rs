@@ -9,9 +9,8 @@
 //! model of its precision: the prefill of the same B, L, A, G, D is the same causal flash-attention forward (plus
 //! the KV-cache write, which the analytic prefill count includes too), so the learned/analytic ratio of that
 //! prefill scales the analytic flash-attention time — forward, and backward (FlashAttention-2's 2.5× the forward
-//! FLOPs, [`crate::cost::roofline`]) until measured backward samples exist. Training's grouped expert GEMMs
-//! backward (`moe`, bwd) scales its analytic time by the forward `moe` model's learned/analytic ratio of the same
-//! shape. Otherwise the answer is analytic and says so.
+//! FLOPs, [`crate::cost::roofline`]) until measured backward samples exist. Otherwise the answer is analytic and
+//! says so.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -139,35 +138,6 @@ impl LearnedBackend {
     }
 }
 
-impl LearnedBackend {
-    /// Training's grouped expert GEMMs backward (`moe`, phase bwd) through the forward `moe` model of its
-    /// precision, when one is active (fused-MoE measurements exist only forward): the analytic backward
-    /// ([`crate::cost::roofline`]: twice the forward FLOPs) × (learned / analytic) of the forward of the same shape.
-    /// None when no such model is active or it does not answer.
-    fn moe_backward_via_forward(
-        &self,
-        shape: &OpShape,
-        dtype: Precision,
-    ) -> Option<Result<Timed, UnsupportedPrecision>> {
-        if shape.class != OpClass::Moe || shape.phase != Phase::Bwd {
-            return None;
-        }
-        let gpu = &self.analytic.system().gpu;
-        let model = self.registry.op_on(OpClass::Moe, Phase::Fwd, dtype, gpu)?;
-        let fwd = OpShape { phase: Phase::Fwd, ..*shape };
-        let learned = match self.corrected(&fwd, dtype, model) {
-            Ok(t) if t.source != Source::Analytic && t.analytic_us > 0.0 => t,
-            Ok(_) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        let ratio = learned.time_us / learned.analytic_us;
-        Some(
-            roofline::estimate(shape, dtype, gpu)
-                .map(|bwd| Timed::new(bwd.time_us * ratio, bwd.time_us, learned.source).with_kernels(bwd.kernels)),
-        )
-    }
-}
-
 /// Key of a cached operator time: the registry generation, the GPU description's hash, the operator and precision.
 type CacheKey = (u64, u64, OpShape, Precision);
 
@@ -198,9 +168,6 @@ impl LearnedBackend {
             return t;
         }
         if let Some(t) = self.flash_attention_via_prefill(shape, dtype) {
-            return t;
-        }
-        if let Some(t) = self.moe_backward_via_forward(shape, dtype) {
             return t;
         }
         self.analytic.compute(shape, dtype)

@@ -100,37 +100,6 @@ pub(super) fn moe(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
     }
 }
 
-/// The backward of `moe` (T, H, F, E, K) for training's grouped expert GEMMs (Megatron-Core TEGroupedMLP),
-/// R = T·K routed copies over n = min(E, R) local experts, six kernels [rec: the two GEMMs of every linear layer's
-/// backward, as for `linear`]:
-/// 1. down dgrad: 2·R·H·F FLOPs; reads the n experts' F×H weights and dY R·H, writes R·F.
-/// 2. SiLU·mul backward: reads R·2F and R·F, writes R·2F.
-/// 3. gate+up dgrad: 2·R·2F·H FLOPs; reads the 2F×H weights and R·2F, writes dX R·H.
-/// 4. down wgrad: 2·R·F·H FLOPs; reads R·F and R·H, accumulates the n·F·H gradient into fp32 main grads (read and
-///    write, 8 B each; Megatron's gradient-accumulation fusion).
-/// 5. gate+up wgrad: 2·R·2F·H FLOPs; reads R·H and R·2F, accumulates n·2F·H fp32.
-/// 6. the probabilities' gradient of the weighted sum: reads R·H twice, writes R.
-///
-/// In all, FLOPs = 12·R·H·F — twice the forward's — and bytes = e·(3nFH + R·(6H + 10F)) + 24·n·F·H + e·R.
-pub(super) fn moe_backward(acc: &mut Acc, d: &Dims, e: f64, peak: f64, gpu: &GpuSpec) {
-    let (h, f) = (d[1] as f64, d[2] as f64);
-    let r = (d[0] as f64) * (d[4] as f64);
-    let n = (d[3] as f64).min(r);
-    let bw = gpu.memory_bandwidth_bps();
-    let down = 2.0 * r * f * h;
-    let up = 4.0 * r * h * f;
-    acc.kernel(down, down / peak, (n * f * h + r * h + r * f) * e, bw);
-    acc.kernel(0.0, 0.0, 5.0 * r * f * e, bw);
-    acc.kernel(up, up / peak, (2.0 * n * f * h + 2.0 * r * f + r * h) * e, bw);
-    acc.kernel(down, down / peak, (r * f + r * h) * e + 8.0 * n * f * h, bw);
-    acc.kernel(up, up / peak, (r * h + 2.0 * r * f) * e + 16.0 * n * f * h, bw);
-    acc.kernel(0.0, 0.0, 2.0 * r * h * e + r * e, bw);
-    if n >= 1.0 {
-        let row_tiles = ((r / n).ceil() / 128.0).ceil();
-        acc.tiles += 2.0 * n * row_tiles * ((2.0 * f / 128.0).ceil() + (h / 128.0).ceil());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::estimate;

@@ -91,6 +91,27 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
         p["recompute"] = json!("selective");
         p["recompute_modules"] = modules;
     }
+    // Qwen3-235B-A22B's recipe counts the embedding and the loss as pipeline layers (`qwen3_moe.py`:
+    // account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split).
+    if model == "Qwen3-235B-A22B" && pp > 1 {
+        p["account_for_embedding_in_pipeline_split"] = json!(true);
+        p["account_for_loss_in_pipeline_split"] = json!(true);
+    }
+}
+
+/// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
+/// `layout_map`: the first stage the embedding and L/pp layers, the last stage the rest, its MTP layer and the
+/// loss): (num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage). `None` for an interleaved
+/// layout (pp 8 · vp 2: "Et*4|(t*4|)*14tmL"; pp 8 · vp 4: "Et|(tt|)*30mL"), whose chunks Megatron-Core's
+/// uneven first/last options cannot express.
+fn deepseek_split(pp: u64, vp: u64) -> Option<(u64, u64)> {
+    match (pp, vp) {
+        (1, _) => Some((0, 0)),
+        (4, 1) => Some((16, 13)),
+        (8, 1) => Some((8, 5)),
+        (16, 1) => Some((4, 1)),
+        _ => None,
+    }
 }
 
 /// The MoE pre-training rows of the NeMo / Megatron-Bridge tables on DGX H100 and DGX B200 (see the module doc).
@@ -139,6 +160,19 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let token_drop = name.to_ascii_lowercase().contains("tokendrop");
         let mut p = nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, false);
         moe_options(&mut p, model, system_name, ep, pp, vp, token_drop);
+        if model == "DeepSeek-V3" {
+            match deepseek_split(pp, vp) {
+                Some((0, 0)) => {}
+                Some((first, last)) => {
+                    p["num_layers_in_first_pipeline_stage"] = json!(first);
+                    p["num_layers_in_last_pipeline_stage"] = json!(last);
+                }
+                None => {
+                    out.skip("nemo-moe", "DeepSeek-V3's interleaved pipeline layout (pipeline_model_parallel_layout)");
+                    continue;
+                }
+            }
+        }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision) else {
             out.skip("nemo-moe", "request does not parse");

@@ -23,7 +23,7 @@
 //! - the shared experts (`shared_experts.py`, tensor-parallel like the dense MLP, on the gathered b·s/cp tokens):
 //!   `Shared_Expert_FC1` [t_full, d → 2F_s/tp], `Shared_Expert_SwiGLU`, `Shared_Expert_FC2` [t_full, F_s/tp → d],
 //!   with their own all-gather and reduce-scatter under sequence parallelism (all-reduce without);
-//! - recomputation ([`super::recompute`]), and `moe_act`'s recomputed expert activation `MoE_SwiGLU` [R, F/etp].
+//! - recomputation ([`super::recompute`]).
 //!
 //! Overlaps: DeepEP's NVLink forwarding runs beside its RDMA transfer; `moe_shared_expert_overlap` hides each
 //! all-to-all behind the shared experts' gate+up GEMM (`token_dispatcher.py`: fc1 after the dispatch's
@@ -32,9 +32,9 @@
 
 use super::dispatch::dispatch_comm;
 use super::layout::MoeLayout;
-use super::parallel::{Dispatcher, MoeTraining, RecomputeModule};
+use super::parallel::{Dispatcher, MoeTraining};
 use crate::comm::Group;
-use crate::llm::config::{Recompute, TrainingConfig};
+use crate::llm::config::TrainingConfig;
 use crate::llm::layout::Layout;
 use crate::llm::operators::{
     collective, comm_elem_bytes, compute, layer_passes, OpName, OpPrecisions, Overlap, StageOp,
@@ -125,20 +125,16 @@ pub fn moe_mlp_passes(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, 
         ops.extend(compute(OpName::MoeUnpermute, OpClass::Elementwise, o, &[r, d, 1], vec![r, d], 1));
     }
     if moe.grouped_gemm {
-        let tokens_worth = r.div_ceil(k.max(1));
-        ops.extend(compute(
-            OpName::Moe,
-            OpClass::Moe,
-            g,
-            &[tokens_worth, d, f, local, k],
-            vec![tokens_worth, d, f, local, k],
-            1,
-        ));
+        // TEGroupedMLP: one grouped GEMM of all routed rows per projection, the activation once.
+        ops.extend(compute(OpName::ExpertFc1, OpClass::Linear, g, &[1, r, 2 * f, d], vec![r, d, 2 * f], 1));
+        ops.extend(compute(OpName::MoeAct, OpClass::Swiglu, o, &[r, f], vec![r, f], 1));
+        ops.extend(compute(OpName::ExpertFc2, OpClass::Linear, g, &[1, r, d, f], vec![r, f, d], 1));
     } else {
+        // SequentialMLP: a GEMM, an activation and a GEMM per local expert.
         let per = r.div_ceil(local);
         let n = local as u32;
         ops.extend(compute(OpName::ExpertFc1, OpClass::Linear, g, &[1, per, 2 * f, d], vec![per, d, 2 * f], n));
-        ops.extend(compute(OpName::MoeAct, OpClass::Swiglu, o, &[r, f], vec![r, f], 1));
+        ops.extend(compute(OpName::MoeAct, OpClass::Swiglu, o, &[per, f], vec![per, f], n));
         ops.extend(compute(OpName::ExpertFc2, OpClass::Linear, g, &[1, per, d, f], vec![per, f, d], n));
     }
     // Unpermutation: the weighted sum of each token's copies (the allgather dispatcher's of its gathered tokens).
@@ -196,21 +192,11 @@ fn shared_expert_ops(cfg: &TrainingConfig, layout: &Layout, width: u64, prec: Op
 
 /// The operators of one MoE layer per micro-batch (calls per layer): the attention of
 /// [`layer_passes`] without its dense MLP, the MoE MLP ([`moe_mlp_passes`]) and the recomputation of
-/// [`super::recompute`] — with `moe_act` (unless the whole layer or MoE part re-runs) the experts' activation.
+/// [`super::recompute`].
 pub fn moe_layer_ops(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, prec: OpPrecisions) -> Vec<StageOp> {
     let mut ops = layer_passes(cfg, layout, prec, false);
     ops.extend(moe_mlp_passes(cfg, layout, moe, prec));
-    let mut recomputed = super::recompute::recomputed(cfg, &ops);
-    if cfg.recomputes(RecomputeModule::MoeAct)
-        && !cfg.recomputes(RecomputeModule::Moe)
-        && cfg.recompute != Recompute::Full
-        && moe.grouped_gemm
-    {
-        let r = routed_copies(moe, tokens_entering(cfg)).ceil().max(1.0) as u64;
-        let f = (moe.config.expert_ffn_hidden / moe.etp.max(1)) as u64;
-        let [fwd, _] = compute(OpName::MoeAct, OpClass::Swiglu, prec.other, &[r, f], vec![r, f], 1);
-        recomputed.push(StageOp { phase: Phase::Bwd, recompute: true, ..fwd });
-    }
+    let recomputed = super::recompute::recomputed(cfg, &ops);
     ops.extend(recomputed);
     ops
 }

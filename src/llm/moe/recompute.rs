@@ -10,7 +10,7 @@
 //! | `mla_up_proj` | MLA's query and key/value up-projections and RoPE |
 //! | `mlp` | a dense layer's MLP GEMMs and activation |
 //! | `moe` | an MoE layer's whole MLP part: router, top-k, permutation, dispatch and combine, experts, shared experts |
-//! | `moe_act` | the experts' activation (added by [`super::ops`]) |
+//! | `moe_act` | the experts' activation |
 //! | `shared_experts` | the shared experts' GEMMs and activation |
 //!
 //! Standard checkpointing re-runs the module's communication too (the `moe` module's all-to-alls); the
@@ -33,6 +33,7 @@ fn module_of(name: OpName) -> Option<RecomputeModule> {
         Linear3 | GeLU | SwiGLU | Linear4 => RecomputeModule::Mlp,
         MoeRouter | MoeTopK | MoePermute | MoeUnpermute | EpAllToAll | EpAllGather | EpReduceScatter | Moe
         | ExpertFc1 | ExpertFc2 => RecomputeModule::Moe,
+        MoeAct => RecomputeModule::MoeAct,
         SharedExpertFc1 | SharedExpertAct | SharedExpertFc2 => RecomputeModule::SharedExperts,
         _ => return None,
     })
@@ -59,6 +60,10 @@ pub fn is_recomputed(cfg: &TrainingConfig, name: OpName) -> bool {
             // The shared experts re-run with the whole MoE layer as well.
             Some(RecomputeModule::SharedExperts) => {
                 cfg.recomputes(RecomputeModule::SharedExperts) || cfg.recomputes(RecomputeModule::Moe)
+            }
+            // The experts' activation re-runs alone (`moe_act`) or with the whole MoE part.
+            Some(RecomputeModule::MoeAct) => {
+                cfg.recomputes(RecomputeModule::MoeAct) || cfg.recomputes(RecomputeModule::Moe)
             }
             Some(m) => cfg.recomputes(m),
             None => false,

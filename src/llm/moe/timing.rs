@@ -5,14 +5,7 @@
 //! computes, so a pass's expert-parallel communication is exposed only where it outlasts the other pass's
 //! computation of the layer, plus the contention κ of what it hides ([`crate::llm::timing::overlap_charge`]).
 //! The warm-up and cool-down micro-batches, which have no partner, are treated like the steady state.
-//!
-//! FP8 experts: the learned `moe` models are vLLM's fused-MoE kernels, whose fp8 path on H100 is slower than its
-//! own bf16 path at the same shapes (aiconfigurator's H100 tables as the bundled models reproduce them: about 175
-//! against 330 TFLOP/s at 16,384 tokens' worth, hidden 7168, width 2048, 8 local experts) — a property of that
-//! Triton kernel, not of the tensor cores, which run fp8 at twice bf16's peak. Transformer Engine's fp8 grouped
-//! GEMM is not slower than its bf16 one, so an fp8 expert GEMM is timed as the faster of the two learned paths.
 
-use crate::hw::Precision;
 use crate::llm::config::{ConfigError, TrainingConfig};
 use crate::llm::operators::{OpName, StageOp, Work};
 use crate::llm::timing::{overlap_charge, time_ops, TimedOp, Timer};
@@ -26,17 +19,6 @@ fn is_ep_comm(name: OpName) -> bool {
 /// for it.
 pub fn time_layer(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
     let mut timed = time_ops(ops, timer)?;
-    for (o, t) in ops.iter().zip(timed.iter_mut()) {
-        let expert = matches!(o.name, OpName::Moe | OpName::ExpertFc1 | OpName::ExpertFc2);
-        if let (true, Work::Compute { shape, dtype: Precision::Fp8 }) = (expert, o.work) {
-            if let Ok(bf16) = timer.time(&Work::Compute { shape, dtype: Precision::Bf16 }) {
-                if bf16.time_us < t.time.time_us {
-                    t.charged_us = bf16.time_us;
-                    t.time = bf16;
-                }
-            }
-        }
-    }
     if cfg.moe.as_ref().is_some_and(|m| m.overlap_ep_comm) {
         apply_ep_overlap(ops, &mut timed, timer.contention());
     }
