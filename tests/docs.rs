@@ -186,7 +186,7 @@ fn rel(p: &Path) -> String {
 fn broken_links(files: &[PathBuf]) -> Vec<String> {
     let pages: BTreeMap<PathBuf, Page> =
         files.iter().map(|f| (f.clone(), parse(&std::fs::read_to_string(f).unwrap()))).collect();
-    let mut anchors_of = |p: &Path| -> Option<BTreeSet<String>> {
+    let anchors_of = |p: &Path| -> Option<BTreeSet<String>> {
         if let Some(page) = pages.get(p) {
             return Some(page.anchors.clone());
         }
