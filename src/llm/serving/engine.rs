@@ -4,7 +4,9 @@
 //! - **vLLM** (V1 engine, `EngineArgs.get_batch_defaults`, OpenAI server context; vLLM ≥ 0.8): on GPUs with
 //!   ≥ 70 GiB that are not A100s `max_num_batched_tokens` 8192 and `max_num_seqs` 1024, else 2048 and 256;
 //!   chunked prefill always on; `gpu_memory_utilization` 0.9; CUDA graphs captured for decode batches up to 512
-//!   (`max_capture_size`).
+//!   (`max_capture_size`); async scheduling on (`SchedulerConfig.async_scheduling` is `None` by default and
+//!   `VllmConfig` turns it on unless an option is incompatible with it, `vllm/config/vllm.py`; the V0 engine,
+//!   `engine_options.vllm_engine: v0`, has none).
 //! - **SGLang** (`server_args.py`, v0.4–0.5): `chunked_prefill_size` 2048 below 35 GiB, 4096 below 60 GiB, 8192
 //!   below 160 GiB, 16384 above; `cuda_graph_max_bs` 32/160 (below 60 GiB, tp < 4 / ≥ 4), 256/512 (60–160 GiB), 512
 //!   above; `mem_fraction_static` 0.88; `max_running_requests` is sized from the KV pool (perfcast caps it at
@@ -66,7 +68,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 cuda_graphs: true,
                 cuda_graph_max_batch: 512,
                 vllm_engine: VllmEngine::V1,
-                async_scheduling: false,
+                async_scheduling: true,
             }
         }
         Engine::Sglang => {
