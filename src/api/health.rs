@@ -51,11 +51,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, ApiErr
     if !state.service.loaded.load(Ordering::SeqCst) {
         return Err(unavailable("the active models are not loaded yet".into()));
     }
-    Ok(Json(Ready {
-        status: "ready",
-        database: state.service.store.engine().as_str(),
-        active_models: state.service.registry.load().len(),
-    }))
+    Ok(Json(Ready { status: "ready", database: state.service.store.engine().as_str(), active_models: state.service.registry.load().len() }))
 }
 
 /// Prometheus metrics (text exposition format): `perfcast_http_requests_total` and

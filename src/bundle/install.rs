@@ -44,8 +44,7 @@ fn profiles(bundle: &Bundle) -> Result<Vec<(Vec<u8>, Vec<u8>, super::Part, Sampl
     let files = bundle.part_files()?;
     let mut out = Vec::new();
     for part in &bundle.manifest.parts {
-        let gz =
-            files.get(&part.file).ok_or_else(|| BundleError::Corrupt(format!("no {} in samples.tar", part.file)))?;
+        let gz = files.get(&part.file).ok_or_else(|| BundleError::Corrupt(format!("no {} in samples.tar", part.file)))?;
         let raw = gunzip(gz, &part.file)?;
         let parsed = ingest::parse(Format::PerfcastJsonl, &raw, &Context::default())
             .map_err(|e| BundleError::Corrupt(format!("{}: {e}", part.file)))?;
@@ -57,9 +56,8 @@ fn profiles(bundle: &Bundle) -> Result<Vec<(Vec<u8>, Vec<u8>, super::Part, Sampl
         for (i, sample) in parsed.samples.into_iter().enumerate() {
             match sample {
                 Sample::Op(mut s) => {
-                    let gpu = lookup(&s.gpu).ok_or_else(|| {
-                        BundleError::Corrupt(format!("{}: GPU {:?} not in the catalog", part.file, s.gpu))
-                    })?;
+                    let gpu = lookup(&s.gpu)
+                        .ok_or_else(|| BundleError::Corrupt(format!("{}: GPU {:?} not in the catalog", part.file, s.gpu)))?;
                     s.gpu = gpu.spec.name.clone();
                     batch.ops.push((s, split_key(&sha, i)));
                 }
@@ -153,11 +151,8 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
         })
         .collect();
     let mut follow_ups = Vec::new();
-    let calibrate: BTreeSet<&str> = parts
-        .iter()
-        .filter(|(_, _, _, b)| !b.comms.is_empty())
-        .filter_map(|(_, _, p, _)| p.system.as_deref())
-        .collect();
+    let calibrate: BTreeSet<&str> =
+        parts.iter().filter(|(_, _, _, b)| !b.comms.is_empty()).filter_map(|(_, _, p, _)| p.system.as_deref()).collect();
     for system in calibrate {
         follow_ups.push(follow_up(&Job::Calibrate(CalibrateParams { system: system.to_string() })));
     }

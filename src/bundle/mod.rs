@@ -211,8 +211,7 @@ impl Bundle {
     /// The bundle in directory `dir` (`manifest.json`, `samples.tar`, `models.json.zst`).
     pub fn read_dir(dir: &std::path::Path) -> Result<Bundle, BundleError> {
         let read = |name: &str| {
-            std::fs::read(dir.join(name))
-                .map_err(|e| BundleError::Corrupt(format!("{}: {e}", dir.join(name).display())))
+            std::fs::read(dir.join(name)).map_err(|e| BundleError::Corrupt(format!("{}: {e}", dir.join(name).display())))
         };
         let manifest = serde_json::from_slice(&read("manifest.json")?)
             .map_err(|e| BundleError::Corrupt(format!("manifest.json: {e}")))?;
@@ -294,8 +293,7 @@ mod tests {
         assert!(!models.is_empty(), "the committed bundle has no models: run `{REGENERATE}`");
         assert_eq!(models.len(), b.manifest.models.len());
         for m in &models {
-            let current =
-                current_features(&m.family).unwrap_or_else(|| panic!("{}: unknown family {}", m.key, m.family));
+            let current = current_features(&m.family).unwrap_or_else(|| panic!("{}: unknown family {}", m.key, m.family));
             assert!(
                 current.iter().eq(m.features.iter()),
                 "{}: the bundled model was trained on other features than this build computes\n  bundled: {:?}\n  \

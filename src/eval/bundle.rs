@@ -255,14 +255,7 @@ fn comm_sets(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Vec<CommSet>
         let samples: Vec<CommSample> = parsed
             .samples
             .into_iter()
-            .filter_map(|s| {
-                if let Sample::Comm(mut c) = s {
-                    c.attributes.clear();
-                    Some(c)
-                } else {
-                    None
-                }
-            })
+            .filter_map(|s| if let Sample::Comm(mut c) = s { c.attributes.clear(); Some(c) } else { None })
             .collect();
         let system = aic_system(gpu).ok_or(format!("no system for {gpu}"))?;
         progress(&format!("{gpu}/nccl_perf: {} samples", samples.len()));
@@ -383,7 +376,8 @@ async fn train(
         ..WorkerConfig::default()
     };
     let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
-    let result = retrain(store, &registry::shared(), &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    let result =
+        retrain(store, &registry::shared(), &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
     progress(&format!(
         "trained {} versions, {} active, in {:.0} s",
         result.trained,

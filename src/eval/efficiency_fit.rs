@@ -345,17 +345,13 @@ mod tests {
         let system = crate::hw::presets().into_iter().find(|p| p.name == "dgx-a100-80g").unwrap().resolve().unwrap();
         let bundle = crate::bundle::Bundle::embedded().unwrap();
         let learned = LearnedBackend::new(system, Arc::new(crate::bundle::registry(&bundle).unwrap()));
-        let gemm =
-            crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let gemm = crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
         let t = learned.compute_uncached(&gemm, crate::hw::Precision::Bf16).unwrap();
         assert!(t.source.to_string().contains("A100-SXM4-80GB"), "{}", t.source);
         let learned_tflops = 2.0 * 16384f64.powi(3) / t.time_us / 1e6;
         // Sustained over microbenchmark speed: the shipped Ampere clock, 270.7 / 291.0 ≈ 0.930.
         let ratio = mean_tflops / learned_tflops;
-        assert!(
-            (ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005,
-            "{ratio} ({learned_tflops} TFLOP/s)"
-        );
+        assert!((ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005, "{ratio} ({learned_tflops} TFLOP/s)");
     }
 
     #[test]

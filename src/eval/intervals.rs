@@ -187,8 +187,9 @@ mod tests {
         // another: each group weighs 20 of the 40 normalized units, so the 4 rows weigh 5 each. (n + 1)·0.9 = 36.9:
         // the first group reaches 20, the second 25, 30, 35, 40 → q90 = 0.19, the largest; (n + 1)·0.1 = 4.1: the
         // first group's rows weigh 20/36 = 0.556 each, 7 of them reach 3.89 → q10 = the 7th smallest, −0.14.
-        let r: Vec<(ResidualClass, &str, f64)> =
-            (0..40).map(|i| (class("ampere", false), if i < 36 { "a" } else { "b" }, -0.2 + i as f64 * 0.01)).collect();
+        let r: Vec<(ResidualClass, &str, f64)> = (0..40)
+            .map(|i| (class("ampere", false), if i < 36 { "a" } else { "b" }, -0.2 + i as f64 * 0.01))
+            .collect();
         let a = Quantiles::fit(&r).unwrap().of(&class("ampere", false)).clone();
         assert!((a.q10 + 0.14).abs() < 1e-9 && (a.q90 - 0.19).abs() < 1e-9, "{a:?}");
     }

@@ -132,11 +132,9 @@ impl LearnedBackend {
             Err(e) => return Some(Err(e)),
         };
         let ratio = learned.time_us / learned.analytic_us;
-        Some(
-            roofline::estimate(shape, dtype, gpu).map(|flash| {
-                Timed::new(flash.time_us * ratio, flash.time_us, learned.source).with_kernels(flash.kernels)
-            }),
-        )
+        Some(roofline::estimate(shape, dtype, gpu).map(|flash| {
+            Timed::new(flash.time_us * ratio, flash.time_us, learned.source).with_kernels(flash.kernels)
+        }))
     }
 }
 
@@ -339,14 +337,8 @@ mod tests {
             assert_eq!(analytic.compute_uncached(&flash, Precision::Bf16).unwrap().time_us, bare);
         }
         // The backward is FlashAttention-2's 2.5× the forward FLOPs: compute-bound at this size, so about 2.5×.
-        let f = learned.compute_uncached(
-            &OpShape::new(OpClass::FlashAttention, Phase::Fwd, &[2, 4096, 16, 128, 4]),
-            Precision::Bf16,
-        );
-        let b = learned.compute_uncached(
-            &OpShape::new(OpClass::FlashAttention, Phase::Bwd, &[2, 4096, 16, 128, 4]),
-            Precision::Bf16,
-        );
+        let f = learned.compute_uncached(&OpShape::new(OpClass::FlashAttention, Phase::Fwd, &[2, 4096, 16, 128, 4]), Precision::Bf16);
+        let b = learned.compute_uncached(&OpShape::new(OpClass::FlashAttention, Phase::Bwd, &[2, 4096, 16, 128, 4]), Precision::Bf16);
         let ratio = b.unwrap().time_us / f.unwrap().time_us;
         assert!((2.3..2.6).contains(&ratio), "{ratio}");
     }

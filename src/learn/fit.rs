@@ -170,9 +170,10 @@ pub fn candidates(grid: Grid, rows: usize) -> Vec<Candidate> {
             candidate("gbdt-31-huber", &format!("{} alpha=0.3", gbdt("huber", 31, 0.1)), 300),
             candidate("random-forest", &rf, 100),
         ],
-        Grid::Fast => {
-            vec![candidate("gbdt-31-leaves", &gbdt("regression", 31, 0.1), 200), candidate("random-forest", &rf, 50)]
-        }
+        Grid::Fast => vec![
+            candidate("gbdt-31-leaves", &gbdt("regression", 31, 0.1), 200),
+            candidate("random-forest", &rf, 50),
+        ],
         Grid::Minimal => vec![candidate("gbdt-minimal", &gbdt("regression", 4, 0.1), 2)],
     }
 }
@@ -402,8 +403,7 @@ pub fn fit_with(
     for r in results {
         trained.push(r?);
     }
-    let scores: Vec<(String, f64)> =
-        cands.iter().zip(&trained).map(|(c, (_, a, _))| (c.name.clone(), a.mape)).collect();
+    let scores: Vec<(String, f64)> = cands.iter().zip(&trained).map(|(c, (_, a, _))| (c.name.clone(), a.mape)).collect();
     // The smallest model within PARSIMONY of the best validation MAPE (the first of equals).
     let best_mape = trained.iter().map(|(_, a, _)| a.mape).fold(f64::INFINITY, f64::min);
     let k = (0..trained.len())
@@ -418,8 +418,9 @@ pub fn fit_with(
     let (xa, ya) = set.subset(&all);
     let refit_params = format!("{} num_threads={}", chosen.params, threads.parallel.max(1));
     let refit = |_: usize| lgbm::train(&xa, &ya, n, &refit_params, chosen.num_iterations);
-    let model_text =
-        run_parallel(1, Threads { parallel: 1, ..threads }, &refit).pop().ok_or(FitError::EmptySplit)??;
+    let model_text = run_parallel(1, Threads { parallel: 1, ..threads }, &refit)
+        .pop()
+        .ok_or(FitError::EmptySplit)??;
     let importance = Model::from_text(&model_text)?.importance_gain()?;
     let model_text = lgbm::slim(&model_text);
     progress(1.0);

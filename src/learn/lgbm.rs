@@ -72,12 +72,7 @@ pub struct Trained {
 
 /// A LightGBM dataset over row-major `x` (`n_features` columns) with labels `y`, its bins aligned with
 /// `reference` when given (validation data must share the training data's bins).
-fn dataset(
-    x: &[f64],
-    y: &[f32],
-    n_features: usize,
-    reference: Option<&DatasetGuard>,
-) -> Result<DatasetGuard, LgbmError> {
+fn dataset(x: &[f64], y: &[f32], n_features: usize, reference: Option<&DatasetGuard>) -> Result<DatasetGuard, LgbmError> {
     if n_features == 0 || x.len() != y.len() * n_features {
         return Err(LgbmError(format!("{} values for {} rows × {n_features} features", x.len(), y.len())));
     }
@@ -316,14 +311,12 @@ mod tests {
     fn slimmed_models_predict_exactly_as_the_full_ones() {
         let x: Vec<f64> = (0..400).flat_map(|i| [(i % 37) as f64, (i % 11) as f64 * 0.5, f64::NAN]).collect();
         let y: Vec<f32> = (0..400).map(|i| ((i % 37) as f32).sqrt() - (i % 11) as f32 * 0.1).collect();
-        let text =
-            train(&x, &y, 3, "objective=regression num_leaves=15 min_data_in_leaf=3 learning_rate=0.2", 40).unwrap();
+        let text = train(&x, &y, 3, "objective=regression num_leaves=15 min_data_in_leaf=3 learning_rate=0.2", 40).unwrap();
         let slim_text = slim(&text);
         assert!(slim_text.len() * 10 < text.len() * 7, "{} → {}", text.len(), slim_text.len());
         assert!(!slim_text.contains("tree_sizes=") && !slim_text.contains("leaf_count="));
         let (full, slim_model) = (Model::from_text(&text).unwrap(), Model::from_text(&slim_text).unwrap());
-        let probe: Vec<f64> =
-            (0..300).flat_map(|i| [(i % 41) as f64 * 0.9, (i % 13) as f64 * 0.45, f64::NAN]).collect();
+        let probe: Vec<f64> = (0..300).flat_map(|i| [(i % 41) as f64 * 0.9, (i % 13) as f64 * 0.45, f64::NAN]).collect();
         assert_eq!(full.predict(&probe).unwrap(), slim_model.predict(&probe).unwrap());
     }
 

@@ -26,9 +26,7 @@ pub enum Reason {
     ActiveUnreadable,
     /// The active version shipped with perfcast without a hold-out model (the bundle leaves them out to halve its
     /// size): the candidate, trained on its rows and the new ones, replaces it.
-    #[serde(
-        rename = "the active version is bundled without a hold-out model; this one was trained on its rows and the new ones"
-    )]
+    #[serde(rename = "the active version is bundled without a hold-out model; this one was trained on its rows and the new ones")]
     ReplacesBundled,
     /// Per-GPU candidate: strictly better than the cross-GPU model on this GPU's held-out rows (and not worse than
     /// the active per-GPU version).

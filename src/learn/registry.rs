@@ -148,13 +148,7 @@ impl Registry {
     /// same for both precisions (2 bytes per element, the same peak). A cross-GPU fp16 model whose training set holds
     /// rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it) still comes first: it
     /// was measured here at the asked precision.
-    pub fn op_on(
-        &self,
-        class: OpClass,
-        phase: Phase,
-        dtype: Precision,
-        gpu: &GpuSpec,
-    ) -> Option<&Arc<ActiveRegressor>> {
+    pub fn op_on(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &GpuSpec) -> Option<&Arc<ActiveRegressor>> {
         let own = |p: Precision| self.get(&op_key(class, phase, p, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
             gpu.peak_matmul_flops(a).is_some() && gpu.peak_matmul_flops(a) == gpu.peak_matmul_flops(b)
@@ -163,11 +157,7 @@ impl Registry {
         let cross_knows_gpu = cross.is_some_and(|m| m.summary.get("gpus").and_then(|g| g.get(&gpu.name)).is_some());
         own(dtype)
             .or_else(|| cross.filter(|_| cross_knows_gpu))
-            .or_else(|| {
-                (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16))
-                    .then(|| own(Precision::Bf16))
-                    .flatten()
-            })
+            .or_else(|| (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16)).then(|| own(Precision::Bf16)).flatten())
             .or(cross)
     }
 

@@ -50,6 +50,7 @@ impl ResidualClass {
     }
 }
 
+
 /// The quantiles of one residual class's cross-validated log residuals ln(measured / predicted).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResidualQuantiles {
@@ -111,8 +112,7 @@ pub fn conformal_quantiles(r: &[f64]) -> Option<(f64, f64)> {
 /// of [`conformal_quantiles`] when every weight is 1 (weighted conformal prediction: Tibshirani et al. 2019,
 /// "Conformal Prediction Under Covariate Shift"). `None` without finite residuals of positive weight.
 pub fn weighted_conformal_quantiles(r: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let mut s: Vec<(f64, f64)> =
-        r.iter().copied().filter(|(x, w)| x.is_finite() && w.is_finite() && *w > 0.0).collect();
+    let mut s: Vec<(f64, f64)> = r.iter().copied().filter(|(x, w)| x.is_finite() && w.is_finite() && *w > 0.0).collect();
     if s.is_empty() {
         return None;
     }

@@ -71,10 +71,7 @@ impl Store {
         let mut tx = self.begin().await?;
         if self.engine() == super::Engine::Postgres {
             // Replicas starting at once on a new database: one installs, the others wait here, then find the row.
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(super::replicas::BUNDLE_LOCK)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::BUNDLE_LOCK).execute(&mut *tx).await?;
         }
         let installed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
             .bind(b.version)
@@ -85,10 +82,10 @@ impl Store {
         }
         let bundle = self.engine().json_text("labels", "bundle");
         let removed = sqlx::query(&format!("DELETE FROM profiles WHERE {bundle} IS NOT NULL AND {bundle} <> $1"))
-            .bind(b.version)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        .bind(b.version)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         for s in b.systems {
             let json = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             sqlx::query("INSERT INTO systems (name, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING")
@@ -99,9 +96,7 @@ impl Store {
         }
         let (mut profiles, mut samples) = (0, 0);
         for p in &b.profiles {
-            if let Stored::Created(r) =
-                insert_profile_in(&mut tx, self.engine(), &p.profile, p.raw_gzip.clone(), &p.samples).await?
-            {
+            if let Stored::Created(r) = insert_profile_in(&mut tx, self.engine(), &p.profile, p.raw_gzip.clone(), &p.samples).await? {
                 profiles += 1;
                 samples += r.samples;
             }

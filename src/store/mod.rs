@@ -86,8 +86,11 @@ impl Store {
             return Err(StoreError::Url(dialect::redact(url)));
         }
         DRIVERS.call_once(sqlx::any::install_default_drivers);
-        let pool =
-            AnyPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await?;
         Store::from_pool(pool, Engine::Postgres, dialect::redact(url)).await
     }
 
@@ -100,8 +103,8 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
         }
-        let absolute =
-            std::path::absolute(path).map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
+        let absolute = std::path::absolute(path)
+            .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
         DRIVERS.call_once(sqlx::any::install_default_drivers);
         let url = format!("sqlite://{}?mode=rwc", dialect::encode_path(&absolute.to_string_lossy()));
         let pool = AnyPoolOptions::new()

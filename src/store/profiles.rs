@@ -128,6 +128,7 @@ pub const MAX_DATASETS: usize = 25;
 /// 65,535 bound values per statement).
 const BATCH: usize = 500;
 
+
 impl Store {
     /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
     /// transaction, or finds the identical earlier upload. Either everything is committed or nothing is.
@@ -241,11 +242,11 @@ impl Store {
     ) -> Result<(Vec<SampleRow>, u64), StoreError> {
         let profile = self.get_profile(id).await?;
         let rows = sqlx::query(&samples_sql(self.engine()))
-            .bind(id)
-            .bind(limit as i64)
-            .bind(offset as i64)
-            .fetch_all(self.pool())
-            .await?;
+        .bind(id)
+        .bind(limit as i64)
+        .bind(offset as i64)
+        .fetch_all(self.pool())
+        .await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let kind: String = r.try_get("kind")?;
@@ -368,10 +369,7 @@ pub(crate) async fn insert_profile_in(
 ) -> Result<Stored, StoreError> {
     let id: String = p.sha256.chars().take(16).collect();
     if engine == super::Engine::Postgres {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(super::replicas::upload_lock(&p.sha256))
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::upload_lock(&p.sha256)).execute(&mut **tx).await?;
     }
     let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = $1"))
         .bind(&p.sha256)
@@ -524,18 +522,12 @@ mod tests {
                 comms: vec![CommSample::timed(Collective::AllReduce, 1 << 20, 8, 50.0)],
                 ..SampleBatch::default()
             };
-            let job = FollowUpJob {
-                kind: "calibrate".into(),
-                params: serde_json::json!({"system": "dgx-h100"}),
-                dedupe: true,
-            };
+            let job =
+                FollowUpJob { kind: "calibrate".into(), params: serde_json::json!({"system": "dgx-h100"}), dedupe: true };
             let first = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
             assert!(matches!(first, Stored::Created(_)));
             let queued = store.get_job(1).await.unwrap();
-            assert_eq!(
-                (queued.kind.as_str(), queued.state, &queued.params),
-                ("calibrate", JobState::Queued, &job.params)
-            );
+            assert_eq!((queued.kind.as_str(), queued.state, &queued.params), ("calibrate", JobState::Queued, &job.params));
             // The same bytes again: a duplicate, no second job; other bytes: deduplicated onto the queued job.
             let again = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
             assert!(matches!(again, Stored::Duplicate(_)));

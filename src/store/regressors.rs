@@ -210,11 +210,10 @@ impl Store {
     /// The stored validation points of version `regressor_id` (a [`RegressorRecord::id`]); `None` for a version
     /// trained before they were stored.
     pub async fn validation_points(&self, regressor_id: i64) -> Result<Option<Vec<ValidationPoint>>, StoreError> {
-        let text: Option<String> =
-            sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = $1")
-                .bind(regressor_id)
-                .fetch_optional(self.pool())
-                .await?;
+        let text: Option<String> = sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = $1")
+            .bind(regressor_id)
+            .fetch_optional(self.pool())
+            .await?;
         text.map(|t| decode_points(&t)).transpose()
     }
 }

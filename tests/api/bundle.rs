@@ -22,8 +22,10 @@ fn measured_h100_bf16_4096_us() -> f64 {
     let bytes = std::fs::read(path).unwrap();
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
-    let row =
-        text.lines().find(|l| l.contains(",bfloat16,4096,4096,4096,")).expect("the H100 table has the bf16 4096³ GEMM");
+    let row = text
+        .lines()
+        .find(|l| l.contains(",bfloat16,4096,4096,4096,"))
+        .expect("the H100 table has the bf16 4096³ GEMM");
     row.rsplit(',').next().unwrap().parse::<f64>().unwrap() * 1e3
 }
 
@@ -59,11 +61,7 @@ async fn a_new_database_answers_from_the_bundled_models_at_once() {
     assert_eq!(versions.len(), manifest.models.len());
     for r in versions {
         let p = &r["provenance"];
-        assert_eq!(
-            (p["bundled"].as_bool(), r["active"].as_bool(), r["version"].as_i64()),
-            (Some(true), Some(true), Some(1)),
-            "{r}"
-        );
+        assert_eq!((p["bundled"].as_bool(), r["active"].as_bool(), r["version"].as_i64()), (Some(true), Some(true), Some(1)), "{r}");
         assert_eq!(p["bundle"], json!(manifest.version));
         assert_eq!(p["commit"], json!(manifest.commit));
         assert!(!p["datasets"].as_array().unwrap().is_empty() && p["trained_at"].is_string(), "{r}");
@@ -99,18 +97,14 @@ async fn a_new_database_answers_from_the_bundled_models_at_once() {
 async fn a_retrain_after_a_small_upload_keeps_the_bundled_coverage() {
     let app = TestApp::started(bundled()).await;
     let before = app.get("/v1/regressors/linear.fwd.bf16").await.json();
-    let bundled_rows = before["versions"][0]["train_rows"].as_u64().unwrap()
-        + before["versions"][0]["validation_rows"].as_u64().unwrap();
+    let bundled_rows = before["versions"][0]["train_rows"].as_u64().unwrap() + before["versions"][0]["validation_rows"].as_u64().unwrap();
     // A user measures 40 bf16 GEMMs on an L4 (a GPU the bundle has no rows of).
     let mut lines = String::new();
     for i in 0..40u64 {
         let (m, n, k): (u64, u64, u64) = (256 << (i % 5), 1024 << (i % 4), 512 << (i % 3));
         let us = 2.0 * (m * n * k) as f64 / 100e12 * 1e6 + 8.0;
-        lines.push_str(
-            &json!({"op": "linear", "dtype": "bf16", "gpu": "NVIDIA L4",
-            "dims": {"M": m, "N": n, "K": k}, "time_us": us})
-            .to_string(),
-        );
+        lines.push_str(&json!({"op": "linear", "dtype": "bf16", "gpu": "NVIDIA L4",
+            "dims": {"M": m, "N": n, "K": k}, "time_us": us}).to_string());
         lines.push('\n');
     }
     let r = app.post_bytes("/v1/profiles?format=perfcast_jsonl", lines.into_bytes(), &[]).await;
@@ -132,21 +126,11 @@ async fn a_retrain_after_a_small_upload_keeps_the_bundled_coverage() {
     let after = app.get("/v1/regressors/linear.fwd.bf16").await.json();
     let active = after["versions"].as_array().unwrap().iter().find(|v| v["active"] == json!(true)).unwrap().clone();
     if active["provenance"]["bundled"] == json!(false) {
-        assert_eq!(
-            active["samples"].as_u64(),
-            Some(before["versions"][0]["samples"].as_u64().unwrap() + uploaded),
-            "{active}"
-        );
-        assert!(
-            active["train_rows"].as_u64().unwrap() + active["validation_rows"].as_u64().unwrap() > bundled_rows,
-            "{active}"
-        );
+        assert_eq!(active["samples"].as_u64(), Some(before["versions"][0]["samples"].as_u64().unwrap() + uploaded), "{active}");
+        assert!(active["train_rows"].as_u64().unwrap() + active["validation_rows"].as_u64().unwrap() > bundled_rows, "{active}");
         let datasets: Vec<&str> =
             active["provenance"]["datasets"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
-        assert!(
-            datasets.contains(&"aiconfigurator") && datasets.iter().any(|d| d.starts_with("upload ")),
-            "{datasets:?}"
-        );
+        assert!(datasets.contains(&"aiconfigurator") && datasets.iter().any(|d| d.starts_with("upload ")), "{datasets:?}");
     }
     let newest = &after["versions"][0];
     assert_eq!(newest["provenance"]["bundled"], json!(false), "the retrain stored a version: {after}");
@@ -177,8 +161,6 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     let (_, total) = app.store.list_profiles(1, 0).await.unwrap();
     assert_eq!(total, bundle.manifest.parts.len() as u64);
     let active = app.store.active_regressors().await.unwrap();
-    assert!(active
-        .iter()
-        .all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
+    assert!(active.iter().all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
     assert_eq!(app.store.installed_bundles().await.unwrap().len(), 2);
 }

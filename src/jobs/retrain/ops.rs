@@ -73,8 +73,11 @@ pub fn train_op_key(k: OpKey) -> Result<(Vec<NewRegressor>, Vec<KeyReport>), Ret
         ),
     };
     let activate = promotion.activated();
-    let cross_holdout =
-        if activate { Some(fitted.holdout_text.clone()) } else { k.active.map(|(_, t)| t).filter(|t| !t.is_empty()) };
+    let cross_holdout = if activate {
+        Some(fitted.holdout_text.clone())
+    } else {
+        k.active.map(|(_, t)| t).filter(|t| !t.is_empty())
+    };
     let summary = serde_json::to_value(&summary).unwrap_or_default();
     let mut reg =
         new_regressor(&k.key, family::OP, "all", &crate::learn::features::OP_FEATURES, &fitted, k.total, summary);
