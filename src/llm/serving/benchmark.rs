@@ -45,10 +45,16 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
     }
 }
 
-/// Simulates `cfg`'s benchmark on one aggregated instance whose steps `timer` times, keeping the first
-/// `trace_steps` steps.
+/// The front end's time per request of `cfg`'s engine, s ([`super::engine::HostCost::request_us`]).
+pub fn frontend_s(cfg: &ServingConfig, consts: &ServingConstants) -> f64 {
+    consts.host(cfg.engine, &cfg.settings).request_us * 1e-6
+}
+
+/// Simulates `cfg`'s benchmark on one aggregated instance whose steps `timer` times (`consts` gives the engine's
+/// front-end time per request), keeping the first `trace_steps` steps.
 pub fn simulate_aggregated(
     cfg: &ServingConfig,
+    consts: &ServingConstants,
     timer: &mut dyn StepTimer,
     memory: &ServingMemory,
     limits: &SimLimits,
@@ -57,7 +63,7 @@ pub fn simulate_aggregated(
     let settings = instance_settings(cfg, memory, Role::Both);
     let reqs = requests(&cfg.traffic);
     let mut pools = [Pool { settings, workers: 1, timer }];
-    let options = SimOptions { max_steps: limits.max_steps, trace_steps };
+    let options = SimOptions { max_steps: limits.max_steps, trace_steps, frontend_s: frontend_s(cfg, consts) };
     simulate(&mut pools, &reqs, cfg.traffic.concurrency, &|_| 0.0, options)
 }
 
@@ -87,7 +93,7 @@ pub fn simulate_disaggregated(
         },
         Pool { settings: instance_settings(&dcfg, &dmem, Role::Decode), workers: pools.decode.workers, timer: &mut ds },
     ];
-    let options = SimOptions { max_steps: limits.max_steps, trace_steps };
+    let options = SimOptions { max_steps: limits.max_steps, trace_steps, frontend_s: frontend_s(cfg, &consts) };
     let o = simulate(&mut sim_pools, &reqs, cfg.traffic.concurrency, &|i| transfers.time_s(i), options)?;
     let input = cfg.traffic.input_tokens;
     let report = DisaggReport {

@@ -113,6 +113,11 @@ pub struct HostCost {
     pub step_us: f64,
     /// Per sequence in the step, µs (Python-side per-sequence work scales with the batch).
     pub seq_us: f64,
+    /// Per request, µs: the serving front end's path of a request outside the engine's steps — the HTTP request,
+    /// tokenization and hand-off to the engine (vLLM's API server and `AsyncLLM`, SGLang's tokenizer manager,
+    /// `trtllm-serve`), and the first token's way back (detokenization, streaming). The simulated client sees it
+    /// in every TTFT: a request reaches the engine this long after it is sent.
+    pub request_us: f64,
 }
 
 /// perfcast's serving constants: the efficiencies serving kernels are derated by and the engines' host costs.
@@ -183,10 +188,10 @@ impl ServingConstants {
             fused_fp8_quantize: false,
         },
         stream: 0.8,
-        vllm: HostCost { step_us: 19.0, seq_us: 21.7 },
-        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7 },
-        sglang: HostCost { step_us: 19.0, seq_us: 21.7 },
-        trtllm: HostCost { step_us: 19.0, seq_us: 21.7 },
+        vllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7, request_us: 0.0 },
+        sglang: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
     };
 
@@ -195,10 +200,10 @@ impl ServingConstants {
     pub const ROOFLINE: ServingConstants = ServingConstants {
         efficiency: Efficiency::ROOFLINE,
         stream: 1.0,
-        vllm: HostCost { step_us: 0.0, seq_us: 0.0 },
-        vllm_v0: HostCost { step_us: 0.0, seq_us: 0.0 },
-        sglang: HostCost { step_us: 0.0, seq_us: 0.0 },
-        trtllm: HostCost { step_us: 0.0, seq_us: 0.0 },
+        vllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        vllm_v0: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        sglang: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        trtllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         eager_kernel_us: 0.0,
     };
 

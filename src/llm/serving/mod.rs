@@ -119,7 +119,7 @@ pub fn predict_with(
         }
         (false, false) => (None, None),
         (true, false) => {
-            let o = benchmark::simulate_aggregated(cfg, &mut solver, &memory, limits, 0)?;
+            let o = benchmark::simulate_aggregated(cfg, &consts, &mut solver, &memory, limits, 0)?;
             (Some(benchmark::summarize(&o, t.num_requests, cfg.gpus(), kv, cfg.slo)), None)
         }
         (true, true) => {
@@ -163,7 +163,7 @@ pub fn timeline(
         (benchmark::simulate_disaggregated(cfg, backend, consts, limits, trace_steps)?.0, true)
     } else {
         let mut solver = Solver::new(cfg, backend, consts, memory.max_concurrency);
-        (benchmark::simulate_aggregated(cfg, &mut solver, &memory, limits, trace_steps)?, false)
+        (benchmark::simulate_aggregated(cfg, &consts, &mut solver, &memory, limits, trace_steps)?, false)
     };
     let settings = benchmark::instance_settings(cfg, &memory, sim::instance::Role::Both);
     let s = benchmark::summarize(

@@ -95,6 +95,9 @@ pub struct SimOptions {
     pub max_steps: u64,
     /// Keep at most this many [`StepRecord`]s (0: none).
     pub trace_steps: usize,
+    /// The front end's time per request, s: a request reaches its first instance this long after the client sent
+    /// it ([`crate::llm::serving::engine::HostCost::request_us`]).
+    pub frontend_s: f64,
 }
 
 /// What the benchmark client measures, and what the engine saw.
@@ -183,7 +186,8 @@ pub fn simulate(
             slots.push(Reverse(Time(0.0)));
         }
     }
-    let mut transfers: BinaryHeap<Reverse<(Time, u32)>> = BinaryHeap::new();
+    // Requests on their way to a pool: (arrival, request, pool) — past the front end, or a KV transfer.
+    let mut transfers: BinaryHeap<Reverse<(Time, u32, usize)>> = BinaryHeap::new();
     let mut out = SimOutcome { busy_fraction: vec![0.0; pools.len()], ..SimOutcome::default() };
     let (mut next, mut finished) = (0usize, 0usize);
     let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
@@ -212,6 +216,10 @@ pub fn simulate(
             let r = next;
             next += 1;
             reqs[r].sent_s = send_t;
+            if options.frontend_s > 0.0 {
+                transfers.push(Reverse((Time(send_t + options.frontend_s), r as u32, 0)));
+                continue;
+            }
             let i = route(&instances, ranges[0].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(send_t);
@@ -219,11 +227,13 @@ pub fn simulate(
             continue;
         }
         if arrive_t.is_finite() && arrive_t <= step_at {
-            let Reverse((Time(t), r)) = transfers.pop().expect("peeked");
-            let q = &mut reqs[r as usize];
-            // The decode worker has the prompt's cache but the last token's; it samples the first output token.
-            (q.tokens, q.computed, q.generated, q.blocks, q.reserved) = (q.input, q.input - 1, 0, 0, 0);
-            let i = route(&instances, ranges[decode_pool.expect("transfers only in disaggregated runs")].clone());
+            let Reverse((Time(t), r, pool)) = transfers.pop().expect("peeked");
+            if pool > 0 {
+                // The decode worker has the prompt's cache but the last token's; it samples the first output token.
+                let q = &mut reqs[r as usize];
+                (q.tokens, q.computed, q.generated, q.blocks, q.reserved) = (q.input, q.input - 1, 0, 0, 0);
+            }
+            let i = route(&instances, ranges[pool].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(t);
             inst.waiting.push_back(r);
@@ -298,7 +308,8 @@ pub fn simulate(
         inst.free_at = end;
         for &r in &done {
             if inst.settings.role == Role::Prefill {
-                transfers.push(Reverse((Time(end + transfer_s(reqs[r as usize].input)), r)));
+                let pool = decode_pool.expect("a prefill role only in disaggregated runs");
+                transfers.push(Reverse((Time(end + transfer_s(reqs[r as usize].input)), r, pool)));
                 continue;
             }
             finished += 1;

@@ -24,7 +24,7 @@ fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
     vec![SimRequest { input, output, arrival_s: 0.0 }; n]
 }
 
-const OPTS: SimOptions = SimOptions { max_steps: 100_000, trace_steps: 1000 };
+const OPTS: SimOptions = SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0 };
 const STEPS: ConstantSteps = ConstantSteps { decode_s: 0.010, prefill_s: 0.050 };
 
 fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
@@ -117,8 +117,14 @@ fn a_prompt_larger_than_the_cache_fails_instead_of_hanging_and_steps_are_capped(
     assert_eq!((o.failed, o.completed), (1, 1));
     let mut timer = STEPS;
     let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
-    let e = simulate(&mut pools, &same(10, 10, 100), Some(1), &|_| 0.0, SimOptions { max_steps: 50, trace_steps: 0 })
-        .unwrap_err();
+    let e = simulate(
+        &mut pools,
+        &same(10, 10, 100),
+        Some(1),
+        &|_| 0.0,
+        SimOptions { max_steps: 50, trace_steps: 0, frontend_s: 0.0 },
+    )
+    .unwrap_err();
     assert_eq!(e.field, "workload.num_requests");
 }
 
@@ -137,4 +143,16 @@ fn disaggregated_requests_wait_for_their_kv_transfer() {
     let o = simulate(&mut pools, &same(1, 64, 3), Some(1), &|input| 0.030 * input as f64 / 64.0, OPTS).unwrap();
     close(&o.ttft_s, &[0.09]);
     close(&o.e2e_s, &[0.11]);
+}
+
+#[test]
+fn the_front_end_delays_every_request_and_its_ttft() {
+    // A 5 ms front end: request 1 reaches the engine at 5 ms, prefills to 55 ms (TTFT 55), decodes to 65 ms;
+    // the client's next request is sent at 65, reaches the engine at 70, first token at 120 (TTFT 55 again).
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let o = simulate(&mut pools, &same(2, 10, 2), Some(1), &|_| 0.0, SimOptions { frontend_s: 0.005, ..OPTS }).unwrap();
+    close(&o.ttft_s, &[0.055, 0.055]);
+    close(&o.e2e_s, &[0.065, 0.065]);
+    assert!((o.duration_s - 0.130).abs() < 1e-12);
 }
