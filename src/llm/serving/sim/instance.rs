@@ -197,9 +197,8 @@ impl Instance {
         true
     }
 
-    /// The shape of the step in `self.batch` (decodes are the requests given one token; the decode context and
-    /// the prefill tokens quantized by [`bucket`]; a decode-only batch padded to its CUDA graph's size per
-    /// data-parallel rank).
+    /// The shape of the step in `self.batch` (decodes are the requests given one token; every count quantized by
+    /// [`bucket`] — exact up to 64; a decode-only batch padded to its CUDA graph's size per data-parallel rank).
     pub fn load(&self, reqs: &[Req]) -> StepLoad {
         let (mut decodes, mut ctx, mut prefill, mut sampled, mut prompt) = (0u32, 0u64, 0u32, 0u32, 0u64);
         for &(r, n) in &self.batch {
@@ -216,12 +215,12 @@ impl Instance {
             }
         }
         let mut load = StepLoad {
-            decode_seqs: decodes,
+            decode_seqs: bucket(decodes),
             decode_context: if decodes > 0 { bucket((ctx / decodes as u64) as u32) } else { 0 },
             prefill_tokens: bucket(prefill),
             // The prompt length prefill attention is charged against: the chunks' prompts weighted by their tokens.
             prompt_len: if prefill > 0 { bucket((prompt / prefill as u64) as u32) } else { 0 },
-            sampled,
+            sampled: bucket(sampled),
         };
         if prefill == 0 && decodes > 0 {
             let dp = self.settings.dp.max(1);

@@ -19,8 +19,21 @@ pub trait StepTimer {
     fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError>;
 }
 
+/// Most distinct step shapes one simulation may time (each costs the step model a few dozen operator lookups): a
+/// run that needs more is refused rather than left to pin a core.
+pub const MAX_DISTINCT_STEPS: usize = 50_000;
+
 impl StepTimer for Solver<'_> {
     fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError> {
+        if self.cached_steps() > MAX_DISTINCT_STEPS {
+            return Err(crate::llm::config::bad(
+                "workload",
+                format!(
+                    "the simulated steps take more than {MAX_DISTINCT_STEPS} distinct shapes: send fewer or more \
+                     uniform requests, or set workload.simulate to false"
+                ),
+            ));
+        }
         Ok(self.step(*load)?.time_s)
     }
 }
