@@ -235,8 +235,8 @@ fn workload(w: &Workload) -> Result<Traffic, ConfigError> {
         }
     }
     let burstiness = w.burstiness.unwrap_or(1.0);
-    if !(burstiness > 0.0 && burstiness <= 1e6) {
-        return Err(bad("workload.burstiness", format!("must be positive (1 = Poisson), up to 1e6, got {burstiness}")));
+    if !(1e-3..=1e6).contains(&burstiness) {
+        return Err(bad("workload.burstiness", format!("must be 0.001–1e6 (1 = Poisson), got {burstiness}")));
     }
     if w.burstiness.is_some() && w.request_rate.is_none() {
         return Err(bad("workload.burstiness", "applies to request_rate arrivals: give request_rate"));
