@@ -119,9 +119,6 @@ pub(super) enum EvalWhat {
         /// Output directory for serving.md, serving.json and serving_rows.csv.
         #[arg(long, default_value = "out/eval")]
         out: PathBuf,
-        /// Nelder–Mead iterations per engine and fold.
-        #[arg(long, default_value_t = 40)]
-        iterations: usize,
         /// Time every operator and collective analytically (derated), without the bundled learned models.
         #[arg(long)]
         analytic_only: bool,
@@ -219,19 +216,17 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             inference(&data, &out, &mode, analytic_only, steps)
         }
-        EvalWhat::Serving { data, out, iterations, analytic_only } => {
-            serving(&data, &out, iterations, analytic_only, steps)
-        }
+        EvalWhat::Serving { data, out, analytic_only } => serving(&data, &out, analytic_only, steps),
     }
 }
 
-fn serving(data: &Path, out: &Path, iterations: usize, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+fn serving(data: &Path, out: &Path, analytic_only: bool, steps: &mut Steps) -> ExitCode {
     let (models, label) = match eval_models(analytic_only) {
         Ok(m) => m,
         Err(e) => return failed(e),
     };
     let models = std::sync::Arc::new(models);
-    let report = match crate::eval::serving::run(data, (&models, &label), iterations, &mut |m| steps.step(m)) {
+    let report = match crate::eval::serving::run(data, (&models, &label), &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };

@@ -276,6 +276,8 @@ pub struct RowResult {
     pub osl: u32,
     pub concurrency: u32,
     pub workers_known: bool,
+    /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
+    pub memory_fraction_raised: bool,
     /// Which split predicted it: `model` (constants fitted without its model) or `gpu` (without its GPU).
     pub split: &'static str,
     pub measured_ttft_ms: f64,
