@@ -67,6 +67,11 @@ fn moe(mut m: ServingModel, experts: u32, top_k: u32, expert_ffn: u32, shared: u
     m
 }
 
+/// DeepSeek-V3's multi-head latent attention (deepseek-ai/DeepSeek-V3 config.json: q_lora_rank 1536, kv_lora_rank
+/// 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128), which Kimi K2 keeps.
+const DEEPSEEK_V3_MLA: MlaSpec =
+    MlaSpec { q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128 };
+
 /// Group-limited routing: `groups` expert groups, `top` of them per token (config.json `n_group`, `topk_group`).
 fn node_limited(mut m: ServingModel, groups: u32, top: u32) -> ServingModel {
     if let Some(moe) = m.moe.as_mut() {
@@ -233,13 +238,7 @@ fn build() -> Vec<CatalogEntry> {
         ),
         entry(
             ServingModel {
-                mla: Some(MlaSpec {
-                    q_lora_rank: 1536,
-                    kv_lora_rank: 512,
-                    qk_nope_head_dim: 128,
-                    qk_rope_head_dim: 64,
-                    v_head_dim: 128,
-                }),
+                mla: Some(DEEPSEEK_V3_MLA),
                 ..node_limited(
                     moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3),
                     8,
@@ -263,13 +262,7 @@ fn build() -> Vec<CatalogEntry> {
         ),
         entry(
             ServingModel {
-                mla: Some(MlaSpec {
-                    q_lora_rank: 1536,
-                    kv_lora_rank: 512,
-                    qk_nope_head_dim: 128,
-                    qk_rope_head_dim: 64,
-                    v_head_dim: 128,
-                }),
+                mla: Some(DEEPSEEK_V3_MLA),
                 ..moe(dense("Kimi-K2.5", 61, 7168, 64, 64, 192, 18432, 163840, false), 384, 8, 2048, 1, 1)
             },
             &["moonshotai/Kimi-K2.5", "Kimi-K2", "moonshotai/Kimi-K2-Instruct"],
