@@ -278,7 +278,8 @@ pub struct RowResult {
     pub workers_known: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,
-    /// Which split predicted it: `model` (constants fitted without its model) or `gpu` (without its GPU).
+    /// Which split predicted it: `source` (the shipped constants, nothing fitted on these runs), `model` (constants
+    /// fitted without its model) or `gpu` (without its GPU).
     pub split: &'static str,
     pub measured_ttft_ms: f64,
     pub predicted_ttft_ms: f64,
