@@ -99,11 +99,22 @@ pub struct Started {
     pub worker: tokio::task::JoinHandle<()>,
 }
 
+/// The caps of one simulated serving benchmark from `config` (`serving_max_*`).
+pub fn sim_limits(config: &Config) -> crate::llm::serving::SimLimits {
+    crate::llm::serving::SimLimits {
+        max_requests: config.serving_max_requests,
+        max_concurrency: config.serving_max_concurrency,
+        max_tokens: config.serving_max_simulated_tokens,
+        max_steps: config.serving_max_simulated_steps,
+    }
+}
+
 /// Starts the application over an open store: installs the bundled measurements and models when the database
 /// lacks them (`bundled_models`), loads the active models, spawns the worker, builds the router.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default())
-        .with_search_inline_max(config.search_inline_max_candidates);
+        .with_search_inline_max(config.search_inline_max_candidates)
+        .with_sim_limits(sim_limits(config));
     provision_key(&service, config).await?;
     if config.bundled_models {
         install_bundle(&store).await?;

@@ -24,6 +24,8 @@ pub struct RowResult {
     pub source: &'static str,
     pub id: String,
     pub group: String,
+    /// The GPU (catalog name).
+    pub gpu: String,
     pub gpus: u64,
     pub tp: u32,
     pub pp: u32,
@@ -82,7 +84,7 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 6] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 7] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -224,6 +226,7 @@ pub fn run(
             source: row.source,
             id: row.id.clone(),
             group: row.group.clone(),
+            gpu: p.system.gpu.name.clone(),
             gpus: cfg.gpus(),
             tp: cfg.tp,
             pp: cfg.pp,
@@ -251,6 +254,11 @@ pub fn run(
     };
     for source in SOURCES {
         add(source.to_string(), &|r| r.source == source);
+    }
+    let moe_cells: std::collections::BTreeSet<(String, String)> =
+        results.iter().filter(|r| r.source == "nemo-moe").map(|r| (r.group.clone(), r.gpu.clone())).collect();
+    for (model, gpu) in moe_cells {
+        add(format!("nemo-moe {model} {gpu}"), &|r| r.source == "nemo-moe" && r.group == model && r.gpu == gpu);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
@@ -384,10 +392,20 @@ mod tests {
         assert_eq!(fitted.rows, 1440 + 20 + 117 + 216);
         assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
         assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
-        // The intervals bracket the point estimates and the quantiles to ship cover the classes with rows.
-        assert!(r.rows.iter().all(|row| row.p10_s <= row.predicted_s && row.predicted_s <= row.p90_s));
+        // The intervals are ordered everywhere. They bracket the point estimates where the class's held-out
+        // residuals fall on both sides of 0 (Ampere one-node: vTrain's 1,440 rows beside llm-foundry's 105), not
+        // necessarily where they are one-sided: Hopper one-node's fitted rows are 44 llm-foundry runs predicted
+        // about 20 % too fast (docs/src/accuracy/training.md) and 7 NeMo / DGX Cloud rows, so ln(measured /
+        // predicted) is positive at its 10th percentile and the interval lies above the estimate.
+        assert!(r.rows.iter().all(|row| row.p10_s <= row.p90_s));
+        assert!(r
+            .rows
+            .iter()
+            .filter(|row| row.class == "ampere/one-node")
+            .all(|row| row.p10_s <= row.predicted_s && row.predicted_s <= row.p90_s));
         let q = r.quantiles.as_ref().unwrap();
-        assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440));
+        // Ampere one-node: vTrain's 1,440 rows and llm-foundry's 105 single-node A100 runs.
+        assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440 + 105));
         assert!(q.pooled.q10 < 0.0 && q.pooled.q90 > 0.0);
     }
 }

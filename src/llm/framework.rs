@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::GpuSpec;
+use crate::llm::config::{bad, ConfigError};
+use crate::llm::moe::{Dispatcher, MoeTraining};
 
 /// The framework a training run uses (`framework` in a training request and a search).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
@@ -51,6 +53,31 @@ impl Framework {
             Framework::Deepspeed => "deepspeed",
             Framework::Hf => "hf",
         }
+    }
+
+    /// Megatron-Core runs the model (Megatron-LM, NeMo): every MoE option of a request is its own.
+    pub fn is_megatron_core(self) -> bool {
+        matches!(self, Framework::Megatron | Framework::Nemo)
+    }
+
+    /// The mixture-of-experts token dispatchers the framework has, its default first: Megatron-Core's four
+    /// (`moe_token_dispatcher_type`, default `allgather`); torchtitan's `expert_parallel_comm_backend`
+    /// (`standard` — `all_to_all_single` over the expert-parallel group, `distributed/expert_parallel.py` — or
+    /// `deepep` / `hybridep`); DeepSpeed-MoE's all-to-all (`deepspeed/moe/sharded_moe.py` `_AllToAll`); Hugging
+    /// Face Transformers' MoE blocks gather each expert's tokens on the GPU itself (no expert parallelism), the
+    /// alltoall dispatcher's local permutation.
+    pub fn moe_dispatchers(self) -> &'static [Dispatcher] {
+        match self {
+            Framework::Megatron | Framework::Nemo => &Dispatcher::ALL,
+            Framework::Torchtitan => &[Dispatcher::Alltoall, Dispatcher::Deepep, Dispatcher::Hybridep],
+            Framework::Deepspeed | Framework::Hf => &[Dispatcher::Alltoall],
+        }
+    }
+
+    /// The framework shards experts over GPUs (expert parallelism, ep > 1): all but Hugging Face Transformers,
+    /// whose MoE blocks (`Qwen3MoeSparseMoeBlock`, `MixtralSparseMoeBlock`) hold every expert on every rank.
+    pub fn has_expert_parallelism(self) -> bool {
+        self != Framework::Hf
     }
 }
 
@@ -181,6 +208,8 @@ pub struct FrameworkOptions {
     /// Reduce gradients in fp32 (Megatron-Core DDP `grad_reduce_in_fp32`, FSDP `reduce_dtype`), else the
     /// framework's default.
     pub grad_reduce_in_fp32: Option<bool>,
+    /// The mixture-of-experts token dispatcher, else the framework's default ([`Framework::moe_dispatchers`]).
+    pub moe_token_dispatcher: Option<Dispatcher>,
 }
 
 impl FrameworkTraits {
@@ -219,6 +248,57 @@ impl FrameworkTraits {
             elem_bytes
         }
     }
+}
+
+/// `moe`, resolved as Megatron-Core runs it, as `framework` runs it: with the dispatcher the request named
+/// (`requested`) or the framework's default ([`Framework::moe_dispatchers`]). The MoE layers are timed as
+/// Megatron-Core's (router, permutation, dispatch, grouped or per-expert GEMMs, combine) under every framework; the
+/// framework's kernels, optimizer and gradient reduction apply to them as to the dense layers. Errors name the
+/// field: `parallelism.ep` > 1 under `hf` (no expert parallelism); `parallelism.moe_token_dispatcher` naming a
+/// dispatcher the framework lacks; Megatron-Core's `parallelism.overlap_moe_expert_parallel_comm` and
+/// `parallelism.moe_shared_expert_overlap` under another framework.
+pub fn moe_under(
+    framework: Framework,
+    moe: &mut MoeTraining,
+    requested: Option<Dispatcher>,
+) -> Result<(), ConfigError> {
+    if framework.is_megatron_core() {
+        return Ok(());
+    }
+    let fw = framework.as_str();
+    if moe.ep > 1 && !framework.has_expert_parallelism() {
+        return Err(bad(
+            "parallelism.ep",
+            format!(
+                "{fw} holds every expert on every GPU (Hugging Face Transformers' MoE blocks have no expert \
+                 parallelism): ep must be 1, or use megatron, nemo, torchtitan or deepspeed"
+            ),
+        ));
+    }
+    let allowed = framework.moe_dispatchers();
+    match requested {
+        Some(d) if !allowed.contains(&d) => {
+            let names: Vec<&str> = allowed.iter().map(|d| d.as_str()).collect();
+            return Err(bad(
+                "parallelism.moe_token_dispatcher",
+                format!("{fw} has no {} dispatcher: it dispatches with {}", d.as_str(), names.join(", ")),
+            ));
+        }
+        Some(d) => moe.dispatcher = d,
+        None => moe.dispatcher = allowed[0],
+    }
+    for (on, field) in [
+        (moe.overlap_ep_comm, "overlap_moe_expert_parallel_comm"),
+        (moe.shared_expert_overlap, "moe_shared_expert_overlap"),
+    ] {
+        if on {
+            return Err(bad(
+                &format!("parallelism.{field}"),
+                format!("{field} is Megatron-Core's: {fw} does not run it (use framework megatron or nemo)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -46,9 +46,12 @@ fn fsdp2_prefetched_all_gather_hides_behind_the_previous_blocks_forward() {
     // One bucket (nothing to pipeline against): all of it.
     assert!((zero_exposed(4e-3, 8e-3, 1.0) - 4e-3).abs() < 1e-15);
     // In a chunk's forward (no contention): 4 layers × 2 ms + the 1 ms first gather = 9 ms.
-    let p = Pieces { layer: (2e-3, 4e-3), embedding: (0.0, 0.0), head: (0.0, 0.0) };
+    let p =
+        Pieces { layer: (2e-3, 4e-3), moe_layer: (0.0, 0.0), embedding: (0.0, 0.0), head: (0.0, 0.0), mtp: (0.0, 0.0) };
     let c = ChunkInputs {
         layers: 4,
+        moe_layers: 0,
+        mtp: 0,
         embedding: false,
         head: false,
         send_fwd_s: None,
@@ -151,4 +154,96 @@ fn torch_compile_is_refused_for_frameworks_that_do_not_compile() {
         "model": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}, "parallelism": {},
         "framework": "jax"}))
     .is_err());
+}
+
+/// Qwen3-30B-A3B (48 MoE layers, hidden 2048, 128 experts of width 768, top-8, no shared experts) at 4,096 tokens
+/// on one DGX H100 node in bf16: dp 8 with `par` over it, the routing load factor set to 1.
+fn qwen30b(par: serde_json::Value, framework: Framework) -> Result<super::TrainingConfig, super::ConfigError> {
+    let mut p = serde_json::json!({"dp": 8, "micro_batch": 1, "grad_accum": 1, "moe_load_imbalance": 1.0});
+    for (k, v) in par.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    // The catalog name resolves where a request is read.
+    let req: super::TrainingRequest = serde_json::from_value(serde_json::json!({"system": "dgx-h100",
+        "model": {"name": "Qwen3-30B-A3B", "seq_len": 4096}, "parallelism": p, "precision": "bf16"}))
+    .unwrap();
+    with_framework(validate(&req.model, &req.parallelism, req.precision, 8)?, framework)
+}
+
+#[test]
+fn moe_models_run_under_each_framework_with_its_dispatchers() {
+    use crate::llm::moe::Dispatcher;
+    let dispatcher = |par, fw| qwen30b(par, fw).map(|c| c.moe.unwrap().dispatcher);
+    let field = |par, fw| qwen30b(par, fw).unwrap_err().field;
+    // Megatron-Core's default dispatcher is allgather; torchtitan's `standard` backend and DeepSpeed-MoE all-to-all.
+    for (fw, d) in [
+        (Framework::Megatron, Dispatcher::Allgather),
+        (Framework::Torchtitan, Dispatcher::Alltoall),
+        (Framework::Deepspeed, Dispatcher::Alltoall),
+    ] {
+        assert_eq!(dispatcher(serde_json::json!({"ep": 8}), fw), Ok(d), "{fw:?}");
+    }
+    // torchtitan also has DeepEP; Megatron-Core's allgather dispatcher it has not, nor DeepSpeed DeepEP.
+    let deepep = serde_json::json!({"ep": 8, "moe_token_dispatcher": "deepep"});
+    assert_eq!(dispatcher(deepep.clone(), Framework::Torchtitan), Ok(Dispatcher::Deepep));
+    let allgather = serde_json::json!({"ep": 8, "moe_token_dispatcher": "allgather"});
+    assert_eq!(field(allgather, Framework::Torchtitan), "parallelism.moe_token_dispatcher");
+    assert_eq!(field(deepep, Framework::Deepspeed), "parallelism.moe_token_dispatcher");
+    // Hugging Face Transformers holds every expert on every GPU: ep 1 only.
+    assert_eq!(field(serde_json::json!({"ep": 8}), Framework::Hf), "parallelism.ep");
+    assert_eq!(dispatcher(serde_json::json!({}), Framework::Hf), Ok(Dispatcher::Alltoall));
+    // Megatron-Core's 1F1B all-to-all overlap (valid here: ep 8, alltoall, pp 1) is not torchtitan's.
+    let overlap =
+        serde_json::json!({"ep": 8, "moe_token_dispatcher": "alltoall", "overlap_moe_expert_parallel_comm": true});
+    assert!(qwen30b(overlap.clone(), Framework::Megatron).is_ok());
+    assert_eq!(field(overlap, Framework::Torchtitan), "parallelism.overlap_moe_expert_parallel_comm");
+}
+
+#[test]
+fn expert_gradients_reduce_in_the_frameworks_precision() {
+    use super::decompose::{stage_expert_params, tail_parts};
+    // ep 4 over dp 8: expert_dp 2, so the experts' gradients are all-reduced over 2 ranks. Per GPU 128/4 = 32
+    // experts of 3·2048·768 = 4,718,592 parameters: 150,994,944 per layer, × 48 layers = 7,247,757,312.
+    let bytes = |fw| {
+        let c = qwen30b(serde_json::json!({"ep": 4}), fw).unwrap();
+        let experts = stage_expert_params(&c, 0, 48);
+        assert_eq!(experts, 7_247_757_312.0);
+        tail_parts(&c, 0, 1e9, experts, 151_936).expert_sync.unwrap().2
+    };
+    // Megatron-LM reduces bf16 gradients in fp32 (4 B each), NeMo's recipes in bf16 (2 B).
+    assert_eq!(bytes(Framework::Megatron), 4.0 * 7_247_757_312.0);
+    assert_eq!(bytes(Framework::Nemo), 2.0 * 7_247_757_312.0);
+}
+
+#[test]
+fn eager_kernels_and_optimizer_tensors_count_the_experts() {
+    use super::decompose::decompose;
+    use super::timing::optimizer_tensors;
+    let s = preset("dgx-h100");
+    // torchtitan without torch.compile runs the experts' SwiGLU as separate silu and mul kernels: with grouped
+    // GEMMs (torchtitan's `torch._grouped_mm`) on the R = etp·t·K·γ = 1·4096·8·1 = 32,768 routed rows of width
+    // 768, one extra kernel forward and two backward.
+    let c = qwen30b(serde_json::json!({"ep": 8, "moe_grouped_gemm": true}), Framework::Torchtitan).unwrap();
+    let d = decompose(&c, &s);
+    let expert_eager: Vec<_> = d
+        .moe_layer
+        .iter()
+        .filter(|o| o.name == OpName::EagerElementwise && o.features[..2] == [32_768, 768])
+        .map(|o| (o.phase, o.calls))
+        .collect();
+    assert_eq!(expert_eager, [(crate::op::Phase::Fwd, 1), (crate::op::Phase::Bwd, 2)]);
+    // One GEMM per expert instead: 32,768 / 16 local experts = 2,048 rows each, 16 calls of each eager kernel.
+    let c = qwen30b(serde_json::json!({"ep": 8}), Framework::Torchtitan).unwrap();
+    let per_expert: Vec<_> = decompose(&c, &s)
+        .moe_layer
+        .iter()
+        .filter(|o| o.name == OpName::EagerElementwise && o.features[..2] == [2_048, 768])
+        .map(|o| (o.phase, o.calls))
+        .collect();
+    assert_eq!(per_expert, [(crate::op::Phase::Fwd, 16), (crate::op::Phase::Bwd, 32)]);
+    let compiled = qwen30b(serde_json::json!({"ep": 8, "torch_compile": true}), Framework::Torchtitan).unwrap();
+    assert!(!decompose(&compiled, &s).moe_layer.iter().any(|o| o.name == OpName::EagerElementwise));
+    // A per-tensor optimizer loops over every expert's tensors: per MoE layer 7 − 3 (the dense MLP) + 1 (router)
+    // + 3 · 16 local experts (ep 8) = 53; 48 layers and 3 beyond them: 2,547.
+    assert_eq!(optimizer_tensors(&c, 48, 48), 2547.0);
 }

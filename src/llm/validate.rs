@@ -5,7 +5,7 @@ use super::config::{
     bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, RunSpec,
     TrainingConfig,
 };
-use super::framework::{Framework, FrameworkTraits};
+use super::framework::{moe_under, Framework, FrameworkTraits};
 use super::partition::megatron_split;
 use crate::hw::Precision;
 
@@ -50,9 +50,20 @@ pub fn validate(
     if !(0.0..1.0).contains(&model.dropout) {
         return Err(bad("model.dropout", format!("a probability in [0, 1), got {}", model.dropout)));
     }
-    if model.hidden % model.heads != 0 {
-        return Err(bad("model.hidden", format!("hidden {} is not divisible by heads {}", model.hidden, model.heads)));
+    if model.head_dim == Some(0) {
+        return Err(bad("model.head_dim", "must be at least 1"));
     }
+    if model.head_dim.is_none() && model.mla.is_none() && model.hidden % model.heads != 0 {
+        return Err(bad(
+            "model.hidden",
+            format!("hidden {} is not divisible by heads {} (give head_dim)", model.hidden, model.heads),
+        ));
+    }
+    let head_dim = match (&model.mla, model.head_dim) {
+        (Some(mla), _) => mla.qk_head_dim(),
+        (None, Some(dh)) => dh,
+        (None, None) => model.hidden / model.heads,
+    };
     let kv_heads = model.kv_heads.unwrap_or(model.heads);
     if kv_heads > model.heads || model.heads % kv_heads != 0 {
         return Err(bad(
@@ -193,6 +204,19 @@ pub fn validate(
             format!("the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by pp {}", par.pp),
         ));
     }
+    let moe = crate::llm::moe::validate_training(
+        model,
+        par,
+        crate::llm::moe::Shape {
+            tp,
+            cp,
+            dp: par.dp,
+            pp: par.pp,
+            virtual_stages: v,
+            micro_batch: par.micro_batch,
+            sequence_parallel: par.sequence_parallel,
+        },
+    )?;
     Ok(TrainingConfig {
         model: model.clone(),
         tp,
@@ -217,6 +241,9 @@ pub fn validate(
         tp_comm_overlap: par.tp_comm_overlap,
         overlap_p2p_comm: par.overlap_p2p_comm,
         layer_split,
+        head_dim,
+        recompute_modules: moe.recompute_modules,
+        moe: moe.moe,
         split: if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() },
         framework: FrameworkTraits::of(Framework::Megatron, &par.framework_options(), precision == Precision::Bf16),
         framework_options: par.framework_options(),
@@ -252,9 +279,10 @@ pub fn validate_request(req: &super::config::TrainingRequest, system_gpus: u64) 
     with_framework(validate(&req.model, &req.parallelism, req.precision, system_gpus)?, req.framework)
 }
 
-/// `cfg` run by `framework` with the options it was validated with. Errors: `parallelism.torch_compile` with a
-/// framework that does not compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused
-/// kernels instead).
+/// `cfg` run by `framework` with the options it was validated with (a mixture-of-experts model's dispatcher and
+/// options as [`moe_under`] resolves them). Errors: `parallelism.torch_compile` with a framework that does not
+/// compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused kernels instead);
+/// [`moe_under`]'s.
 pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<TrainingConfig, ConfigError> {
     if cfg.framework_options.torch_compile == Some(true) && !matches!(framework, Framework::Torchtitan | Framework::Hf)
     {
@@ -265,6 +293,9 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
                 framework.as_str()
             ),
         ));
+    }
+    if let Some(moe) = cfg.moe.as_mut() {
+        moe_under(framework, moe, cfg.framework_options.moe_token_dispatcher)?;
     }
     cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
     Ok(cfg)

@@ -93,6 +93,8 @@ pub struct Service {
     pub search_inline_max: u64,
     /// Resolved systems with their calibrations (invalidated by writes; see [`systems::SystemCache`]).
     pub systems: Arc<systems::SystemCache>,
+    /// Caps of one simulated serving benchmark.
+    pub sim_limits: llm::serving::SimLimits,
 }
 
 impl Service {
@@ -112,7 +114,14 @@ impl Service {
             loaded: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             search_inline_max: crate::config::Config::default().search_inline_max_candidates,
             systems: Arc::default(),
+            sim_limits: llm::serving::SimLimits::DEFAULT,
         }
+    }
+
+    /// The same service with other caps on simulated serving benchmarks.
+    pub fn with_sim_limits(mut self, limits: llm::serving::SimLimits) -> Service {
+        self.sim_limits = limits;
+        self
     }
 
     /// The same service with another inline-search limit.

@@ -14,7 +14,7 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `dgxc`, `llmfoundry`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-moe`, `dgxc`, `llmfoundry`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -94,12 +94,14 @@ fn request(
 mod dgxc;
 mod llmfoundry;
 mod nemo;
+mod nemo_moe;
 mod neusight;
 mod vtrain;
 
 pub use dgxc::dgxc;
 pub use llmfoundry::llmfoundry;
 pub use nemo::{architecture, nemo};
+pub use nemo_moe::nemo_moe;
 pub use neusight::{neusight, neusight_single};
 pub use vtrain::vtrain;
 
@@ -110,6 +112,7 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     neusight(data, &mut out)?;
     neusight_single(data, &mut out)?;
     nemo(data, &mut out)?;
+    nemo_moe(data, &mut out)?;
     dgxc(data, &mut out)?;
     llmfoundry(data, &mut out)?;
     Ok(out)
