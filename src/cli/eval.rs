@@ -73,6 +73,11 @@ pub(super) enum EvalWhat {
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
         #[arg(long)]
         roofline: bool,
+        /// Whose measured kernels the learned models answer with: `training` (the service's: per-tensor fp8 GEMMs
+        /// from TensorRT-LLM's measurements where bundled, the rest engine-neutral) or `neutral` (every operator
+        /// from the engine-neutral and vLLM models, fp8 GEMMs included).
+        #[arg(long, default_value = "training")]
+        kernels: String,
         /// With --cross-validate: also fit the contention κ of overlapped communication (to see whether the rows
         /// identify it; the shipped value is cited, not fitted).
         #[arg(long)]
@@ -145,6 +150,13 @@ pub(super) enum EvalWhat {
         /// Also write every held-out row's prediction to this CSV file (for diagnosis).
         #[arg(long)]
         rows_csv: Option<PathBuf>,
+        /// aiconfigurator: whose tables (comma-separated: vllm, sglang, trtllm); each engine's keys carry it.
+        #[arg(long, value_delimiter = ',', default_value = "vllm")]
+        engines: Vec<String>,
+        /// aiconfigurator: also time every SGLang and TensorRT-LLM key's held-out rows with the other engines'
+        /// models of the same operator (the fallback a request of that engine takes where its own are missing).
+        #[arg(long)]
+        fallback: bool,
     },
 }
 
@@ -164,9 +176,18 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             iterations,
             fit_sources,
             roofline,
+            kernels,
             fit_contention,
             analytic_only,
         } => {
+            let kernels = match kernels.as_str() {
+                "training" => crate::cost::KernelChoice::Training,
+                "neutral" => crate::cost::KernelChoice::Neutral,
+                other => {
+                    eprintln!("--kernels must be training or neutral, got {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
             let mode = if cross_validate {
                 Mode::CrossValidate { folds, iterations, fit_sources, contention: fit_contention }
             } else if roofline {
@@ -174,10 +195,33 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             } else {
                 Mode::Fixed(Efficiency::CALIBRATED)
             };
-            training(&data, &out, &mode, analytic_only, steps)
+            training(&data, &out, &mode, kernels, analytic_only, steps)
         }
-        EvalWhat::CrossGpu { data, source, out, grid, mask, max_rows, moe_distribution, keys, gpus, rows_csv } => {
+        EvalWhat::CrossGpu {
+            data,
+            source,
+            out,
+            grid,
+            mask,
+            max_rows,
+            moe_distribution,
+            keys,
+            gpus,
+            rows_csv,
+            engines,
+            fallback,
+        } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
+            let mut families = Vec::new();
+            for e in &engines {
+                match crate::op::KernelFamily::parse(e) {
+                    Some(f) => families.push(f),
+                    None => {
+                        eprintln!("--engines: {e:?} is not vllm, sglang or trtllm");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let source = if source == "aiconfigurator" { Source::Aiconfigurator } else { Source::Neusight };
             let opts = crate::eval::logo::Options {
                 data,
@@ -189,6 +233,8 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
                 keys,
                 gpus,
                 rows_csv,
+                engines: families,
+                fallback,
             };
             cross_gpu(&opts, &out, steps)
         }
@@ -259,7 +305,14 @@ fn kernels(fixtures: &Path) -> ExitCode {
     }
 }
 
-fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+fn training(
+    data: &Path,
+    out: &Path,
+    mode: &Mode,
+    kernels: crate::cost::KernelChoice,
+    analytic_only: bool,
+    steps: &mut Steps,
+) -> ExitCode {
     let (models, label) = if analytic_only {
         (crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string())
     } else {
@@ -272,7 +325,7 @@ fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &m
         }
     };
     let models = std::sync::Arc::new(models);
-    let report = match crate::eval::training::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
+    let report = match crate::eval::training::run_with(data, mode, (&models, &label), kernels, &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };
@@ -285,7 +338,9 @@ fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &m
         println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
         let contention = matches!(mode, Mode::CrossValidate { contention: true, .. });
         let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
-        println!("\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```");
+        println!(
+            "\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```"
+        );
     }
     eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
     ExitCode::SUCCESS

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use crate::cost::{Derated, Efficiency};
+use crate::cost::{Derated, Efficiency, KernelChoice};
 use crate::hw::System;
 use crate::learn::backend::LearnedBackend;
 use crate::learn::Registry;
@@ -33,12 +33,15 @@ pub struct Prepared {
     /// The learned models the operators and collectives are timed with where one covers them (the bundled ones: a
     /// fresh install's), the rest analytic and derated; an empty registry times everything analytically.
     pub models: Arc<Registry>,
+    /// Whose measured kernels the learned models answer with (the service's [`crate::cost::TRAINING_KERNELS`]).
+    pub kernels: KernelChoice,
 }
 
 /// The predicted time of `row` under `eff` (`None` when the predictor refuses it): the service's training backend
 /// (learned where `row.models` covers an operator or collective, analytic answers derated by `eff`).
 pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
-    let backend = Derated::new(LearnedBackend::new(row.system.clone(), row.models.clone()), *eff);
+    let learned = LearnedBackend::new(row.system.clone(), row.models.clone()).with_kernels(row.kernels);
+    let backend = Derated::new(learned, *eff);
     let p = predict(&row.cfg, &backend).ok()?;
     Some(if row.without_update { p.iteration_time_s - p.timeline.update_s } else { p.iteration_time_s })
 }
@@ -345,13 +348,17 @@ mod tests {
         let system = crate::hw::presets().into_iter().find(|p| p.name == "dgx-a100-80g").unwrap().resolve().unwrap();
         let bundle = crate::bundle::Bundle::embedded().unwrap();
         let learned = LearnedBackend::new(system, Arc::new(crate::bundle::registry(&bundle).unwrap()));
-        let gemm = crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let gemm =
+            crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
         let t = learned.compute_uncached(&gemm, crate::hw::Precision::Bf16).unwrap();
         assert!(t.source.to_string().contains("A100-SXM4-80GB"), "{}", t.source);
         let learned_tflops = 2.0 * 16384f64.powi(3) / t.time_us / 1e6;
         // Sustained over microbenchmark speed: the shipped Ampere clock, 270.7 / 291.0 ≈ 0.930.
         let ratio = mean_tflops / learned_tflops;
-        assert!((ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005, "{ratio} ({learned_tflops} TFLOP/s)");
+        assert!(
+            (ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005,
+            "{ratio} ({learned_tflops} TFLOP/s)"
+        );
     }
 
     #[test]

@@ -35,25 +35,26 @@ impl CostBackend for Cached {
     }
 }
 
-/// The three systems' cached backends.
-pub struct Backends(HashMap<String, Cached>);
+/// The cached backends of the rows' (system, engine) pairs.
+pub struct Backends(HashMap<(String, Engine), Cached>);
 
 impl Backends {
-    /// A cached backend per system of `rows` over the learned `models` (an empty registry: every operator and
-    /// collective analytic). No communication calibration: a fresh install has none until one is run.
+    /// A cached backend per (system, engine) of `rows` over the learned `models` (an empty registry: every operator
+    /// and collective analytic), each answering with its engine's measured kernels where they exist, as the
+    /// service's serving backend does. No communication calibration: a fresh install has none until one is run.
     pub fn new(rows: &[BenchRow], models: &Arc<Registry>) -> Backends {
         let mut m = HashMap::new();
         for p in presets() {
-            if rows.iter().any(|r| r.system == p.name) {
-                let s = p.resolve().expect("presets resolve");
-                m.insert(
-                    p.name.clone(),
+            for r in rows.iter().filter(|r| r.system == p.name) {
+                m.entry((p.name.clone(), r.framework)).or_insert_with(|| {
+                    let s = p.resolve().expect("presets resolve");
                     Cached {
-                        inner: LearnedBackend::new(s, models.clone()),
+                        inner: LearnedBackend::new(s, models.clone())
+                            .with_kernels(KernelChoice::Engine(r.framework.kernels())),
                         compute: Mutex::new(HashMap::new()),
                         collective: Mutex::new(HashMap::new()),
-                    },
-                );
+                    }
+                });
             }
         }
         Backends(m)
@@ -62,12 +63,12 @@ impl Backends {
     /// The system of preset `name` (one of the rows' systems). Panics for another name (a programming error: the
     /// rows name only the presets [`Backends::new`] was given them for).
     pub fn system(&self, name: &str) -> &System {
-        self.0[name].system()
+        self.0.iter().find(|((n, _), _)| n == name).map(|(_, c)| c.system()).expect("a row's system")
     }
 
     /// The predicted seconds and waves of `row` under `consts` (`None` when the predictor refuses it).
     pub fn predict(&self, row: &BenchRow, consts: &ServingConstants) -> Option<StaticBatch> {
-        let backend = ServingDerated::new(&self.0[&row.system], *consts);
+        let backend = ServingDerated::new(&self.0[&(row.system.clone(), row.framework)], *consts);
         predict_static_batch(&row.cfg, &backend, *consts, row.batch).ok()
     }
 }

@@ -28,6 +28,8 @@ pub mod step;
 pub mod validate;
 
 #[cfg(test)]
+mod precision_tests;
+#[cfg(test)]
 mod tests;
 
 pub use derate::ServingDerated;
