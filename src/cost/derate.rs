@@ -7,12 +7,13 @@
 //! except two corrections for training: a learned compute-bound time (GEMM, batched GEMM, flash attention, MoE) is
 //! divided by the sustained clock fraction of a power-capped training run ([`Efficiency::sustained_clock`]: the
 //! regressors learned short microbenchmarks at boost clocks), and a learned fp8 GEMM first loses the activation
-//! cast the microbenchmark timed inside the call ([`fp8_quantize_us`]), which Transformer Engine fuses into the
-//! preceding kernel. [`Derated`] is the training backend only (serving uses its own, the operator estimate endpoint
-//! the learned backend directly).
+//! quantization the microbenchmark timed inside the call, which Transformer Engine fuses into the preceding kernel:
+//! TensorRT-LLM's as its engine measured it (its learned `quantize` and `quantize_scale` kernels,
+//! [`Derated::measured_quantization_us`]), vLLM's as the analytic cast ([`fp8_quantize_us`]). [`Derated`] is the
+//! training backend only (serving uses its own, the operator estimate endpoint the learned backend directly).
 //!
 //! t_compute = (t_roofline − launches) / η + kernels · τ_kernel, η = η_gemm(precision) for matrix classes, η_mem
-//! otherwise; learned: t_compute = (t_learned − t_fp8 cast) / f_clock for compute-bound classes;
+//! otherwise; learned: t_compute = (t_learned − t_fp8 quantization) / f_clock for compute-bound classes;
 //! t_collective = t_α–β / η_net + α_extra.
 
 use serde::{Deserialize, Serialize};
@@ -280,7 +281,7 @@ impl<B: CostBackend> Derated<B> {
     /// same TensorRT-LLM ops (`scale_matrix_perf`, `computescale_perf`) and itself subtracts from the GEMM when the
     /// input comes quantized (`sdk/operations/gemm.py`, `low_precision_input`), as Transformer Engine's does. None
     /// when `t` is not TensorRT-LLM's or the inner backend has no learned answer for either quantization kernel.
-    fn measured_quantization_us(&self, shape: &OpShape, t: &Timed) -> Option<f64> {
+    pub fn measured_quantization_us(&self, shape: &OpShape, t: &Timed) -> Option<f64> {
         if t.source.kernel_family() != Some(crate::op::KernelFamily::Trtllm) {
             return None;
         }
