@@ -153,8 +153,8 @@ pub(super) enum EvalWhat {
         /// aiconfigurator: whose tables (comma-separated: vllm, sglang, trtllm); each engine's keys carry it.
         #[arg(long, value_delimiter = ',', default_value = "vllm")]
         engines: Vec<String>,
-        /// aiconfigurator: also time every SGLang and TensorRT-LLM key's held-out rows with the other engines'
-        /// models of the same operator (the fallback a request of that engine takes where its own are missing).
+        /// aiconfigurator: also time every SGLang and TensorRT-LLM key's held-out rows with vLLM's model of the same
+        /// operator, fitted without and with the held-out GPU (what those engines' requests were timed by before).
         #[arg(long)]
         fallback: bool,
     },

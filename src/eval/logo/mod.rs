@@ -81,8 +81,8 @@ pub struct Options {
     pub rows_csv: Option<PathBuf>,
     /// aiconfigurator only: whose tables are read (vLLM's keys carry no engine, the others' do).
     pub engines: Vec<KernelFamily>,
-    /// aiconfigurator only: also score every engine key's held-out rows with the models a request of that engine
-    /// falls back to ([`KernelFamily::closest`]): the other engines' models of the same operator.
+    /// aiconfigurator only: also score every SGLang and TensorRT-LLM key's held-out rows with vLLM's model of the
+    /// same operator (what their requests were timed by before, and their last fallback, [`KernelFamily::closest`]).
     pub fallback: bool,
 }
 
@@ -347,8 +347,9 @@ fn with_engine(key: &str, group: &Group, to: KernelFamily) -> (KernelFamily, Str
     (from, format!("{}{suffix}", op_key(group.class, group.phase, group.dtype, Some(to), None)))
 }
 
-/// [`FallbackScore`]s of `held`'s rows of `key`: for every engine after the key's own in its fallback order that
-/// has rows of the same operator, a model fitted on them without and with the held-out GPU.
+/// [`FallbackScore`]s of `held`'s rows of an SGLang or TensorRT-LLM `key`: vLLM's model of the same operator (the
+/// models without an engine segment, what every request read before the engines had their own, and the last resort
+/// of their fallback order) fitted without and with the held-out GPU. None for vLLM's own keys.
 fn fallbacks(
     key: &str,
     group: &Group,
@@ -357,7 +358,10 @@ fn fallbacks(
     opts: &Options,
     masked: &[usize],
 ) -> Result<Vec<FallbackScore>, String> {
-    let (own, _) = with_engine(key, group, KernelFamily::Vllm);
+    let (own, vllm_key) = with_engine(key, group, KernelFamily::Vllm);
+    if own == KernelFamily::Vllm {
+        return Ok(Vec::new());
+    }
     let (_, test_obs) = group.split(held, opts.max_rows);
     let (mut test, _) = op_training_set(group.class, group.phase, group.dtype, &test_obs);
     mask(&mut test, masked);
@@ -374,13 +378,12 @@ fn fallbacks(
         let pred = predict_rows(&model, &test, &idx).map_err(|e| format!("{key}: {e}"))?;
         Ok(Some(accuracy(&pred, &test.measured_us)))
     };
-    for other in own.closest().into_iter().skip(1) {
-        let (_, other_key) = with_engine(key, group, other);
-        let Some(standin) = groups.by_key.get(&other_key) else { continue };
-        let Some(without_held_out) = score(standin.split(held, opts.max_rows).0)? else { continue };
-        let has_held = standin.by_gpu.get(held).is_some_and(|r| !r.rows.is_empty());
-        let with_held_out = if has_held { score(standin.split("", opts.max_rows).0)? } else { None };
-        out.push(FallbackScore { key: other_key, without_held_out, with_held_out });
+    if let Some(standin) = groups.by_key.get(&vllm_key) {
+        if let Some(without_held_out) = score(standin.split(held, opts.max_rows).0)? {
+            let has_held = standin.by_gpu.get(held).is_some_and(|r| !r.rows.is_empty());
+            let with_held_out = if has_held { score(standin.split("", opts.max_rows).0)? } else { None };
+            out.push(FallbackScore { key: vllm_key, without_held_out, with_held_out });
+        }
     }
     Ok(out)
 }
@@ -533,6 +536,23 @@ mod tests {
         assert!((m[0].analytic.mape - 0.4).abs() < 1e-12);
         assert!((m[0].analytic.signed - (-0.3)).abs() < 1e-12);
         assert_eq!(m[1].rows, 7);
+    }
+
+    #[test]
+    fn an_engine_key_names_its_vllm_stand_in() {
+        let mut g = Groups::default();
+        let h100 = &crate::hw::lookup("H100-SXM5-80GB").unwrap().spec;
+        let (moe, bf16) = (crate::op::OpClass::Moe, crate::hw::Precision::Bf16);
+        g.add("moe.fwd.bf16.sglang[balanced]", moe, crate::op::Phase::Fwd, bf16, h100, [1, 2, 3, 4, 1], 1.0);
+        let group = &g.by_key["moe.fwd.bf16.sglang[balanced]"];
+        assert_eq!(
+            with_engine("moe.fwd.bf16.sglang[balanced]", group, KernelFamily::Vllm),
+            (KernelFamily::Sglang, "moe.fwd.bf16[balanced]".to_string())
+        );
+        assert_eq!(
+            with_engine("moe.fwd.bf16", group, KernelFamily::Trtllm),
+            (KernelFamily::Vllm, "moe.fwd.bf16.trtllm".to_string())
+        );
     }
 
     #[test]
