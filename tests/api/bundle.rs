@@ -164,3 +164,50 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     assert!(active.iter().all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
     assert_eq!(app.store.installed_bundles().await.unwrap().len(), 2);
 }
+
+/// The latency (µs) of the first row of aiconfigurator table `file` (under `../shared/data/aiconfigurator/`)
+/// containing `needle` — looked up here rather than copied, so the test follows the data.
+fn measured_us(file: &str, needle: &str) -> f64 {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator").join(file);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+    let row = text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{file} has no {needle}"));
+    row.rsplit(',').next().unwrap().parse::<f64>().unwrap() * 1e3
+}
+
+async fn estimate(app: &TestApp, req: Value) -> Value {
+    let r = app.post_json("/v1/estimates/operator", &req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_times_each_engine_with_its_own_kernels() {
+    let app = TestApp::started(bundled()).await;
+    // The H100 fp8 8192³ GEMM as each engine measured it: vLLM's CUTLASS scaled-mm (0.836 ms) and TensorRT-LLM's
+    // cuBLASLt path (0.885 ms), both with the dynamic activation quantization inside the call.
+    let gemm = |engine: &str| {
+        json!({"gpu": "H100-SXM5-80GB", "op": "linear", "dtype": "fp8", "engine": engine,
+            "dims": {"M": 8192, "N": 8192, "K": 8192}})
+    };
+    for (engine, file, key) in [
+        ("vllm", "h100_sxm/gemm_perf.csv.gz", "regressor:linear.fwd.fp8"),
+        ("trtllm", "h100_sxm/trtllm/gemm_perf.csv.gz", "regressor:linear.fwd.fp8.trtllm"),
+    ] {
+        let measured = measured_us(file, ",fp8,8192,8192,8192,");
+        let v = estimate(&app, gemm(engine)).await;
+        let source = v["source"].as_str().unwrap();
+        assert!(source.starts_with(key) && !source.contains("not measured"), "{engine}: {v}");
+        let predicted = v["predicted_us"].as_f64().unwrap();
+        assert!((predicted / measured - 1.0).abs() < 0.10, "{engine}: predicted {predicted} µs, measured {measured} µs");
+    }
+    // SGLang measured no per-tensor fp8 MoE (its tables hold fp8_block, int4 and the fp4 kinds): its request falls
+    // back to vLLM's model, closest to SGLang, and says so.
+    let moe = json!({"gpu": "H100-SXM5-80GB", "op": "moe", "dtype": "fp8", "engine": "sglang",
+        "dims": {"T": 256, "H": 4096, "F": 14336, "E": 8, "K": 2}});
+    let v = estimate(&app, moe).await;
+    let source = v["source"].as_str().unwrap();
+    assert!(source.starts_with("regressor:moe.fwd.fp8") && source.ends_with("(sglang not measured)"), "{v}");
+    assert!(!source.contains(".sglang") && !source.contains(".trtllm"), "{v}");
+}
