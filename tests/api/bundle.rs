@@ -200,7 +200,10 @@ async fn a_fresh_install_times_each_engine_with_its_own_kernels() {
         let source = v["source"].as_str().unwrap();
         assert!(source.starts_with(key) && !source.contains("not measured"), "{engine}: {v}");
         let predicted = v["predicted_us"].as_f64().unwrap();
-        assert!((predicted / measured - 1.0).abs() < 0.10, "{engine}: predicted {predicted} µs, measured {measured} µs");
+        assert!(
+            (predicted / measured - 1.0).abs() < 0.10,
+            "{engine}: predicted {predicted} µs, measured {measured} µs"
+        );
     }
     // SGLang measured no per-tensor fp8 MoE (its tables hold fp8_block, int4 and the fp4 kinds): its request falls
     // back to vLLM's model, closest to SGLang, and says so.
