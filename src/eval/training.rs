@@ -138,8 +138,8 @@ pub fn run(
 }
 
 /// [`run`] with the learned models answering with `kernels`' measurements instead of the service's
-/// ([`TRAINING_KERNELS`]): `KernelChoice::Neutral` times training's fp8 GEMMs with vLLM's, as before TensorRT-LLM's
-/// were bundled (`perfcast eval training --kernels neutral`).
+/// ([`TRAINING_KERNELS`]): `KernelChoice::Training` times training's fp8 GEMMs with TensorRT-LLM's less its measured
+/// quantization kernels (`perfcast eval training --kernels training`).
 pub fn run_with(
     data: &std::path::Path,
     mode: &Mode,
