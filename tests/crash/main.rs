@@ -69,8 +69,11 @@ use database::*;
 use run::*;
 use uploads::*;
 
+/// Waits until the server is ready (`/readyz` 200: a start after the first installs nothing, but a restart after
+/// the kill during the first start's install installs the bundle again). The limit only guards against a hang:
+/// on a loaded 2-core machine the install took 60 s before it was made fast.
 fn wait_ready(run: &Run, server: &mut Server) {
-    if let Err(e) = server.wait_ready(Duration::from_secs(60)) {
+    if let Err(e) = server.wait_ready(Duration::from_secs(180)) {
         run.fail(Some(server), e);
     }
 }
