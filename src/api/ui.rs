@@ -172,8 +172,10 @@ mod tests {
         let mut on_disk = Vec::new();
         for system in std::fs::read_dir(dir).unwrap() {
             let system = system.unwrap().path();
-            if system.file_name().is_some_and(|n| n == "serving") {
-                continue; // serving requests (POST /v1/predictions/inference), not the training form's
+            // Requests of other routes (serving, searches, estimates, systems), not the training form's.
+            if system.file_name().is_some_and(|n| ["serving", "search", "estimates", "systems"].iter().any(|d| n == *d))
+            {
+                continue;
             }
             for f in std::fs::read_dir(&system).unwrap() {
                 let f = f.unwrap().path();

@@ -73,9 +73,33 @@ pub enum LayerSplit {
     /// S1 eq. 3–5 (GPT-NeoX / DeepSpeed): the E + 5 pipeline blocks are filled in order, so the first and last
     /// stages, which also hold the embedding and the LM head, get fewer layers.
     S1,
-    /// Megatron-LM: layers / (pp · virtual_stages) layers per model chunk; the embedding is added to the first
-    /// stage and the LM head to the last.
+    /// Megatron-Core (`transformer_block.py` `get_num_layers_to_build`): layers / (pp · virtual_stages) layers per
+    /// model chunk, the embedding added to the first stage and the LM head to the last — or, with
+    /// [`MegatronSplit`]'s options, uneven first and last stages or the embedding and the loss counted as layers.
     Uniform,
+}
+
+/// Megatron-Core's uneven pipeline split, the `TransformerConfig` fields of the same names (Megatron-LM
+/// `arguments.py`: `--decoder-first-pipeline-num-layers`, `--decoder-last-pipeline-num-layers`,
+/// `--account-for-embedding-in-pipeline-split`, `--account-for-loss-in-pipeline-split`). All unset is the even
+/// split. [`super::partition::megatron_split`] turns them into layers per model chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MegatronSplit {
+    /// Transformer layers of the first pipeline stage (all its model chunks), or the even share.
+    pub first: Option<u32>,
+    /// Transformer layers of the last pipeline stage (all its model chunks), or the even share.
+    pub last: Option<u32>,
+    /// The embedding counts as one layer of the first model chunk of the first stage.
+    pub embedding: bool,
+    /// The loss (final norm, LM head, cross-entropy) counts as one layer of the last chunk of the last stage.
+    pub loss: bool,
+}
+
+impl MegatronSplit {
+    /// True when no option is set (the even split).
+    pub fn is_even(&self) -> bool {
+        *self == MegatronSplit::default()
+    }
 }
 
 /// A decoder-only transformer (GPT-NeoX / LLaMA family).
@@ -230,10 +254,73 @@ pub struct ParallelSpec {
     /// tp·cp·pp·dp. Needs `model.attention` = `flash`. Default 1.
     #[serde(default = "one")]
     pub context_parallel: u32,
-    /// How layers are divided among stages: `s1` (S1 eq. 3–5) or `uniform` (Megatron-LM). Default `s1` with
-    /// virtual_stages = 1, `uniform` otherwise (interleaving needs it).
+    /// How layers are divided among stages: `s1` (S1 eq. 3–5) or `uniform` (Megatron-Core, with the four options
+    /// below). Default `s1` with virtual_stages = 1 and none of the options below, `uniform` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_split: Option<LayerSplit>,
+    /// Megatron-Core's `num_layers_in_first_pipeline_stage` (Megatron-LM `--decoder-first-pipeline-num-layers`):
+    /// transformer layers on the first stage (split evenly over its virtual_stages chunks); the other stages
+    /// share the rest evenly (`transformer_block.py` `get_num_layers_to_build`). Needs pp > 1; not with the
+    /// `account_for_*` options. Default: the even share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_layers_in_first_pipeline_stage: Option<u32>,
+    /// Megatron-Core's `num_layers_in_last_pipeline_stage` (`--decoder-last-pipeline-num-layers`), as
+    /// `num_layers_in_first_pipeline_stage` for the last stage. Default: the even share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_layers_in_last_pipeline_stage: Option<u32>,
+    /// Megatron-Core's `account_for_embedding_in_pipeline_split`: the embedding counts as one layer in the split,
+    /// so (layers + 1 [+ 1 with the loss]) / (pp·virtual_stages) slots per model chunk and the first chunk of the
+    /// first stage builds one transformer layer fewer (`get_num_layers_to_build`). NeMo / Megatron-Bridge's
+    /// Llama 3.1 405B recipe sets it. Default `false`.
+    #[serde(default)]
+    pub account_for_embedding_in_pipeline_split: bool,
+    /// Megatron-Core's `account_for_loss_in_pipeline_split`: the loss (final norm, LM head, cross-entropy) counts
+    /// as one layer, so the last chunk of the last stage builds one transformer layer fewer. Default `false`.
+    #[serde(default)]
+    pub account_for_loss_in_pipeline_split: bool,
+}
+
+impl Default for ParallelSpec {
+    /// The defaults a request gets for every field it leaves out (S1's configuration on one GPU).
+    fn default() -> Self {
+        ParallelSpec {
+            tp: 1,
+            pp: 1,
+            dp: 1,
+            micro_batch: 1,
+            grad_accum: None,
+            global_batch: None,
+            zero_stage: 1,
+            sequence_parallel: false,
+            virtual_stages: 1,
+            recompute: Recompute::None,
+            distributed_optimizer: false,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            align_param_gather: false,
+            bucket_size: None,
+            tp_comm_overlap: false,
+            overlap_p2p_comm: false,
+            context_parallel: 1,
+            layer_split: None,
+            num_layers_in_first_pipeline_stage: None,
+            num_layers_in_last_pipeline_stage: None,
+            account_for_embedding_in_pipeline_split: false,
+            account_for_loss_in_pipeline_split: false,
+        }
+    }
+}
+
+impl ParallelSpec {
+    /// The request's Megatron-Core split options.
+    pub fn megatron_split(&self) -> MegatronSplit {
+        MegatronSplit {
+            first: self.num_layers_in_first_pipeline_stage,
+            last: self.num_layers_in_last_pipeline_stage,
+            embedding: self.account_for_embedding_in_pipeline_split,
+            loss: self.account_for_loss_in_pipeline_split,
+        }
+    }
 }
 
 fn fp16() -> Precision {
@@ -333,6 +420,8 @@ pub struct TrainingConfig {
     /// Pipeline sends overlapped with computation (validated: interleaved schedule only when pp > 1).
     pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
+    /// Megatron-Core's uneven-split options (with `LayerSplit::Uniform`; all unset otherwise).
+    pub split: MegatronSplit,
 }
 
 impl TrainingConfig {
@@ -416,6 +505,18 @@ mod tests {
         // it rounds up to 256: give ffn_hidden to match a checkpoint).
         assert_eq!(default_ffn_hidden(4096, Activation::Swiglu), 10_880);
         assert_eq!(default_ffn_hidden(4096, Activation::Gelu), 16_384);
+    }
+
+    #[test]
+    fn a_request_without_parallel_fields_gets_the_default_spec() {
+        // Every serde default is the Default impl's (S1's configuration on one GPU), the split options included.
+        let empty: ParallelSpec = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(empty, ParallelSpec::default());
+        assert!(empty.megatron_split().is_even());
+        let p: ParallelSpec = serde_json::from_value(serde_json::json!({"num_layers_in_last_pipeline_stage": 10,
+            "account_for_embedding_in_pipeline_split": true}))
+        .unwrap();
+        assert_eq!(p.megatron_split(), MegatronSplit { first: None, last: Some(10), embedding: true, loss: false });
     }
 
     #[test]

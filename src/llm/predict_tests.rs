@@ -486,3 +486,49 @@ fn whole_run_estimate_by_hand() {
     assert!((r.gpu_hours - r.wall_clock_s * 128.0 / 3600.0).abs() < 1e-6);
     assert!((r.wall_clock_days - r.wall_clock_s / 86_400.0).abs() < 1e-9);
 }
+
+#[test]
+fn llama_405b_reference_configuration_is_answered_with_embedding_and_loss_as_layers() {
+    // The 405B reference configuration: tp 8 · pp 8 · vp 8 · cp 2 · dp 8 = 1024 H100, 126 layers, the embedding
+    // and the loss counted as pipeline layers (Megatron-Bridge's Llama 3.1 405B recipe). 128 slots / 64 chunks = 2
+    // per chunk; the first chunk of stage 0 and the last chunk of stage 7 build one layer each, so stage 0 and
+    // stage 7 hold 15 layers and the six middle stages 16 (hand-worked in partition.rs).
+    let m = model(serde_json::json!({"name": "Llama-3.1-405B", "layers": 126, "hidden": 16384, "heads": 128,
+        "kv_heads": 8, "ffn_hidden": 53248, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm",
+        "activation": "swiglu", "attention": "flash"}));
+    let p = serde_json::json!({"tp": 8, "pp": 8, "dp": 8, "context_parallel": 2, "virtual_stages": 8,
+        "micro_batch": 1, "global_batch": 1536, "sequence_parallel": true, "distributed_optimizer": true,
+        "overlap_grad_reduce": true, "account_for_embedding_in_pipeline_split": true,
+        "account_for_loss_in_pipeline_split": true});
+    let s = preset("dgx-h100");
+    let cfg = validate(&m, &par(p.clone()), Precision::Bf16, s.total_gpus()).unwrap();
+    let even = predict(&cfg, &AnalyticBackend::new(s.clone())).unwrap();
+    let layers: Vec<u32> = even.stages.iter().map(|st| st.encoders).collect();
+    assert_eq!(layers, vec![15, 16, 16, 16, 16, 16, 16, 15]);
+    assert!(even.iteration_time_s.is_finite() && even.iteration_time_s > 0.0);
+    // The point of counting them: the first stage's forward (embedding + 15 layers) is lighter than a middle
+    // stage's 16 layers would make it, and no heavier than a middle stage's by more than the embedding lookup.
+    let (first, middle) = (even.stages[0].forward_s, even.stages[1].forward_s);
+    assert!(first < middle, "{first} !< {middle}");
+    // The uneven options instead: first and last stages with 14 layers each leave 126 − 28 = 98 for 6 middle
+    // stages, not divisible (Megatron-Core's assertion), refused on that field.
+    let mut q = p;
+    q["account_for_embedding_in_pipeline_split"] = false.into();
+    q["account_for_loss_in_pipeline_split"] = false.into();
+    q["num_layers_in_first_pipeline_stage"] = 14.into();
+    q["num_layers_in_last_pipeline_stage"] = 14.into();
+    let e = validate(&m, &par(q.clone()), Precision::Bf16, s.total_gpus()).unwrap_err();
+    assert_eq!(e.field, "parallelism.num_layers_in_first_pipeline_stage");
+    // First 16, last 14 leave 96 = 6 · 16, but the last stage's 14 layers do not split over vp 8: refused on
+    // virtual_stages. With vp 2 every stage splits: 16 → 8 + 8, 14 → 7 + 7.
+    q["num_layers_in_first_pipeline_stage"] = 16.into();
+    assert_eq!(
+        validate(&m, &par(q.clone()), Precision::Bf16, s.total_gpus()).unwrap_err().field,
+        "parallelism.virtual_stages"
+    );
+    q["virtual_stages"] = 2.into();
+    let cfg = validate(&m, &par(q), Precision::Bf16, s.total_gpus()).unwrap();
+    let uneven = predict(&cfg, &AnalyticBackend::new(s)).unwrap();
+    let layers: Vec<u32> = uneven.stages.iter().map(|st| st.encoders).collect();
+    assert_eq!(layers, vec![16, 16, 16, 16, 16, 16, 16, 14]);
+}

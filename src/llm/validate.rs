@@ -2,8 +2,10 @@
 //! it (`parallelism.virtual_stages`, `model.kv_heads`, …), never a panic.
 
 use super::config::{
-    bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, ModelSpec, ParallelSpec, RunSpec, TrainingConfig,
+    bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, RunSpec,
+    TrainingConfig,
 };
+use super::partition::megatron_split;
 use crate::hw::Precision;
 
 /// Validates a model and a parallel configuration against a system of `system_gpus` GPUs and fills in defaults.
@@ -15,9 +17,10 @@ use crate::hw::Precision;
 /// `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer` with ZeRO stage 0;
 /// `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp (Megatron's
 /// load-balanced causal split); `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
-/// `parallelism.virtual_stages` with pp = 1, layers not divisible by pp·virtual_stages, or micro-batches not
-/// divisible by pp (Narayanan et al. 2021's interleaved schedule); `parallelism.layer_split` `s1` with
-/// interleaving, or `uniform` with layers not divisible by pp.
+/// `parallelism.virtual_stages` with pp = 1 or micro-batches not divisible by pp (Narayanan et al. 2021's
+/// interleaved schedule); `parallelism.layer_split` `s1` with interleaving or with Megatron-Core's split options;
+/// Megatron-Core's split refusing the layers (`parallelism.virtual_stages`, `parallelism.layer_split`, or the
+/// option at fault: [`megatron_split`]).
 pub fn validate(
     model: &ModelSpec,
     par: &ParallelSpec,
@@ -71,7 +74,8 @@ pub fn validate(
             ));
         }
     }
-    if par.pp > model.layers {
+    let counted = par.account_for_embedding_in_pipeline_split as u32 + par.account_for_loss_in_pipeline_split as u32;
+    if par.pp > model.layers + counted {
         return Err(bad(
             "parallelism.pp",
             format!("pp {} exceeds the model's {} layers: every stage needs at least one layer", par.pp, model.layers),
@@ -112,6 +116,7 @@ pub fn validate(
         ));
     }
     let v = par.virtual_stages;
+    let split = par.megatron_split();
     let layer_split = match (par.layer_split, v) {
         (Some(LayerSplit::S1), v) if v > 1 => {
             return Err(bad(
@@ -119,25 +124,22 @@ pub fn validate(
                 "the interleaved schedule needs equal model chunks: use layer_split uniform (or leave it out)",
             ))
         }
+        (Some(LayerSplit::S1), _) if !split.is_even() => {
+            return Err(bad(
+                "parallelism.layer_split",
+                "num_layers_in_first/last_pipeline_stage and account_for_* are Megatron-Core's split: use \
+                 layer_split uniform (or leave it out)",
+            ))
+        }
         (Some(s), _) => s,
-        (None, 1) => LayerSplit::S1,
+        (None, 1) if split.is_even() => LayerSplit::S1,
         (None, _) => LayerSplit::Uniform,
     };
-    if v > 1 {
-        if par.pp < 2 {
-            return Err(bad("parallelism.virtual_stages", "interleaving needs at least two pipeline stages (pp ≥ 2)"));
-        }
-        if model.layers % (par.pp * v) != 0 {
-            return Err(bad(
-                "parallelism.virtual_stages",
-                format!("layers {} are not divisible by pp·virtual_stages = {}", model.layers, par.pp * v),
-            ));
-        }
-    } else if layer_split == LayerSplit::Uniform && model.layers % par.pp != 0 {
-        return Err(bad(
-            "parallelism.layer_split",
-            format!("uniform split: layers {} are not divisible by pp {}", model.layers, par.pp),
-        ));
+    if v > 1 && par.pp < 2 {
+        return Err(bad("parallelism.virtual_stages", "interleaving needs at least two pipeline stages (pp ≥ 2)"));
+    }
+    if layer_split == LayerSplit::Uniform {
+        megatron_split(model.layers, par.pp, v, &split)?;
     }
     validate_overlaps(par)?;
     let gpus = tp as u64 * cp as u64 * par.pp as u64 * par.dp as u64;
@@ -214,6 +216,7 @@ pub fn validate(
         tp_comm_overlap: par.tp_comm_overlap,
         overlap_p2p_comm: par.overlap_p2p_comm,
         layer_split,
+        split: if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() },
     })
 }
 
@@ -312,6 +315,21 @@ mod tests {
                 "parallelism.layer_split",
             ),
             (serde_json::json!({"pp": 8, "layer_split": "uniform"}), "parallelism.layer_split"),
+            // Megatron-Core's options with S1's split, or with each other.
+            (
+                serde_json::json!({"pp": 4, "layer_split": "s1", "account_for_loss_in_pipeline_split": true}),
+                "parallelism.layer_split",
+            ),
+            (
+                serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 8,
+                    "account_for_embedding_in_pipeline_split": true}),
+                "parallelism.account_for_embedding_in_pipeline_split",
+            ),
+            // 44 − 10 = 34 layers over 3 stages.
+            (
+                serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 10}),
+                "parallelism.num_layers_in_first_pipeline_stage",
+            ),
             (serde_json::json!({"zero_stage": 0, "distributed_optimizer": true}), "parallelism.distributed_optimizer"),
             // Ring attention needs flash attention.
             (serde_json::json!({"context_parallel": 2}), "parallelism.context_parallel"),
@@ -351,6 +369,33 @@ mod tests {
         assert!(!c.s1_pipeline() && c.sp());
         // 8192 / cp 2 = 4096 tokens per rank per sequence.
         assert_eq!(c.tokens_per_rank(), 4096);
+    }
+
+    #[test]
+    fn megatron_split_options_choose_the_uniform_split() {
+        // GPT-20B's 44 layers over pp 4 with the first stage holding 8: 36 left over 3 stages = 12 each; the
+        // options alone choose Megatron-Core's split (no layer_split given).
+        let c = validate(
+            &gpt20b(),
+            &par(serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 8})),
+            Precision::Fp16,
+            8,
+        )
+        .unwrap();
+        assert_eq!(c.layer_split, LayerSplit::Uniform);
+        assert_eq!(crate::llm::partition::chunk_layers(&c), vec![8, 12, 12, 12]);
+        assert!(!c.s1_pipeline());
+        // 44 + 2 = 46 slots do not divide over pp 4; 44 + 0 do (11 each).
+        let e = validate(
+            &gpt20b(),
+            &par(serde_json::json!({"pp": 4, "account_for_embedding_in_pipeline_split": true,
+                "account_for_loss_in_pipeline_split": true})),
+            Precision::Fp16,
+            8,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "parallelism.layer_split");
+        assert!(e.message.contains("44 + 2 (embedding and loss) = 46"), "{}", e.message);
     }
 
     #[test]

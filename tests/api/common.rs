@@ -136,13 +136,17 @@ impl TestApp {
     }
 }
 
-/// Every training request file under `examples/` (`examples/serving` holds serving requests).
+/// The directories of `examples/` that hold requests of other routes than `POST /v1/predictions/training`
+/// (`tests/api/examples.rs` maps each to its route); every other directory is named after the system its training
+/// requests run on.
+pub const NON_TRAINING_EXAMPLE_DIRS: [&str; 4] = ["serving", "search", "estimates", "systems"];
+
+/// Every training request file under `examples/` (the directories named after a system).
 pub fn example_requests() -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for system in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
         let system = system.unwrap().path();
-        // examples/serving holds serving requests (POST /v1/predictions/inference), not training ones.
-        if !system.is_dir() || system.ends_with("serving") {
+        if !system.is_dir() || NON_TRAINING_EXAMPLE_DIRS.iter().any(|d| system.ends_with(d)) {
             continue;
         }
         for f in std::fs::read_dir(&system).unwrap() {

@@ -17,6 +17,7 @@ mod calibration;
 mod collector;
 mod dashboard;
 mod estimates;
+mod examples;
 mod fixtures_upload;
 mod fuzz_json;
 mod inference;

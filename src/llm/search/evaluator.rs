@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use super::{Candidate, SearchTraining};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
-use crate::llm::config::{bad, ConfigError, LayerSplit, Recompute, TrainingConfig};
+use crate::llm::config::{bad, ConfigError, Recompute, TrainingConfig};
 use crate::llm::decompose::{stage_params, tail_parts};
 use crate::llm::layout::Layout;
 use crate::llm::memory::{stage_memory, ActivationFacts, StageMemoryInput};
 use crate::llm::operators::OpPrecisions;
-use crate::llm::partition::partition;
+use crate::llm::partition::fill_chunk_layers;
 use crate::llm::pipeline::{self, makespan_lower_bound, step_lower_bound, StageTail};
 use crate::llm::schedule::{eq7, pipeline_spec};
 use crate::llm::sizing::{layer_params, padded_vocab};
@@ -73,14 +73,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn fill_layers(&mut self, cfg: &TrainingConfig) {
-        self.layers.clear();
-        match cfg.layer_split {
-            LayerSplit::S1 => self.layers.extend(partition(cfg.model.layers, cfg.pp)),
-            LayerSplit::Uniform => {
-                let chunks = cfg.pp * cfg.virtual_stages;
-                self.layers.extend((0..chunks).map(|_| cfg.model.layers / chunks));
-            }
-        }
+        fill_chunk_layers(cfg, &mut self.layers);
     }
 
     /// Chunk times and stage tails of `cfg` into the scratch buffers; returns whether every stage fits.

@@ -17,7 +17,8 @@ mod request;
 
 pub use request::{Candidate, SearchConstraints, SearchHit, SearchRequest, SearchResult, SearchTraining};
 
-use super::config::{bad, ConfigError, LayerSplit, ParallelSpec, Recompute, TrainingConfig};
+use super::config::{bad, ConfigError, LayerSplit, MegatronSplit, ParallelSpec, Recompute, TrainingConfig};
+use super::partition::megatron_split;
 use super::predict::predict;
 use super::run::run_estimate;
 use super::validate::{validate, validate_run};
@@ -76,6 +77,7 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         overlap_p2p_comm: false,
         context_parallel: 1,
         layer_split: Some(LayerSplit::S1),
+        ..ParallelSpec::default()
     };
     let base = validate(&req.model, &template, req.precision, system_gpus).map_err(|e| {
         let field = e.field.replace("parallelism.", "training.");
@@ -150,7 +152,9 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
                 if pp > sp.max_pp || sp.fixed_pp.is_some_and(|f| f != pp) {
                     continue;
                 }
-                if req.training.layer_split == LayerSplit::Uniform && m.layers % pp != 0 {
+                if req.training.layer_split == LayerSplit::Uniform
+                    && megatron_split(m.layers, pp, 1, &req.training.megatron_split()).is_err()
+                {
                     continue;
                 }
                 let dp = (req.gpus / per_pp / pp as u64) as u32;
@@ -163,7 +167,11 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
                     }
                     let grad_accum = gb / dp as u64 / b as u64;
                     for v in 1..=sp.max_v {
-                        if v > 1 && (pp < 2 || m.layers % (pp * v) != 0 || grad_accum % pp as u64 != 0) {
+                        if v > 1
+                            && (pp < 2
+                                || grad_accum % pp as u64 != 0
+                                || megatron_split(m.layers, pp, v, &req.training.megatron_split()).is_err())
+                        {
                             continue;
                         }
                         for &recompute in &sp.recompute {
@@ -218,6 +226,10 @@ pub fn search(
     let total = candidates.len() as u64;
     let mut base = sp.base.clone();
     base.layer_split = req.training.layer_split;
+    base.split = match base.layer_split {
+        LayerSplit::Uniform => req.training.megatron_split(),
+        LayerSplit::S1 => MegatronSplit::default(),
+    };
     let mut ev = Evaluator::new(backend, &base);
     let gb = req.global_batch as u64;
     ev.prefetch(&base, &req.training, &candidates, gb);

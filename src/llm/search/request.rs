@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::Precision;
-use crate::llm::config::{LayerSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
+use crate::llm::config::{LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
 use crate::llm::interval::Interval;
 use crate::llm::report::TrainingPrediction;
 
@@ -84,6 +84,26 @@ pub struct SearchTraining {
     /// `uniform`.
     #[serde(default = "uniform")]
     pub layer_split: LayerSplit,
+    /// Megatron-Core's `account_for_embedding_in_pipeline_split` for every `uniform` candidate (the embedding
+    /// counts as a layer of the first chunk). Default `false`.
+    #[serde(default)]
+    pub account_for_embedding_in_pipeline_split: bool,
+    /// Megatron-Core's `account_for_loss_in_pipeline_split` for every `uniform` candidate (the loss counts as a
+    /// layer of the last chunk). Default `false`.
+    #[serde(default)]
+    pub account_for_loss_in_pipeline_split: bool,
+}
+
+impl SearchTraining {
+    /// The Megatron-Core split options every `uniform` candidate gets (no uneven first or last stage: those
+    /// depend on pp).
+    pub fn megatron_split(&self) -> MegatronSplit {
+        MegatronSplit {
+            embedding: self.account_for_embedding_in_pipeline_split,
+            loss: self.account_for_loss_in_pipeline_split,
+            ..MegatronSplit::default()
+        }
+    }
 }
 
 impl Default for SearchTraining {
@@ -98,6 +118,8 @@ impl Default for SearchTraining {
             tp_comm_overlap: false,
             overlap_p2p_comm: false,
             layer_split: LayerSplit::Uniform,
+            account_for_embedding_in_pipeline_split: false,
+            account_for_loss_in_pipeline_split: false,
         }
     }
 }
@@ -218,6 +240,11 @@ impl Candidate {
             overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
             layer_split: Some(req.training.layer_split),
+            account_for_embedding_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
+                && req.training.account_for_embedding_in_pipeline_split,
+            account_for_loss_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
+                && req.training.account_for_loss_in_pipeline_split,
+            ..ParallelSpec::default()
         }
     }
 }
