@@ -104,6 +104,16 @@ pub struct Started {
     pub worker: tokio::task::JoinHandle<()>,
 }
 
+/// The caps of one simulated serving benchmark from `config` (`serving_max_*`).
+pub fn sim_limits(config: &Config) -> crate::llm::serving::SimLimits {
+    crate::llm::serving::SimLimits {
+        max_requests: config.serving_max_requests,
+        max_concurrency: config.serving_max_concurrency,
+        max_tokens: config.serving_max_simulated_tokens,
+        max_steps: config.serving_max_simulated_steps,
+    }
+}
+
 /// Starts the application over an open store and returns once it is ready ([`prepare`], then [`complete`]
 /// without progress on stderr): the tests' start. `serve` listens between the two.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
@@ -118,7 +128,8 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
 /// progress until [`complete`] is done.
 pub async fn prepare(store: Store, config: &Config) -> Result<Service, AppError> {
     let service = Service::with(store, crate::learn::registry::shared(), WorkerHandle::default())
-        .with_search_inline_max(config.search_inline_max_candidates);
+        .with_search_inline_max(config.search_inline_max_candidates)
+        .with_sim_limits(sim_limits(config));
     service.startup.begin();
     provision_key(&service, config).await?;
     Ok(service)

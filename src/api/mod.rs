@@ -110,6 +110,7 @@ pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::
         .routes(routes!(predictions::training_timeline))
         .routes(routes!(inference::predict_inference))
         .routes(routes!(inference::search_inference))
+        .routes(routes!(inference::inference_timeline))
         .routes(routes!(systems::create_system, systems::list_systems))
         .routes(routes!(systems::get_system))
         .routes(routes!(gpus::list_gpus))

@@ -78,6 +78,10 @@ enum Command {
     PredictInference {
         /// Request file.
         request: PathBuf,
+        /// Print the simulated engine steps as a Chrome trace for Perfetto (what
+        /// POST /v1/predictions/inference/timeline returns) instead of the prediction.
+        #[arg(long)]
+        timeline: bool,
     },
     /// Search serving configurations (tp, pp, ep, precision, concurrency) for a latency target from a request file
     /// (the body of POST /v1/predictions/inference/search; `-` reads stdin), ranked by tokens/s per GPU.
@@ -146,7 +150,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve { .. } => serve::run(config).await,
         Command::Predict { request } => predict::run(&request, &config, progress).await,
-        Command::PredictInference { request } => inference::run(&request, &config, progress).await,
+        Command::PredictInference { request, timeline } => inference::run(&request, &config, timeline, progress).await,
         Command::SearchInference { request } => inference::search(&request, &config, progress).await,
         Command::Search { request } => search::run(&request, &config, progress).await,
         Command::Timeline(args) => timeline::run(&args, &config, progress).await,
@@ -280,7 +284,7 @@ where
             }
         }
     }
-    let service = Service::new(store.clone());
+    let service = Service::new(store.clone()).with_sim_limits(crate::app::sim_limits(config));
     let result = match service.load_models_parsed(parsed).await {
         Ok(_) => run(service, req).await,
         Err(e) => Err(e),

@@ -97,6 +97,8 @@ pub struct Service {
     /// Where the start is (the bundle install and the model loading that `app::start` runs while the server
     /// already listens); [`startup::Phase::Idle`] for a service nobody started.
     pub startup: Arc<startup::Startup>,
+    /// Caps of one simulated serving benchmark.
+    pub sim_limits: llm::serving::SimLimits,
 }
 
 impl Service {
@@ -117,7 +119,14 @@ impl Service {
             search_inline_max: crate::config::Config::default().search_inline_max_candidates,
             systems: Arc::default(),
             startup: Arc::default(),
+            sim_limits: llm::serving::SimLimits::DEFAULT,
         }
+    }
+
+    /// The same service with other caps on simulated serving benchmarks.
+    pub fn with_sim_limits(mut self, limits: llm::serving::SimLimits) -> Service {
+        self.sim_limits = limits;
+        self
     }
 
     /// The same service with another inline-search limit.

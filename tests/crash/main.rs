@@ -186,10 +186,12 @@ fn kill_loop(bin: &Path, dir: &Path, db: Database, rounds: usize, seed: u64) -> 
         std::thread::sleep(Duration::from_millis(life).saturating_sub(t0.elapsed()));
         // One life in three waits (up to 6 s) until a calibration is running, then kills a few ms into it: the
         // worker runs jobs one at a time, so random lives alone mostly land in the long retrains. From the loop's
-        // middle on, every life does until a kill has landed mid-calibration (short loops cover it too).
+        // middle on, every life does until a kill has landed mid-calibration (short loops cover it too), and waits
+        // up to 120 s: a retrain that outlasts 6 s (a loaded machine) would otherwise be killed and re-queued ahead
+        // of the calibration in every life, which then never runs.
         let hunt = iteration >= rounds / 2 && !run.kills_mid_job.contains_key(CALIBRATE);
         if rng.chance(1.0 / 3.0) || hunt {
-            let deadline = Instant::now() + Duration::from_secs(6);
+            let deadline = Instant::now() + Duration::from_secs(if hunt { 120 } else { 6 });
             while Instant::now() < deadline && !run.running(CALIBRATE) {
                 std::thread::sleep(Duration::from_millis(2));
             }

@@ -42,21 +42,33 @@ impl Backends {
     /// A cached backend per system of `rows` over the learned `models` (an empty registry: every operator and
     /// collective analytic). No communication calibration: a fresh install has none until one is run.
     pub fn new(rows: &[BenchRow], models: &Arc<Registry>) -> Backends {
+        let systems = presets()
+            .into_iter()
+            .filter(|p| rows.iter().any(|r| r.system == p.name))
+            .map(|p| p.resolve().expect("presets resolve"))
+            .collect();
+        Backends::for_systems(systems, models)
+    }
+
+    /// A cached backend per system of `systems` (keyed by name) over the learned `models`.
+    pub fn for_systems(systems: Vec<System>, models: &Arc<Registry>) -> Backends {
         let mut m = HashMap::new();
-        for p in presets() {
-            if rows.iter().any(|r| r.system == p.name) {
-                let s = p.resolve().expect("presets resolve");
-                m.insert(
-                    p.name.clone(),
-                    Cached {
-                        inner: LearnedBackend::new(s, models.clone()),
-                        compute: Mutex::new(HashMap::new()),
-                        collective: Mutex::new(HashMap::new()),
-                    },
-                );
-            }
+        for s in systems {
+            m.insert(
+                s.name.clone(),
+                Cached {
+                    inner: LearnedBackend::new(s, models.clone()),
+                    compute: Mutex::new(HashMap::new()),
+                    collective: Mutex::new(HashMap::new()),
+                },
+            );
         }
         Backends(m)
+    }
+
+    /// The cached backend of system `name` (one of those given).
+    pub fn backend(&self, name: &str) -> Option<&Cached> {
+        self.0.get(name)
     }
 
     /// The system of preset `name` (one of the rows' systems). Panics for another name (a programming error: the
