@@ -65,6 +65,16 @@ pub struct Config {
     /// Largest configuration search answered inline (`200`); larger ones run as a `search` job (`202`).
     /// Default 100,000 candidates (about a second).
     pub search_inline_max_candidates: u64,
+    /// Most requests one simulated serving benchmark sends (`workload.num_requests`; more → 422). Default 20,000.
+    pub serving_max_requests: u32,
+    /// Most closed-loop clients of one simulated serving benchmark (`workload.concurrency`; more → 422). Default
+    /// 10,000.
+    pub serving_max_concurrency: u32,
+    /// Most generated tokens over all requests of one simulated serving benchmark (num_requests × output_tokens;
+    /// more → 422). Default 20,000,000 (about a quarter of a second of one core).
+    pub serving_max_simulated_tokens: u64,
+    /// Most engine steps of one simulated serving benchmark (more → 422). Default 2,000,000.
+    pub serving_max_simulated_steps: u64,
     /// Install the measurements and models bundled in the binary (`models/bundled`) into a database that does not
     /// have their version, at startup before serving: a fresh install answers with learned models at once.
     /// Default true.
@@ -94,6 +104,10 @@ impl Default for Config {
             max_training_rows: 200_000,
             retrain_time_limit_s: 3600,
             search_inline_max_candidates: 100_000,
+            serving_max_requests: 20_000,
+            serving_max_concurrency: 10_000,
+            serving_max_simulated_tokens: 20_000_000,
+            serving_max_simulated_steps: 2_000_000,
             bundled_models: true,
         }
     }
@@ -162,7 +176,11 @@ mod tests {
             assert_eq!(c.db, PathBuf::from("from-env.db"));
             assert_eq!(c.request_timeout_s, 5);
             assert_eq!(c.body_limit_bytes, 1 << 20);
-            let o = Overrides { bind: Some("127.0.0.1:1234".parse().unwrap()), db: Some("cli.db".into()), ..Default::default() };
+            let o = Overrides {
+                bind: Some("127.0.0.1:1234".parse().unwrap()),
+                db: Some("cli.db".into()),
+                ..Default::default()
+            };
             let c = Config::load(Some(Path::new("perfcast.toml")), &o).unwrap();
             assert_eq!((c.bind.port(), c.db.clone()), (1234, PathBuf::from("cli.db")));
             assert_eq!(c.database_url(), "sqlite://cli.db");

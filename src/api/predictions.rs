@@ -56,7 +56,7 @@ pub struct TimelineQuery {
 
 /// The `format` of `uri`'s query (default `chrome`). Errors: 400 naming `format` for another value, or naming an
 /// unknown parameter.
-fn timeline_format(uri: &Uri) -> Result<TraceFormat, ApiError> {
+pub(super) fn timeline_format(uri: &Uri) -> Result<TraceFormat, ApiError> {
     let bad = |field: &str, message: String| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid-query", "The query string cannot be read", message.clone())
             .at_field(field, message)

@@ -115,6 +115,20 @@ pub(super) enum EvalWhat {
         #[arg(long)]
         analytic_only: bool,
     },
+    /// Serving benchmarks: aiconfigurator's measured runs on B200, B300, GB200 and GB300 (vLLM, SGLang, TensorRT-LLM;
+    /// aggregated and disaggregated) through the simulated benchmark; TTFT and TPOT MAPE and signed error per
+    /// engine, mode and GPU with whole models and whole GPUs left out of the host-constant fit.
+    Serving {
+        /// The shared datasets directory.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for serving.md, serving.json and serving_rows.csv.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+        /// Time every operator and collective analytically (derated), without the bundled learned models.
+        #[arg(long)]
+        analytic_only: bool,
+    },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs): per
     /// regressor key, fit on all GPUs but one, report on the one left out.
     CrossGpu {
@@ -249,7 +263,26 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             inference(&data, &out, &mode, analytic_only, steps)
         }
+        EvalWhat::Serving { data, out, analytic_only } => serving(&data, &out, analytic_only, steps),
     }
+}
+
+fn serving(data: &Path, out: &Path, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+    let (models, label) = match eval_models(analytic_only) {
+        Ok(m) => m,
+        Err(e) => return failed(e),
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::serving::run(data, (&models, &label), &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::serving::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::serving::markdown(&report));
+    eprintln!("wrote {0}/serving.md, {0}/serving.json, {0}/serving_rows.csv", out.display());
+    ExitCode::SUCCESS
 }
 
 /// An evaluation's error on stderr; exit code 1.

@@ -457,7 +457,8 @@ async fn train(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<ShippedModel>, String), String> {
     let unversioned = Bundle { manifest: manifest.clone(), samples_tar: samples_tar.to_vec(), models_zst: Vec::new() };
-    let report = bundle::install(store, &unversioned, false).await.map_err(|e| e.to_string())?;
+    let startup = crate::service::startup::Startup::default();
+    let report = bundle::install(store, &unversioned, false, &startup).await.map_err(|e| e.to_string())?;
     progress(&format!("installed {:?}", report.map(|r| (r.profiles, r.samples, r.seconds))));
     for s in &manifest.systems {
         crate::jobs::calibrate::calibrate_system(store, &s.name).await.map_err(|e| e.to_string())?;

@@ -18,4 +18,5 @@ pub mod neighbours;
 pub mod operators;
 pub mod output;
 pub mod plot;
+pub mod serving;
 pub mod training;

@@ -24,6 +24,8 @@ pub struct RowResult {
     pub source: &'static str,
     pub id: String,
     pub group: String,
+    /// The GPU (catalog name).
+    pub gpu: String,
     pub gpus: u64,
     pub tp: u32,
     pub pp: u32,
@@ -200,6 +202,7 @@ pub fn run_with(
             source: row.source,
             id: row.id.clone(),
             group: row.group.clone(),
+            gpu: p.system.gpu.name.clone(),
             gpus: cfg.gpus(),
             tp: cfg.tp,
             pp: cfg.pp,
@@ -225,8 +228,13 @@ pub fn run_with(
             summary.push(Summary { label, accuracy: accuracy(&p, &m) });
         }
     };
-    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc"] {
+    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc"] {
         add(source.to_string(), &|r| r.source == source);
+    }
+    let moe_cells: std::collections::BTreeSet<(String, String)> =
+        results.iter().filter(|r| r.source == "nemo-moe").map(|r| (r.group.clone(), r.gpu.clone())).collect();
+    for (model, gpu) in moe_cells {
+        add(format!("nemo-moe {model} {gpu}"), &|r| r.source == "nemo-moe" && r.group == model && r.gpu == gpu);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
@@ -253,7 +261,7 @@ pub fn run_with(
     };
     let mut coverage_rows: Vec<Coverage> = Vec::new();
     coverage_rows.extend(cov("fitted sources", &|r| fitted_sources.iter().any(|s| s == r.source)));
-    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "dgxc"] {
+    for source in ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc"] {
         coverage_rows.extend(cov(source, &|r| r.source == source));
     }
     let class_names: std::collections::BTreeSet<String> = results.iter().map(|r| r.class.clone()).collect();

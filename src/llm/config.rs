@@ -156,6 +156,25 @@ pub struct ModelSpec {
     /// bias-dropout-add kernels, and stores their masks (Korthikanti et al.). Default 0 (S1).
     #[serde(default)]
     pub dropout: f64,
+    /// Dims per attention head (Megatron-LM `--kv-channels`). Default hidden / heads; Qwen3 models have
+    /// heads · head_dim ≠ hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u32>,
+    /// Mixture-of-experts layers ([`crate::llm::moe`]). Default: a dense model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<crate::llm::moe::MoeSpec>,
+    /// Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core `multi_latent_attention`). Default: multi-head or
+    /// grouped-query attention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<crate::llm::moe::MlaSpec>,
+    /// Multi-token-prediction layers on the last pipeline stage (DeepSeek-V3 trains with 1; Megatron-Core
+    /// `mtp_num_layers`, `multi_token_prediction.py`). Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mtp_layers: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 fn yes() -> bool {
@@ -258,6 +277,55 @@ pub struct ParallelSpec {
     /// below). Default `s1` with virtual_stages = 1 and none of the options below, `uniform` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_split: Option<LayerSplit>,
+    /// Megatron-Core's `recompute_modules` under `recompute` `selective`: which submodules re-run in the backward
+    /// pass (`core_attn`, `moe_act`, `layernorm`, `mla_up_proj`, `mlp`, `moe`, `shared_experts`;
+    /// [`crate::llm::moe::RecomputeModule`]). Default `["core_attn"]` (Megatron-Core's and perfcast's selective
+    /// recompute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute_modules: Option<Vec<crate::llm::moe::RecomputeModule>>,
+    /// Expert-parallel degree (Megatron-Core `expert_model_parallel_size`): each MoE layer's routed experts are
+    /// sharded over ep ranks of a pipeline stage. Default 1.
+    #[serde(default = "one")]
+    pub ep: u32,
+    /// Expert-tensor-parallel degree (Megatron-Core `expert_tensor_parallel_size`): each expert's MLP split over
+    /// expert_tp ranks. The expert-data-parallel size follows by MoE parallel folding: tp·cp·dp / (expert_tp·ep).
+    /// Default tp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_tp: Option<u32>,
+    /// Megatron-Core's `moe_token_dispatcher_type`: `allgather` (the default), `alltoall`, or the flex dispatcher's
+    /// `deepep` / `hybridep` backends ([`crate::llm::moe::Dispatcher`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_token_dispatcher: Option<crate::llm::moe::Dispatcher>,
+    /// Megatron-Core's `overlap_moe_expert_parallel_comm`: the combined 1F1B schedule hides each pass's
+    /// dispatch and combine all-to-alls behind another micro-batch's computation. Needs ep > 1, a non-allgather
+    /// dispatcher, no full recompute, and virtual_stages > 1 when pp > 1. Default `false`.
+    #[serde(default)]
+    pub overlap_moe_expert_parallel_comm: bool,
+    /// Megatron-Core's `moe_shared_expert_overlap`: the shared experts compute while the all-to-alls run (alltoall
+    /// dispatcher). Default `false`.
+    #[serde(default)]
+    pub moe_shared_expert_overlap: bool,
+    /// Megatron-Core's `moe_router_force_load_balancing`: random router logits spread the tokens uniformly over
+    /// the experts (benchmarks; what NeMo's dropless performance recipes set). Default `false`.
+    #[serde(default)]
+    pub moe_router_force_load_balancing: bool,
+    /// Routed tokens of the busiest expert-parallel rank over the mean (≥ 1): the experts and the all-to-alls wait
+    /// for it. Default: the statistical maximum of uniform routing ([`crate::llm::moe::routing`]), e.g. 1.02 for
+    /// Qwen3-235B-A22B at ep 32 — what a balanced router reaches; give a measured value for a skewed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_load_imbalance: Option<f64>,
+    /// Megatron-Core's `moe_expert_capacity_factor`: each expert takes at most tokens·top_k·factor/experts tokens,
+    /// the rest are dropped. Default none (dropless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_expert_capacity_factor: Option<f64>,
+    /// Megatron-Core's `moe_pad_expert_input_to_capacity`: every expert processes exactly its capacity. Needs
+    /// `moe_expert_capacity_factor`. Default `false`.
+    #[serde(default)]
+    pub moe_pad_expert_input_to_capacity: bool,
+    /// Megatron-Core's `moe_grouped_gemm`: the local experts run as one grouped GEMM (TEGroupedMLP) instead of one
+    /// GEMM per expert (SequentialMLP). Default `false` (Megatron-Core's default).
+    #[serde(default)]
+    pub moe_grouped_gemm: bool,
     /// Megatron-Core's `num_layers_in_first_pipeline_stage` (Megatron-LM `--decoder-first-pipeline-num-layers`):
     /// transformer layers on the first stage (split evenly over its virtual_stages chunks); the other stages
     /// share the rest evenly (`transformer_block.py` `get_num_layers_to_build`). Needs pp > 1; not with the
@@ -307,6 +375,17 @@ impl Default for ParallelSpec {
             num_layers_in_last_pipeline_stage: None,
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
+            recompute_modules: None,
+            ep: 1,
+            expert_tp: None,
+            moe_token_dispatcher: None,
+            overlap_moe_expert_parallel_comm: false,
+            moe_shared_expert_overlap: false,
+            moe_router_force_load_balancing: false,
+            moe_load_imbalance: None,
+            moe_expert_capacity_factor: None,
+            moe_pad_expert_input_to_capacity: false,
+            moe_grouped_gemm: false,
         }
     }
 }
@@ -420,6 +499,13 @@ pub struct TrainingConfig {
     /// Pipeline sends overlapped with computation (validated: interleaved schedule only when pp > 1).
     pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
+    /// Dims per attention head (hidden / heads unless the model says otherwise).
+    pub head_dim: u32,
+    /// Submodules recomputed under selective recompute (`[core_attn]` by default; empty otherwise).
+    pub recompute_modules: Vec<crate::llm::moe::RecomputeModule>,
+    /// The mixture-of-experts layers and how they run ([`crate::llm::moe::MoeTraining`]); `None` for a dense
+    /// model.
+    pub moe: Option<crate::llm::moe::MoeTraining>,
     /// Megatron-Core's uneven-split options (with `LayerSplit::Uniform`; all unset otherwise).
     pub split: MegatronSplit,
 }
@@ -483,6 +569,11 @@ impl TrainingConfig {
     /// Tokens of one micro-batch on one context-parallel rank: b·l/cp.
     pub fn tokens_per_rank(&self) -> u64 {
         self.micro_batch as u64 * self.model.seq_len as u64 / self.cp.max(1) as u64
+    }
+
+    /// Whether Megatron-Core's selective recompute re-runs `module` ([`ParallelSpec::recompute_modules`]).
+    pub fn recomputes(&self, module: crate::llm::moe::RecomputeModule) -> bool {
+        self.recompute == Recompute::Selective && self.recompute_modules.contains(&module)
     }
 }
 

@@ -11,6 +11,10 @@
 
 use super::config::TrainingConfig;
 use super::layout::Layout;
+use super::moe::chunk_moe_layers;
+use super::moe::layout::MoeLayout;
+use super::moe::mtp::mtp_ops;
+use super::moe::ops::moe_layer_ops;
 use super::operators::{
     comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
 };
@@ -33,6 +37,10 @@ pub struct Decomposition {
     pub v: u32,
     /// One transformer layer's operators per micro-batch (calls per layer), forward, backward and recomputed.
     pub layer: Vec<StageOp>,
+    /// One MoE layer's operators per micro-batch ([`crate::llm::moe::ops`]; empty for a dense model).
+    pub moe_layer: Vec<StageOp>,
+    /// One multi-token-prediction layer's operators per micro-batch ([`crate::llm::moe::mtp`]; empty without).
+    pub mtp: Vec<StageOp>,
     /// The first stage's embedding operators per micro-batch (chunk 0 of stage 0).
     pub embedding: Vec<StageOp>,
     /// The last stage's head operators per micro-batch (final norm, LM head, cross-entropy; last chunk of the last
@@ -50,8 +58,13 @@ pub struct StageWork {
     pub role: StageRole,
     /// Transformer layers on the stage, all its model chunks.
     pub encoders: u32,
-    /// Parameters on one GPU of the stage before ZeRO partitioning (S1 eq. 6, generalized).
+    /// Of those, MoE layers.
+    pub moe_layers: u32,
+    /// Parameters on one GPU of the stage before ZeRO partitioning (S1 eq. 6, generalized), the routed experts'
+    /// aside.
     pub params: f64,
+    /// Routed-expert parameters on one GPU of the stage (reduced and sharded over the expert-data-parallel group).
+    pub expert_params: f64,
     /// The stage's model chunks, chunk c being virtual stage c·pp + s.
     pub chunks: Vec<ChunkWork>,
     /// What the stage does after its last backward.
@@ -61,8 +74,14 @@ pub struct StageWork {
 /// One model chunk's work per micro-batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkWork {
-    /// Transformer layers of the chunk (each runs [`Decomposition::layer`]).
+    /// Transformer layers of the chunk (each runs [`Decomposition::layer`], or [`Decomposition::moe_layer`] for
+    /// its MoE layers).
     pub layers: u32,
+    /// Of those, MoE layers.
+    pub moe_layers: u32,
+    /// Multi-token-prediction layers the chunk runs after its head ([`Decomposition::mtp`]; the last chunk of the
+    /// last stage).
+    pub mtp: u32,
     /// The chunk runs [`Decomposition::embedding`] (chunk 0 of stage 0).
     pub embedding: bool,
     /// The chunk runs [`Decomposition::head`] (last chunk of the last stage).
@@ -100,6 +119,11 @@ pub struct TailWork {
     pub grad_sync_buckets: u32,
     /// Tied-embedding gradient all-reduce between the first and the last stage (`Embedding_Grad_Allreduce`).
     pub embedding_grad: Option<StageOp>,
+    /// The routed experts' gradient reduction over the expert-data-parallel group (`EDP_Allreduce` or
+    /// `EDP_Reduce_Scatter`).
+    pub expert_grad_sync: Option<StageOp>,
+    /// The routed experts' parameter all-gather after the update (`EDP_Allgather`).
+    pub expert_param_gather: Option<StageOp>,
 }
 
 /// Decomposes one training iteration of `cfg` on `system`'s nodes (its GPUs per node place the groups, its GPU
@@ -109,18 +133,24 @@ pub fn decompose(cfg: &TrainingConfig, system: &System) -> Decomposition {
     let prec = OpPrecisions::of(cfg, &system.gpu);
     let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
     let layers = chunk_layers(cfg);
+    let moe_counts = chunk_moe_layers(cfg, &layers);
     let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
     let stages = (0..pp)
         .map(|s| {
-            let encoders: u32 = (0..v).map(|c| layers[(s * v + c) as usize]).sum();
-            let params = stage_params(cfg, s, &layers, v_padded);
+            let range = (s * v) as usize..((s + 1) * v) as usize;
+            let encoders: u32 = layers[range.clone()].iter().sum();
+            let moe_layers: u32 = moe_counts[range].iter().sum();
+            let params = stage_params(cfg, s, &layers, &moe_counts, v_padded);
+            let expert_params = stage_expert_params(cfg, s, moe_layers);
             StageWork {
                 stage: s,
                 role: StageRole::of(s, pp),
                 encoders,
+                moe_layers,
                 params,
-                chunks: (0..v).map(|c| chunk_work(cfg, &layout, &layers, v_padded, s, c)).collect(),
-                tail: tail_work(cfg, &layout, prec, s, params, encoders, v_padded),
+                expert_params,
+                chunks: (0..v).map(|c| chunk_work(cfg, &layout, &layers, &moe_counts, v_padded, s, c)).collect(),
+                tail: tail_work(cfg, &layout, prec, s, (params, expert_params), encoders, v_padded),
             }
         })
         .collect();
@@ -130,15 +160,26 @@ pub fn decompose(cfg: &TrainingConfig, system: &System) -> Decomposition {
         v_padded,
         v,
         layer: layer_ops(cfg, &layout, prec),
+        moe_layer: cfg.moe.as_ref().map_or_else(Vec::new, |moe| moe_layer_ops(cfg, &layout, moe, prec)),
+        mtp: mtp_ops(cfg, &layout, prec, v_padded),
         embedding: embedding_ops(cfg, &layout, prec, v_padded),
         head: head_ops(cfg, &layout, prec, v_padded),
         stages,
     }
 }
 
-fn chunk_work(cfg: &TrainingConfig, layout: &Layout, layers: &[u32], v_padded: u64, s: u32, c: u32) -> ChunkWork {
+fn chunk_work(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    layers: &[u32],
+    moe_counts: &[u32],
+    v_padded: u64,
+    s: u32,
+    c: u32,
+) -> ChunkWork {
     let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
     let n = layers[(s * v + c) as usize];
+    let head = s + 1 == pp && c + 1 == v;
     let send =
         |phase| send_target(pp, v, s, c, phase).map(|to| p2p_op(cfg, layout, phase, layout.p2p_group(cfg, s, to)));
     let zero = (cfg.zero_stage >= 2 && cfg.grad_ranks() > 1).then(|| {
@@ -160,8 +201,10 @@ fn chunk_work(cfg: &TrainingConfig, layout: &Layout, layers: &[u32], v_padded: u
     });
     ChunkWork {
         layers: n,
+        moe_layers: moe_counts[(s * v + c) as usize],
+        mtp: if head { cfg.model.mtp_layers } else { 0 },
         embedding: s == 0 && c == 0,
-        head: s + 1 == pp && c + 1 == v,
+        head,
         send_fwd: send(Phase::Fwd),
         send_bwd: send(Phase::Bwd),
         zero,
@@ -173,11 +216,19 @@ fn tail_work(
     layout: &Layout,
     prec: OpPrecisions,
     s: u32,
-    params: f64,
+    (params, expert_params): (f64, f64),
     encoders: u32,
     v_padded: u64,
 ) -> TailWork {
-    let parts = tail_parts(cfg, s, params, v_padded);
+    let parts = tail_parts(cfg, s, params, expert_params, v_padded);
+    let edp = cfg.moe.as_ref().map(|m| MoeLayout::new(m, layout.gpus_per_node).edp_group);
+    let expert_op = |name, c, bytes: f64| {
+        let g = edp.unwrap_or(layout.dp_group);
+        let mut op = collective_op(name, Phase::Bwd, c, bytes, layout, expert_params);
+        op.work = Work::Collective { collective: c, bytes, group: g, active_per_node: layout.active_per_node };
+        op.features = vec![expert_params.round() as u64, g.nodes as u64, g.ranks_per_node as u64];
+        op
+    };
     let embedding_grad = parts.embedding_grad_bytes.map(|bytes| {
         let group = layout.p2p_group(cfg, 0, cfg.pp - 1);
         let mut op =
@@ -208,6 +259,12 @@ fn tail_work(
         grad_sync: parts.sync.map(|(name, c, bytes)| collective_op(name, Phase::Bwd, c, bytes, layout, params)),
         grad_sync_buckets: sync_buckets(cfg, s, &parts),
         embedding_grad,
+        expert_grad_sync: parts.expert_sync.map(|(name, c, bytes)| expert_op(name, c, bytes)),
+        expert_param_gather: parts.expert_gather_bytes.map(|bytes| {
+            let mut op = expert_op(OpName::EdpAllGather, Collective::AllGather, bytes);
+            op.phase = Phase::Fwd;
+            op
+        }),
     }
 }
 
@@ -252,17 +309,32 @@ pub fn chunk_params(cfg: &TrainingConfig, s: u32, c: u32, layers: u32, v_padded:
         p += embedding_params(cfg, v_padded);
     }
     if s + 1 == pp && c + 1 == v {
-        p += stage_params_of(cfg, StageRole::of(s, pp), 0, v_padded)
+        p += stage_params_of(cfg, StageRole::of(s, pp), 0, 0, v_padded)
             - if pp == 1 { embedding_params(cfg, v_padded) } else { 0.0 };
     }
     p
 }
 
-/// Parameters on one GPU of stage s (all chunks); `layers` per chunk, indexed `stage · v + chunk`.
-pub fn stage_params(cfg: &TrainingConfig, s: u32, layers: &[u32], v_padded: u64) -> f64 {
+/// Parameters on one GPU of stage s (all chunks), the routed experts aside; `layers` and `moe_layers` per chunk,
+/// indexed `stage · v + chunk`.
+pub fn stage_params(cfg: &TrainingConfig, s: u32, layers: &[u32], moe_layers: &[u32], v_padded: u64) -> f64 {
     let v = cfg.virtual_stages.max(1);
     let n: u32 = (0..v).map(|c| layers[(s * v + c) as usize]).sum();
-    stage_params_of(cfg, StageRole::of(s, cfg.pp), n as u64, v_padded)
+    let moe: u32 = (0..v).map(|c| moe_layers.get((s * v + c) as usize).copied().unwrap_or(0)).sum();
+    stage_params_of(cfg, StageRole::of(s, cfg.pp), n as u64, moe as u64, v_padded)
+}
+
+/// Routed-expert parameters on one GPU of stage s with `moe_layers` MoE layers (and, on the last stage, its MTP
+/// layers'): [`crate::llm::moe::params`]; 0 for a dense model.
+pub fn stage_expert_params(cfg: &TrainingConfig, s: u32, moe_layers: u32) -> f64 {
+    let Some(moe) = &cfg.moe else { return 0.0 };
+    let per_layer = crate::llm::moe::params::moe_layer(cfg, moe).expert;
+    let mtp = if s + 1 == cfg.pp {
+        cfg.model.mtp_layers as f64 * crate::llm::moe::params::mtp_layer(cfg).expert
+    } else {
+        0.0
+    };
+    moe_layers as f64 * per_layer + mtp
 }
 
 /// The names, kinds and sizes of a stage's tail operators.
@@ -276,13 +348,21 @@ pub struct TailParts {
     pub optimizer_params: f64,
     /// Tied-embedding gradient all-reduce bytes (first and last stage, pp > 1).
     pub embedding_grad_bytes: Option<f64>,
+    /// The routed experts' gradient reduction over the expert-data-parallel group: (name, collective, bytes).
+    pub expert_sync: Option<(OpName, Collective, f64)>,
+    /// The routed experts' parameter all-gather bytes after the update.
+    pub expert_gather_bytes: Option<f64>,
 }
 
 /// What stage s does after its last backward: S1 all-reduces the gradients over dp (the distributed optimizer
 /// reduce-scatters them; ZeRO ≥ 2 reduced them during the backward passes), all-reduces the tied embedding's
 /// gradients between the first and last stage, runs fused Adam over its (ZeRO-partitioned) parameters and
 /// all-gathers the updated parameters (ZeRO-1/2 and the distributed optimizer; ZeRO-3 keeps them partitioned).
-pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> TailParts {
+/// The routed experts' `expert_params` are reduced, sharded and gathered the same way over the expert-data-parallel
+/// group (MoE parallel folding, [`crate::llm::moe::parallel`]; Megatron-Core's DDP keeps them in their own
+/// buffers). The first and last stage also all-reduce the embedding's gradients when MTP layers read it on the last
+/// stage (Megatron-Core shares it as it shares a tied one).
+pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, expert_params: f64, v_padded: u64) -> TailParts {
     let n = cfg.grad_ranks();
     let e = comm_elem_bytes(cfg);
     let sharded = cfg.zero_stage >= 1 || cfg.distributed_optimizer;
@@ -294,12 +374,25 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, v_padded: u64) -> T
         Some((OpName::DpAllReduce, Collective::AllReduce, params * e))
     };
     let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * e);
-    let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
+    let shared = cfg.model.tied_embeddings || cfg.model.mtp_layers > 0;
+    let tied = shared && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
+    let edp = cfg.moe.as_ref().map_or(1, |m| m.edp).max(1);
+    let experts = expert_params > 0.0 && edp > 1;
+    let expert_sync = experts.then(|| {
+        if cfg.distributed_optimizer {
+            (OpName::EdpReduceScatter, Collective::ReduceScatter, expert_params * e)
+        } else {
+            (OpName::EdpAllReduce, Collective::AllReduce, expert_params * e)
+        }
+    });
+    let expert_optimizer = if sharded { expert_params / edp as f64 } else { expert_params };
     TailParts {
         sync,
         gather_bytes,
-        optimizer_params: if sharded { params / n as f64 } else { params },
+        optimizer_params: if sharded { params / n as f64 } else { params } + expert_optimizer,
         embedding_grad_bytes: tied.then(|| embedding_params(cfg, v_padded) * e),
+        expert_sync,
+        expert_gather_bytes: (experts && sharded).then_some(expert_params * e),
     }
 }
 

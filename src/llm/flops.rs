@@ -16,14 +16,21 @@ pub fn model_flops(global_batch: u64, seq: u64, layers: u64, hidden: u64, vocab:
 /// (q = (h + 2·kv)·d/h, u = 2 for SwiGLU) and 2·s·d per token is attention's QKᵀ and ·V (counted in full, as
 /// Narayanan et al. do). With kv = h, f = 4d, u = 1 it is Narayanan et al.'s eq. 3 (tested); for LLaMA-style
 /// models it is NeMo's `llama2` formula B·s·L·d²·(12 + 12·kv/h + 18·f/d + 12·s/d + 6·V/(L·d)).
+///
+/// With a head dim D ≠ d/h the QKV width is (h + 2·kv)·D and the output projection h·D × d; MoE and MLA models are
+/// counted by [`crate::llm::moe::model_flops`] (top-k experts per token, MTP layers included).
 pub fn model_flops_of(cfg: &TrainingConfig) -> f64 {
+    if cfg.model.moe.is_some() || cfg.model.mla.is_some() {
+        return crate::llm::moe::model_flops(cfg);
+    }
     let m = &cfg.model;
     let (b, s, l, d, v) = (cfg.global_batch as f64, m.seq_len as f64, m.layers as f64, m.hidden as f64, m.vocab as f64);
-    let q = (m.heads as f64 + 2.0 * cfg.kv_heads as f64) * d / m.heads as f64;
+    let dh = cfg.head_dim as f64;
+    let (q, o) = ((m.heads as f64 + 2.0 * cfg.kv_heads as f64) * dh, m.heads as f64 * dh);
     let f = cfg.ffn_hidden as f64;
     let u = if m.activation == Activation::Swiglu { 2.0 } else { 1.0 };
-    let p = d * q + d * d + u * d * f + f * d;
-    6.0 * b * s * (l * (p + 2.0 * s * d) + v * d)
+    let p = d * q + o * d + u * d * f + f * d;
+    6.0 * b * s * (l * (p + 2.0 * s * o) + v * d)
 }
 
 /// Model FLOPs utilization: F / (t · GPUs · peak FLOP/s).

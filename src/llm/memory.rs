@@ -46,16 +46,25 @@ pub fn state_bytes_per_param(p: Precision) -> (f64, f64, f64) {
 /// - selective (the s² term is recomputed): s·b·h·(r + D/t), with SP 34·s·b·h/t for GPT;
 /// - full (only the layer input is kept): 2·s·b·h, with SP 2·s·b·h/t (Megatron stores the sequence-parallel
 ///   shard).
+///
+/// A head dim D ≠ h/a scales the attention terms: 4 → 4·a·D/h, 4·kv/a → 4·kv·D/h. MLA and MoE layers, and the
+/// recompute modules beyond the core attention, are counted by [`crate::llm::moe::memory::layer_bytes`].
 pub fn layer_activation_bytes(cfg: &TrainingConfig, recompute: Recompute) -> f64 {
     let m = &cfg.model;
+    let modules = crate::llm::moe::recompute::modules(cfg, recompute);
+    let beyond_core = modules.iter().any(|r| *r != crate::llm::moe::RecomputeModule::CoreAttn);
+    if m.mla.is_some() || beyond_core {
+        return crate::llm::moe::memory::layer_bytes(cfg, false, recompute);
+    }
     let (s, b, h, a) = (m.seq_len as f64 / cfg.cp as f64, cfg.micro_batch as f64, m.hidden as f64, m.heads as f64);
     let t = cfg.tp as f64;
     let sp = cfg.sp();
     let sbh = s * b * h;
-    let g = cfg.kv_heads as f64 / a;
+    let dh = cfg.head_dim as f64;
+    let (qo, kvo) = (a * dh / h, cfg.kv_heads as f64 * dh / h);
     let f = cfg.ffn_hidden as f64 / h;
     let act = if m.activation == Activation::Swiglu { 6.0 * f } else { 4.0 * f };
-    let split = 4.0 + 4.0 * g + act;
+    let split = 4.0 * qo + 4.0 * kvo + act;
     let dropout = m.dropout > 0.0;
     let replicated = if dropout { 10.0 } else { 8.0 };
     let scores = match (m.attention, dropout) {
@@ -63,8 +72,11 @@ pub fn layer_activation_bytes(cfg: &TrainingConfig, recompute: Recompute) -> f64
         (_, true) => 5.0 * a * s / h,
         (_, false) => 2.0 * a * s / h,
     };
+    let core = modules.contains(&crate::llm::moe::RecomputeModule::CoreAttn);
     match recompute {
         Recompute::Full => 2.0 * sbh / if sp { t } else { 1.0 },
+        Recompute::Selective if !core && sp => sbh / t * (replicated + split + scores),
+        Recompute::Selective if !core => sbh * (replicated + split / t + scores / t),
         Recompute::Selective if sp => sbh / t * (replicated + split),
         Recompute::Selective => sbh * (replicated + split / t),
         Recompute::None if sp => sbh / t * (replicated + split + scores),
@@ -121,6 +133,10 @@ pub struct StageMemoryInput {
     pub params: f64,
     /// Transformer layers on the stage (all chunks).
     pub layers: u32,
+    /// Of those, MoE layers.
+    pub moe_layers: u32,
+    /// Routed-expert parameters on one GPU of the stage (ZeRO-sharded over the expert-data-parallel group).
+    pub expert_params: f64,
     /// Parameters of one layer on one GPU (for ZeRO-3's gathered working set).
     pub layer_params: f64,
     pub first: bool,
@@ -135,6 +151,8 @@ pub struct StageMemoryInput {
 pub struct ActivationFacts {
     /// Bytes one layer keeps per micro-batch.
     pub per_layer: f64,
+    /// Bytes one MoE layer keeps per micro-batch ([`crate::llm::moe::memory`]; 0 for a dense model).
+    pub per_moe_layer: f64,
     /// Bytes alive while one layer is recomputed and back-propagated (the stored activations of one layer without
     /// recomputation, or of its core attention with selective recompute).
     pub working: f64,
@@ -144,12 +162,22 @@ impl ActivationFacts {
     /// The facts of `cfg`.
     pub fn of(cfg: &TrainingConfig) -> ActivationFacts {
         let none = layer_activation_bytes(cfg, Recompute::None);
-        let working = match cfg.recompute {
+        let mut working = match cfg.recompute {
             Recompute::None => 0.0,
             Recompute::Selective => none - layer_activation_bytes(cfg, Recompute::Selective),
             Recompute::Full => none,
         };
-        ActivationFacts { per_layer: layer_activation_bytes(cfg, cfg.recompute), working }
+        let per_moe_layer = if cfg.moe.is_some() {
+            let moe = |r| crate::llm::moe::memory::layer_bytes(cfg, true, r);
+            let kept = moe(cfg.recompute);
+            if cfg.recompute != Recompute::None {
+                working = working.max(moe(Recompute::None) - kept);
+            }
+            kept
+        } else {
+            0.0
+        };
+        ActivationFacts { per_layer: layer_activation_bytes(cfg, cfg.recompute), per_moe_layer, working }
     }
 }
 
@@ -164,13 +192,22 @@ pub fn stage_memory(
     let n = cfg.grad_ranks().max(1) as f64;
     let zero = cfg.zero_stage;
     let shard_opt = zero >= 1 || cfg.distributed_optimizer;
-    let weights = st.params * w / if zero >= 3 { n } else { 1.0 };
-    let grads = st.params * g / if zero >= 2 { n } else { 1.0 };
-    let optimizer = st.params * o / if shard_opt { n } else { 1.0 };
+    let edp = cfg.moe.as_ref().map_or(1, |m| m.edp).max(1) as f64;
+    let weights = st.params * w / if zero >= 3 { n } else { 1.0 } + st.expert_params * w;
+    let grads = st.params * g / if zero >= 2 { n } else { 1.0 } + st.expert_params * g;
+    let optimizer =
+        st.params * o / if shard_opt { n } else { 1.0 } + st.expert_params * o / if shard_opt { edp } else { 1.0 };
     let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
     let in_flight = chunks_in_flight(pp, v, cfg.grad_accum, st.stage);
-    let layers_per_chunk = st.layers as f64 / v as f64;
-    let mut act = in_flight as f64 * layers_per_chunk * facts.per_layer + facts.working;
+    let moe_layers = st.moe_layers.min(st.layers) as f64;
+    let per_chunk = ((st.layers as f64 - moe_layers) * facts.per_layer + moe_layers * facts.per_moe_layer) / v as f64;
+    let mut act = in_flight as f64 * per_chunk + facts.working;
+    if st.last && cfg.model.mtp_layers > 0 {
+        // The MTP layers run on the last chunk: one layer's activations each (an MoE one when the last layer is).
+        let per = if crate::llm::moe::params::last_layer_is_moe(cfg) { facts.per_moe_layer } else { facts.per_layer };
+        act += cfg.model.mtp_layers as f64 * per;
+    }
+    act += crate::llm::moe::memory::dispatch_buffer_bytes(cfg);
     let m = &cfg.model;
     let (s, b, h) = (m.seq_len as f64 / cfg.cp as f64, cfg.micro_batch as f64, m.hidden as f64);
     let t = cfg.tp as f64;
@@ -273,6 +310,8 @@ mod tests {
             stage: 1,
             params: 1e9,
             layers: 0,
+            moe_layers: 0,
+            expert_params: 0.0,
             layer_params: 1e8,
             first: false,
             last: false,

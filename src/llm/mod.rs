@@ -14,6 +14,7 @@ pub mod interval;
 pub mod layout;
 pub mod memory;
 pub mod model_ref;
+pub mod moe;
 pub mod operators;
 pub mod partition;
 pub mod pipeline;

@@ -10,9 +10,11 @@
 //! gpt_bigcode (learned or ALiBi positions); GPT-NeoX's / Falcon's parallel residual where the config says so
 //! (`use_parallel_residual`, `parallel_attn`); dropout 0.
 //!
-//! Refused (422 naming `model`, or `model.hf_config.<key>` in the message): unknown names; mixture-of-experts and
-//! MLA models (the training predictor models dense transformers); a `head_dim` other than hidden / heads (Qwen3:
-//! training's attention and projections assume hidden = heads · head_dim); and the config errors of
+//! Mixture-of-experts layers, multi-head latent attention and a `head_dim` other than hidden / heads (Qwen3) carry
+//! over ([`crate::llm::moe`]); multi-token-prediction layers come from `num_nextn_predict_layers` (DeepSeek's
+//! config.json), the request's `mtp_layers`, or for the catalog's DeepSeek-V3 its config's 1.
+//!
+//! Refused (422 naming `model`, or `model.hf_config.<key>` in the message): unknown names and the config errors of
 //! [`crate::llm::serving::hf`].
 
 use std::fmt;
@@ -58,7 +60,14 @@ pub struct NamedModel {
     /// Sequence length, tokens. Default 4,096 ([`DEFAULT_SEQ_LEN`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq_len: Option<u32>,
+    /// Multi-token-prediction layers to train. Default: the config's `num_nextn_predict_layers` (the catalog's
+    /// DeepSeek-V3: 1), else 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_layers: Option<u32>,
 }
+
+/// Multi-token-prediction layers of catalog models as their config.json trains them (`num_nextn_predict_layers`).
+const CATALOG_MTP: [(&str, u32); 1] = [("DeepSeek-V3", 1)];
 
 /// The [`ModelSpec`] of a catalog name or Hugging Face config (`hf_config` wins when both are given; `name` then
 /// only names it). Errors name the field.
@@ -75,7 +84,10 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
             let model_type = obj.and_then(|o| o.get("model_type")).and_then(Value::as_str).unwrap_or("");
             let rotary = !["gpt2", "opt", "bloom", "gpt_bigcode"].contains(&model_type);
             let parallel = flag("use_parallel_residual") || flag("parallel_attn");
-            to_spec(&model, seq_len, rotary, parallel, "model.hf_config")
+            let mtp = obj.and_then(|o| o.get("num_nextn_predict_layers")).and_then(Value::as_u64).unwrap_or(0);
+            let mut spec = to_spec(&model, seq_len, rotary, parallel)?;
+            spec.mtp_layers = m.mtp_layers.unwrap_or(mtp.min(u32::MAX as u64) as u32);
+            Ok(spec)
         }
         (None, Some(name)) => {
             let entry = catalog::lookup(name).ok_or_else(|| {
@@ -88,38 +100,19 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
                 )
             })?;
             let rotary = !entry.model.name.starts_with("GPT-3");
-            to_spec(&entry.model, seq_len, rotary, false, "model")
+            let mut spec = to_spec(&entry.model, seq_len, rotary, false)?;
+            let mtp = CATALOG_MTP.iter().find(|(n, _)| *n == entry.model.name).map_or(0, |(_, k)| *k);
+            spec.mtp_layers = m.mtp_layers.unwrap_or(mtp);
+            Ok(spec)
         }
         (None, None) => Err(bad("model", "give the architecture, a catalog name or hf_config")),
     }
 }
 
-/// The training [`ModelSpec`] of a resolved serving model; `field` is where its values came from.
-fn to_spec(
-    m: &ServingModel,
-    seq_len: u32,
-    rotary: bool,
-    parallel_residual: bool,
-    field: &str,
-) -> Result<ModelSpec, ConfigError> {
-    if m.moe.is_some() {
-        return Err(bad(
-            field,
-            format!("{} is a mixture-of-experts model: training predictions model dense transformers only", m.name),
-        ));
-    }
-    if m.mla.is_some() {
-        return Err(bad(field, format!("{} uses multi-head latent attention, which training does not model", m.name)));
-    }
-    if m.heads * m.head_dim != m.hidden {
-        return Err(bad(
-            field,
-            format!(
-                "{}: head_dim {} × heads {} ≠ hidden {}: training's attention assumes hidden = heads · head_dim",
-                m.name, m.head_dim, m.heads, m.hidden
-            ),
-        ));
-    }
+/// The training [`ModelSpec`] of a resolved serving model (its MoE layers and MLA carried over; `head_dim` given
+/// where heads · head_dim ≠ hidden).
+fn to_spec(m: &ServingModel, seq_len: u32, rotary: bool, parallel_residual: bool) -> Result<ModelSpec, ConfigError> {
+    let head_dim = (m.mla.is_none() && m.heads * m.head_dim != m.hidden).then_some(m.head_dim);
     Ok(ModelSpec {
         name: Some(m.name.clone()),
         layers: m.layers,
@@ -136,6 +129,10 @@ fn to_spec(
         ffn_hidden: Some(m.ffn_hidden),
         tied_embeddings: m.tied_embeddings,
         dropout: 0.0,
+        head_dim,
+        moe: m.moe.as_ref().map(|c| c.to_spec()),
+        mla: m.mla.clone(),
+        mtp_layers: 0,
     })
 }
 
@@ -150,7 +147,7 @@ pub fn deserialize_model<'de, D: Deserializer<'de>>(d: D) -> Result<ModelSpec, D
             f.write_str("a catalog model name, {\"hf_config\": {…}, \"seq_len\": …} or a model object")
         }
         fn visit_str<E: de::Error>(self, s: &str) -> Result<ModelSpec, E> {
-            resolve_named(&NamedModel { name: Some(s.to_string()), hf_config: None, seq_len: None })
+            resolve_named(&NamedModel { name: Some(s.to_string()), hf_config: None, seq_len: None, mtp_layers: None })
                 .map_err(|e| E::custom(e.to_string()))
         }
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelSpec, A::Error> {
@@ -198,6 +195,14 @@ struct Fields {
     tied_embeddings: Option<bool>,
     #[serde(default)]
     dropout: Option<f64>,
+    #[serde(default)]
+    head_dim: Option<u32>,
+    #[serde(default)]
+    moe: Option<crate::llm::moe::MoeSpec>,
+    #[serde(default)]
+    mla: Option<crate::llm::moe::MlaSpec>,
+    #[serde(default)]
+    mtp_layers: Option<u32>,
 }
 
 impl Fields {
@@ -211,12 +216,20 @@ impl Fields {
             || self.parallel_residual.is_some()
             || self.rotary.is_some()
             || self.tied_embeddings.is_some()
-            || self.dropout.is_some();
+            || self.dropout.is_some()
+            || self.head_dim.is_some()
+            || self.moe.is_some()
+            || self.mla.is_some();
         if self.hf_config.is_some() || !architecture {
             if self.hf_config.is_some() && architecture {
                 return Err(E::custom("model: give hf_config alone (with an optional name and seq_len)"));
             }
-            let named = NamedModel { name: self.name, hf_config: self.hf_config, seq_len: self.seq_len };
+            let named = NamedModel {
+                name: self.name,
+                hf_config: self.hf_config,
+                seq_len: self.seq_len,
+                mtp_layers: self.mtp_layers,
+            };
             return resolve_named(&named).map_err(|e| E::custom(e.to_string()));
         }
         Ok(ModelSpec {
@@ -235,6 +248,10 @@ impl Fields {
             ffn_hidden: self.ffn_hidden,
             tied_embeddings: self.tied_embeddings.unwrap_or(false),
             dropout: self.dropout.unwrap_or(0.0),
+            head_dim: self.head_dim,
+            moe: self.moe,
+            mla: self.mla,
+            mtp_layers: self.mtp_layers.unwrap_or(0),
         })
     }
 }
@@ -271,13 +288,17 @@ mod tests {
         let m = read(serde_json::json!({"hf_config": cfg, "seq_len": 2048})).unwrap();
         assert_eq!((m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden), (16, 2048, 32, Some(8), Some(8192)));
         assert!(m.tied_embeddings && m.seq_len == 2048);
-        // Unknown names, MoE, head_dim ≠ hidden/heads (32 heads × 128 = 4096 ≠ 2048), and hf_config mixed with
-        // architecture fields are refused.
+        // Unknown names and hf_config mixed with architecture fields are refused; MoE models and a head_dim ≠
+        // hidden/heads (32 heads × 128 = 4096 ≠ 2048) carry over.
         assert!(read(serde_json::json!("no-such-model")).unwrap_err().contains("model.name"));
-        assert!(read(serde_json::json!("Mixtral-8x7B")).unwrap_err().contains("mixture-of-experts"));
-        let mut bad_dim = cfg.clone();
-        bad_dim["head_dim"] = serde_json::json!(128);
-        assert!(read(serde_json::json!({"hf_config": bad_dim})).unwrap_err().contains("head_dim"));
+        let mx = read(serde_json::json!("Mixtral-8x7B")).unwrap();
+        assert_eq!(mx.moe.as_ref().map(|m| (m.experts, m.top_k)), Some((8, 2)));
+        let mut wide = cfg.clone();
+        wide["head_dim"] = serde_json::json!(128);
+        assert_eq!(read(serde_json::json!({"hf_config": wide})).unwrap().head_dim, Some(128));
+        // DeepSeek-V3 by name trains its MTP layer; the request may drop it.
+        assert_eq!(read(serde_json::json!("DeepSeek-V3")).unwrap().mtp_layers, 1);
+        assert_eq!(read(serde_json::json!({"name": "DeepSeek-V3", "mtp_layers": 0})).unwrap().mtp_layers, 0);
         assert!(read(serde_json::json!({"hf_config": cfg, "layers": 2})).unwrap_err().contains("alone"));
         // The architecture's fields read as before.
         let m = read(serde_json::json!({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 128, "vocab": 100})).unwrap();

@@ -31,7 +31,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::config::{Activation, Attention, Norm, Recompute, TrainingConfig};
+use super::config::{Activation, Attention, Norm, TrainingConfig};
 use super::layout::Layout;
 use crate::comm::Group;
 use crate::hw::{GpuSpec, Precision};
@@ -100,18 +100,82 @@ pub enum OpName {
     /// Serving: decode attention of one new token per sequence over its KV cache.
     #[serde(rename = "Attention_Decode")]
     AttentionDecode,
-    /// Serving: the MoE router GEMM (hidden → experts logits).
+    /// The MoE router GEMM (hidden → experts logits).
     #[serde(rename = "MoE_Router")]
     MoeRouter,
-    /// Serving: the fused routed experts of an MoE layer (top-k, grouped GEMMs, combine).
+    /// The routed experts of an MoE layer: serving's fused MoE (top-k, grouped GEMMs, combine); training's grouped
+    /// expert GEMMs (Megatron-Core TEGroupedMLP: gate+up, activation, down).
     #[serde(rename = "MoE")]
     Moe,
     /// Serving: sampling over the gathered logits (softmax and top-k/top-p over the vocabulary).
     Sampler,
-    /// Serving: expert parallelism's all-to-all, dispatching routed tokens to their experts' GPUs (and combining
-    /// the results back), with data-parallel attention.
+    /// Expert parallelism's all-to-all: dispatching routed tokens to their experts' GPUs and combining the results
+    /// back (training's alltoall, DeepEP and HybridEP dispatchers; serving's data-parallel attention).
     #[serde(rename = "EP_Alltoall")]
     EpAllToAll,
+    /// The allgather dispatcher's all-gather of hidden states over the tp·ep group, and the alltoall dispatcher's
+    /// all-gather of received tokens over the expert-tensor-parallel group.
+    #[serde(rename = "EP_Allgather")]
+    EpAllGather,
+    /// The reduce-scatters mirroring [`OpName::EpAllGather`] in the combine.
+    #[serde(rename = "EP_Reduce_Scatter")]
+    EpReduceScatter,
+    /// The router's score function and top-k selection over the experts' logits (Megatron-Core `router.py`).
+    #[serde(rename = "MoE_TopK")]
+    MoeTopK,
+    /// Permutation of the tokens into expert order before the dispatch (and sorting by local expert after it).
+    #[serde(rename = "MoE_Permute")]
+    MoePermute,
+    /// Unpermutation after the combine: each token's routed copies weighted by their probabilities and summed.
+    #[serde(rename = "MoE_Unpermute")]
+    MoeUnpermute,
+    /// The routed experts' activation, recomputed on its own (`recompute_modules` `moe_act`; part of `MoE`
+    /// otherwise).
+    #[serde(rename = "MoE_SwiGLU")]
+    MoeAct,
+    /// One local expert's gate+up GEMM (SequentialMLP, without `moe_grouped_gemm`).
+    #[serde(rename = "Expert_FC1")]
+    ExpertFc1,
+    /// One local expert's down GEMM (SequentialMLP).
+    #[serde(rename = "Expert_FC2")]
+    ExpertFc2,
+    /// The shared experts' gate+up GEMM.
+    #[serde(rename = "Shared_Expert_FC1")]
+    SharedExpertFc1,
+    /// The shared experts' activation.
+    #[serde(rename = "Shared_Expert_SwiGLU")]
+    SharedExpertAct,
+    /// The shared experts' down GEMM.
+    #[serde(rename = "Shared_Expert_FC2")]
+    SharedExpertFc2,
+    /// MLA's query down-projection.
+    #[serde(rename = "MLA_Q_Down")]
+    MlaQDown,
+    /// MLA's key/value down-projection (with the shared rotary key).
+    #[serde(rename = "MLA_KV_Down")]
+    MlaKvDown,
+    /// MLA's query up-projection.
+    #[serde(rename = "MLA_Q_Up")]
+    MlaQUp,
+    /// MLA's key/value up-projection.
+    #[serde(rename = "MLA_KV_Up")]
+    MlaKvUp,
+    /// MLA's RMSNorms of the query and key/value latents.
+    #[serde(rename = "MLA_Norm")]
+    MlaNorm,
+    /// Multi-token prediction's projection of the concatenated hidden state and next-token embedding (2d → d).
+    #[serde(rename = "MTP_Proj")]
+    MtpProj,
+    /// Gradient all-reduce of the expert parameters over the expert-data-parallel group.
+    #[serde(rename = "EDP_Allreduce")]
+    EdpAllReduce,
+    /// Gradient reduce-scatter of the expert parameters over the expert-data-parallel group (distributed
+    /// optimizer).
+    #[serde(rename = "EDP_Reduce_Scatter")]
+    EdpReduceScatter,
+    /// All-gather of the updated expert parameters over the expert-data-parallel group.
+    #[serde(rename = "EDP_Allgather")]
+    EdpAllGather,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.
@@ -197,11 +261,11 @@ pub fn comm_elem_bytes(cfg: &TrainingConfig) -> f64 {
     cfg.precision.bytes().max(2.0)
 }
 
-fn op(name: OpName, phase: Phase, calls: u32, work: Work, features: Vec<u64>) -> StageOp {
+pub(crate) fn op(name: OpName, phase: Phase, calls: u32, work: Work, features: Vec<u64>) -> StageOp {
     StageOp { name, phase, calls, work, features, recompute: false, overlaps: None }
 }
 
-fn compute(
+pub(crate) fn compute(
     name: OpName,
     class: OpClass,
     dtype: Precision,
@@ -214,14 +278,15 @@ fn compute(
     })
 }
 
-fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
+pub(crate) fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
     match cfg.model.norm {
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
     }
 }
 
-fn collective(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn collective(
     name: OpName,
     phase: Phase,
     calls: u32,
@@ -245,7 +310,18 @@ fn collective(
 /// reduce-scatter after Linear4; backward, the mirror image (all-gathers of the output gradients with Linear4 and
 /// Linear2, reduce-scatters of the input gradients with Linear3 and Linear1). Each is split in tp chunks (TE's
 /// ring-exchange and pipelined methods split by the tp ranks or a few splits; tp is used for both).
-fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, bytes: f64, tokens_d: u64) -> Vec<StageOp> {
+///
+/// An MoE layer's MLP is not tensor-parallel (`mlp` false): its one site surrounds the attention (all-gather before
+/// Linear1, reduce-scatter after Linear2; backward the mirror image); the MoE module adds the shared experts'.
+pub(crate) fn tp_sync(
+    cfg: &TrainingConfig,
+    layout: &Layout,
+    phase: Phase,
+    sites: u32,
+    bytes: f64,
+    tokens_d: u64,
+    mlp: bool,
+) -> Vec<StageOp> {
     if cfg.tp <= 1 || sites == 0 {
         return Vec::new();
     }
@@ -255,6 +331,8 @@ fn tp_sync(cfg: &TrainingConfig, layout: &Layout, phase: Phase, sites: u32, byte
     if cfg.tp_overlap() {
         use OpName::{Linear1, Linear2, Linear3, Linear4, MpAllGather as Ag, MpReduceScatter as Rs};
         let pairs: &[(OpName, OpName)] = match (phase, sites) {
+            (Phase::Fwd, _) if !mlp => &[(Ag, Linear1), (Rs, Linear2)],
+            (Phase::Bwd, _) if !mlp => &[(Ag, Linear2), (Rs, Linear1)],
             (Phase::Fwd, 1) => &[(Ag, Linear1), (Rs, Linear4)],
             (Phase::Fwd, _) => &[(Ag, Linear1), (Rs, Linear2), (Ag, Linear3), (Rs, Linear4)],
             (Phase::Bwd, _) => &[(Ag, Linear4), (Rs, Linear3), (Ag, Linear2), (Rs, Linear1)],
@@ -298,41 +376,70 @@ pub fn fused_softmax_available(b: u64, heads: u64, seq: u64, dtype: Precision) -
 }
 
 /// The operators of one transformer layer for one micro-batch (calls per layer), forward and backward, with the
-/// layer's tensor- and context-parallel communication and its recomputation.
+/// layer's tensor- and context-parallel communication and its recomputation ([`crate::llm::moe::recompute`]).
 ///
 /// Tensor-parallel synchronization points (S1): per layer 1 forward with the parallel residual, else 2, and 2
 /// backward, each of the b·(l/cp)·d activation.
 pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> Vec<StageOp> {
+    let mut ops = layer_passes(cfg, layout, prec, true);
+    let recomputed = crate::llm::moe::recompute::recomputed(cfg, &ops);
+    ops.extend(recomputed);
+    ops
+}
+
+/// The forward and backward operators of one layer without its recomputation: attention (multi-head, grouped-query
+/// or MLA, [`crate::llm::moe::mla`]) and, with `mlp`, the dense MLP (an MoE layer's MLP comes from
+/// [`crate::llm::moe::ops`]), with their tensor- and context-parallel communication.
+pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, mlp: bool) -> Vec<StageOp> {
     let m = &cfg.model;
     let (b, l, d, h) = (cfg.micro_batch as u64, m.seq_len as u64, m.hidden as u64, m.heads as u64);
     let (tp, cp) = (cfg.tp as u64, cfg.cp as u64);
     let lr = l / cp; // tokens of one sequence on this rank
     let t = b * lr;
-    let (hp, kvp, dh) = (h / tp, cfg.kv_heads as u64 / tp, d / h);
+    let (hp, kvp, dh) = (h / tp, cfg.kv_heads as u64 / tp, cfg.head_dim as u64);
     let f = cfg.ffn_hidden as u64 / tp;
     let rows = if cfg.sp() { t / tp } else { t };
     let (g, o) = (prec.gemm, prec.other);
     let norm = norm_op(cfg);
-    let mut ops = Vec::with_capacity(32);
+    let mut ops = Vec::with_capacity(40);
     // Two norms per layer (before attention and before the MLP; also with the parallel residual).
     ops.extend(compute(norm.0, norm.1, o, &[rows, d], vec![b, rows / b.max(1), d], 2));
-    let qkv = (h + 2 * cfg.kv_heads as u64) * dh / tp;
-    ops.extend(compute(OpName::Linear1, OpClass::Linear, g, &[1, t, qkv, d], vec![t, d, qkv], 1));
+    // The attention's projections: QKV, or MLA's down- and up-projections; RoPE's rotated heads and dims; the
+    // core attention's head dim (MLA: the mean of its query/key and value dims) and key/value heads; the output
+    // projection's input width.
+    let (rope_heads, rope_dim, core_dh, core_kv, out_k) = match &m.mla {
+        None => {
+            let qkv = (h + 2 * cfg.kv_heads as u64) * dh / tp;
+            ops.extend(compute(OpName::Linear1, OpClass::Linear, g, &[1, t, qkv, d], vec![t, d, qkv], 1));
+            (hp + kvp, dh, dh, kvp.max(1), hp * dh)
+        }
+        Some(mla) => {
+            ops.extend(crate::llm::moe::mla::projection_ops(cfg, mla, t, rows, prec));
+            let (qk, v) = (mla.qk_head_dim() as u64, mla.v_head_dim as u64);
+            (hp + 1, mla.qk_rope_head_dim as u64, (qk + v).div_ceil(2), hp, hp * v)
+        }
+    };
     if m.rotary {
         // q and k rotate: the analytic rope kernel counts two tensors of B rows, so B = tokens·(q + k heads)/2.
         ops.extend(compute(
             OpName::RoPE,
             OpClass::Rope,
             o,
-            &[(t * (hp + kvp)).div_ceil(2), dh],
-            vec![b, lr, hp, dh],
+            &[(t * rope_heads).div_ceil(2), rope_dim],
+            vec![b, lr, hp, rope_dim],
             1,
         ));
     }
-    let core_start = ops.len();
     match m.attention {
         Attention::FusedSoftmax | Attention::Unfused => {
-            ops.extend(compute(OpName::QkT, OpClass::Bmm, o, &[b * hp, lr, lr, dh], vec![b * hp, lr, dh, lr], 1));
+            ops.extend(compute(
+                OpName::QkT,
+                OpClass::Bmm,
+                o,
+                &[b * hp, lr, lr, core_dh],
+                vec![b * hp, lr, core_dh, lr],
+                1,
+            ));
             if m.attention == Attention::FusedSoftmax && fused_softmax_available(b, hp, lr, o) {
                 ops.extend(compute(
                     OpName::FusedSoftmax,
@@ -346,7 +453,14 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
                 ops.extend(compute(OpName::Fillmask, OpClass::FillMask, o, &[b * hp * lr, lr], vec![b, hp, lr, d], 1));
                 ops.extend(compute(OpName::Softmax, OpClass::Softmax, o, &[b * hp * lr, lr], vec![b, hp, lr, lr], 1));
             }
-            ops.extend(compute(OpName::AttnV, OpClass::Bmm, o, &[b * hp, lr, dh, lr], vec![b * hp, lr, lr, dh], 1));
+            ops.extend(compute(
+                OpName::AttnV,
+                OpClass::Bmm,
+                o,
+                &[b * hp, lr, core_dh, lr],
+                vec![b * hp, lr, lr, core_dh],
+                1,
+            ));
         }
         Attention::Flash => {
             // With cp > 1: cp ring steps, each tokens/cp queries against one key/value chunk.
@@ -355,21 +469,22 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
                 OpName::FlashAttention,
                 OpClass::FlashAttention,
                 o,
-                &[b, lr, hp, dh, kvp.max(1)],
-                vec![b, lr, hp, dh],
+                &[b, lr, hp, core_dh, core_kv],
+                vec![b, lr, hp, core_dh],
                 cfg.cp,
             ));
         }
     }
-    let core_end = ops.len();
-    ops.extend(compute(OpName::Linear2, OpClass::Linear, g, &[1, t, d, d / tp], vec![t, d / tp, d], 1));
-    let up = if m.activation == Activation::Swiglu { 2 * f } else { f };
-    ops.extend(compute(OpName::Linear3, OpClass::Linear, g, &[1, t, up, d], vec![t, d, up], 1));
-    match m.activation {
-        Activation::Gelu => ops.extend(compute(OpName::GeLU, OpClass::Gelu, o, &[t, f], vec![b, lr, f], 1)),
-        Activation::Swiglu => ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1)),
+    ops.extend(compute(OpName::Linear2, OpClass::Linear, g, &[1, t, d, out_k], vec![t, out_k, d], 1));
+    if mlp {
+        let up = if m.activation == Activation::Swiglu { 2 * f } else { f };
+        ops.extend(compute(OpName::Linear3, OpClass::Linear, g, &[1, t, up, d], vec![t, d, up], 1));
+        match m.activation {
+            Activation::Gelu => ops.extend(compute(OpName::GeLU, OpClass::Gelu, o, &[t, f], vec![b, lr, f], 1)),
+            Activation::Swiglu => ops.extend(compute(OpName::SwiGLU, OpClass::Swiglu, o, &[t, f], vec![b, lr, f], 1)),
+        }
+        ops.extend(compute(OpName::Linear4, OpClass::Linear, g, &[1, t, d, f], vec![t, f, d], 1));
     }
-    ops.extend(compute(OpName::Linear4, OpClass::Linear, g, &[1, t, d, f], vec![t, f, d], 1));
     if m.dropout > 0.0 {
         if m.attention != Attention::Flash {
             let scores = [b * hp * lr, lr, 1];
@@ -380,14 +495,20 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     }
     let e = comm_elem_bytes(cfg);
     let act_bytes = (t * d) as f64 * e;
-    let fwd_sites = if m.parallel_residual { 1 } else { 2 };
-    ops.extend(tp_sync(cfg, layout, Phase::Fwd, fwd_sites, act_bytes, t * d));
-    ops.extend(tp_sync(cfg, layout, Phase::Bwd, 2, act_bytes, t * d));
+    let (fwd_sites, bwd_sites) = match (mlp, m.parallel_residual) {
+        (false, _) => (1, 1),
+        (true, true) => (1, 2),
+        (true, false) => (2, 2),
+    };
+    ops.extend(tp_sync(cfg, layout, Phase::Fwd, fwd_sites, act_bytes, t * d, mlp));
+    ops.extend(tp_sync(cfg, layout, Phase::Bwd, bwd_sites, act_bytes, t * d, mlp));
     if cfg.cp > 1 {
-        // Keys and values of one chunk: 2 · b · (l/cp) · kv/tp · d/h elements; backward also their gradients.
-        let kv_bytes = 2.0 * (b * lr * kvp * dh) as f64 * e;
+        // Keys and values of one chunk: 2 · b · (l/cp) · kv/tp · d/h elements; backward also their gradients
+        // (MLA: the per-head keys and values of the head dims).
+        let kv_bytes = 2.0 * (b * lr * core_kv * core_dh) as f64 * e;
         let ring = layout.cp_ring_group();
-        let feats = vec![b * lr * kvp * dh, layout.cp_group.nodes as u64, layout.cp_group.ranks_per_node as u64];
+        let feats =
+            vec![b * lr * core_kv * core_dh, layout.cp_group.nodes as u64, layout.cp_group.ranks_per_node as u64];
         for (phase, bytes) in [(Phase::Fwd, kv_bytes), (Phase::Bwd, 2.0 * kv_bytes)] {
             let mut p2p = collective(
                 OpName::CpP2p,
@@ -403,23 +524,6 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
             ops.push(p2p);
         }
     }
-    // Recomputation: forward operators re-run in the backward pass.
-    let recomputed: Vec<StageOp> = match cfg.recompute {
-        Recompute::None => Vec::new(),
-        Recompute::Full => ops.iter().filter(|o| o.phase == Phase::Fwd).cloned().collect(),
-        Recompute::Selective => {
-            let mut v: Vec<StageOp> =
-                ops[core_start..core_end].iter().filter(|o| o.phase == Phase::Fwd).cloned().collect();
-            v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::AttentionDropout).cloned());
-            v.extend(ops.iter().filter(|o| o.phase == Phase::Fwd && o.name == OpName::CpP2p).cloned());
-            v
-        }
-    };
-    ops.extend(recomputed.into_iter().map(|mut o| {
-        o.phase = Phase::Bwd;
-        o.recompute = true;
-        o
-    }));
     ops
 }
 

@@ -16,7 +16,7 @@ use super::memory::{stage_memory, ActivationFacts, MemoryBreakdown, StageMemoryI
 use super::operators::{OpName, StageOp, Work};
 use super::partition::StageRole;
 use super::schedule::{interleaved_bubble_fraction, Eq7, Step, Timeline};
-use super::sizing::{layer_params, model_params, padded_vocab};
+use super::sizing::{active_params, layer_params, model_params, padded_vocab};
 use super::timing::{TimedOp, TimedTraining};
 use crate::cost::{CostBackend, Efficiency, Source, Timed};
 use crate::hw::{Precision, System};
@@ -30,7 +30,8 @@ pub struct StageReport {
     pub role: StageRole,
     /// Encoder layers on the stage (all its model chunks).
     pub encoders: u32,
-    /// Parameters held by one GPU of the stage before ZeRO partitioning (S1 eq. 6, generalized).
+    /// Parameters held by one GPU of the stage before ZeRO partitioning (S1 eq. 6, generalized; its routed experts
+    /// included).
     pub parameters: f64,
     /// Forward time per micro-batch, all model chunks (compute, tensor/context-parallel communication, pipeline
     /// sends), s.
@@ -39,7 +40,8 @@ pub struct StageReport {
     pub backward_s: f64,
     /// Fused Adam over the stage's (ZeRO-partitioned) parameters, s.
     pub optimizer_s: f64,
-    /// ZeRO / distributed-optimizer all-gather of the updated parameters, s (0 without it or with dp·cp = 1).
+    /// ZeRO / distributed-optimizer all-gather of the updated parameters (and of the routed experts over the
+    /// expert-data-parallel group), s (0 without it or with dp·cp = 1).
     pub param_allgather_s: f64,
     /// Data-parallel reduction of the stage's gradients after its last backward (0 with ZeRO ≥ 2, which reduces
     /// during every backward), s.
@@ -126,8 +128,18 @@ pub struct ResolvedConfig {
     /// Overlapped pipeline sends in effect.
     pub overlap_p2p_comm: bool,
     pub layer_split: LayerSplit,
-    /// Unique parameters of the model.
+    /// Unique parameters of the model (every expert; multi-token-prediction layers not counted).
     pub model_parameters: f64,
+    /// Parameters one token uses: the model's with only the top-k routed experts of each MoE layer (= model
+    /// parameters for a dense model).
+    pub active_parameters: f64,
+    /// Dims per attention head.
+    pub head_dim: u32,
+    /// Submodules selective recompute re-runs (Megatron-Core `recompute_modules`; empty without selective recompute).
+    pub recompute_modules: Vec<crate::llm::moe::RecomputeModule>,
+    /// Expert parallelism, the dispatcher and the routing balance (mixture-of-experts models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe: Option<crate::llm::moe::MoeReport>,
 }
 
 /// Wall-clock time and cost of a whole training run at the predicted iteration time.
@@ -247,10 +259,12 @@ fn add_opt(table: &mut OperatorTable, op: &Option<StageOp>, t: &Option<Timed>) {
 fn operator_rows(cfg: &TrainingConfig, d: &Decomposition, t: &TimedTraining) -> Vec<OperatorRow> {
     let mut table = OperatorTable::default();
     for st in &d.stages {
-        table.add_all(&d.layer, &t.layer, st.encoders);
+        table.add_all(&d.layer, &t.layer, st.encoders - st.moe_layers.min(st.encoders));
+        table.add_all(&d.moe_layer, &t.moe_layer, st.moe_layers);
     }
     table.add_all(&d.embedding, &t.embedding, 1);
     table.add_all(&d.head, &t.head, 1);
+    table.add_all(&d.mtp, &t.mtp, cfg.model.mtp_layers);
     for (st, ts) in d.stages.iter().zip(&t.stages) {
         for (ch, tc) in st.chunks.iter().zip(&ts.chunks) {
             add_opt(&mut table, &ch.send_fwd, &tc.send_fwd);
@@ -273,6 +287,8 @@ fn operator_rows(cfg: &TrainingConfig, d: &Decomposition, t: &TimedTraining) -> 
             add_opt(&mut table, &st.tail.grad_sync, &ts.grad_sync);
         }
         add_opt(&mut table, &st.tail.embedding_grad, &ts.embedding_grad);
+        add_opt(&mut table, &st.tail.expert_grad_sync, &ts.expert_grad_sync);
+        add_opt(&mut table, &st.tail.expert_param_gather, &ts.expert_param_gather);
     }
     table.rows
 }
@@ -303,6 +319,8 @@ pub fn report(
                 stage: s,
                 params: st.params,
                 layers: st.encoders,
+                moe_layers: st.moe_layers,
+                expert_params: st.expert_params,
                 layer_params: layer_params(cfg),
                 first: s == 0,
                 last: s + 1 == pp,
@@ -310,12 +328,15 @@ pub fn report(
             },
             capacity,
         );
-        let gather_s = ts.param_gather.as_ref().map_or(0.0, |g| g.time_us * 1e-6);
+        let gather_s = [&ts.param_gather, &ts.expert_param_gather]
+            .iter()
+            .map(|g| g.as_ref().map_or(0.0, |g| g.time_us * 1e-6))
+            .sum();
         stages.push(StageReport {
             stage: s,
             role: st.role,
             encoders: st.encoders,
-            parameters: st.params,
+            parameters: st.params + st.expert_params,
             forward_s: ts.forward_s,
             backward_s: ts.backward_s,
             optimizer_s: ts.optimizer.time_us * 1e-6,
@@ -346,6 +367,7 @@ pub fn report(
     let mut warnings =
         warnings(cfg, layout, system.gpus_per_node, &sources, efficiency.is_some(), bubble, &stages, &memory);
     warnings.extend(network_warning(cfg, system, backend.network_calibrated()));
+    warnings.extend(crate::llm::moe::warnings(cfg, system.gpus_per_node));
 
     TrainingPrediction {
         iteration_time_s,
@@ -384,6 +406,10 @@ pub fn report(
             overlap_p2p_comm: cfg.overlap_p2p(),
             layer_split: cfg.layer_split,
             model_parameters: model_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
+            active_parameters: active_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
+            head_dim: cfg.head_dim,
+            recompute_modules: cfg.recompute_modules.clone(),
+            moe: crate::llm::moe::MoeReport::of(cfg),
         },
         stages,
         operators: rows,

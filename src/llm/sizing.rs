@@ -40,14 +40,36 @@ pub fn stage_params(role: StageRole, encoders: u64, d: u64, v_padded: u64, mp: u
 /// `[d·q + q (QKV) + d² + d (output) + d·u·f + u·f (up) + f·d + d (down)] / mp`, with q = (h + 2·kv)·d/h the QKV
 /// width (GQA, Ainslie et al. 2023), f the MLP width and u = 2 for SwiGLU's gate and up projections (Shazeer
 /// 2020), 1 for GeLU. With kv = h, f = 4d, u = 1 this is S1's `4d + 8d(d+1)/mp + d(4d+1)/mp` (tested).
+///
+/// With a head dim D ≠ d/h (`model.head_dim`) q = (h + 2·kv)·D and the output projection is h·D × d. Models with
+/// MoE layers or MLA are counted as Megatron-Core builds them, without biases ([`crate::llm::moe::params`]).
 pub fn layer_params(cfg: &TrainingConfig) -> f64 {
     let m = &cfg.model;
+    if m.moe.is_some() || m.mla.is_some() {
+        return crate::llm::moe::params::dense_layer(cfg);
+    }
     let (d, h, kv) = (m.hidden as f64, m.heads as f64, cfg.kv_heads as f64);
+    let dh = cfg.head_dim as f64;
     let f = cfg.ffn_hidden as f64;
     let u = if m.activation == Activation::Swiglu { 2.0 } else { 1.0 };
-    let q = (h + 2.0 * kv) * d / h;
-    let split = d * q + q + d * d + d + d * u * f + u * f + f * d + d;
+    let q = (h + 2.0 * kv) * dh;
+    let split = d * q + q + h * dh * d + d + d * u * f + u * f + f * d + d;
     4.0 * d + split / cfg.tp as f64
+}
+
+/// Dense-like parameters of `moe_layers` MoE layers among `layers` on one GPU and, on the last stage, of the MTP
+/// layers beyond [`layer_params`]'s dense count: what replaces layers · layer_params
+/// ([`crate::llm::moe::params`]; 0 for a dense model without MTP).
+fn moe_adjustment(cfg: &TrainingConfig, role: StageRole, layers: u64, moe_layers: u64) -> f64 {
+    use crate::llm::moe::params;
+    let mut p = 0.0;
+    if let Some(moe) = &cfg.moe {
+        p += moe_layers.min(layers) as f64 * (params::moe_layer(cfg, moe).dense - layer_params(cfg));
+    }
+    if matches!(role, StageRole::Last | StageRole::Only) && cfg.model.mtp_layers > 0 {
+        p += cfg.model.mtp_layers as f64 * params::mtp_layer(cfg).dense;
+    }
+    p
 }
 
 /// Word-embedding parameters on one tensor-parallel rank: v_padded·d/mp.
@@ -55,15 +77,19 @@ pub fn embedding_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
     v_padded as f64 * cfg.model.hidden as f64 / cfg.tp as f64
 }
 
-/// Parameters held by one GPU of a pipeline stage with `layers` layers: [`layer_params`] per layer, the
-/// embedding on the first stage, the final norm (2d) and the LM head on the last; a tied LM head is not stored
-/// twice when one stage holds both (with pp > 1 Megatron-LM keeps a copy on the last stage). Equal to
-/// [`stage_params`] for S1's models.
-pub fn stage_params_of(cfg: &TrainingConfig, role: StageRole, layers: u64, v_padded: u64) -> f64 {
+/// Parameters held by one GPU of a pipeline stage with `layers` layers (`moe_layers` of them MoE layers): [`layer_params`] per
+/// layer, the embedding on the first stage, the final norm (2d) and the LM head on the last; a tied LM head is not
+/// stored twice when one stage holds both (with pp > 1 Megatron-LM keeps a copy on the last stage). MoE layers
+/// count their dense-like parameters here (attention, norms, router, shared experts) and their routed experts in
+/// [`crate::llm::moe::params`]; the last stage adds its MTP layers and, with pp > 1, the copy of the embedding they
+/// read. Equal to [`stage_params`] for S1's models.
+pub fn stage_params_of(cfg: &TrainingConfig, role: StageRole, layers: u64, moe_layers: u64, v_padded: u64) -> f64 {
     let embedding = embedding_params(cfg, v_padded);
-    let body = layers as f64 * layer_params(cfg);
+    let body = layers as f64 * layer_params(cfg) + moe_adjustment(cfg, role, layers, moe_layers);
+    let mtp_embedding = cfg.model.mtp_layers > 0 && role == StageRole::Last;
     let head = 2.0 * cfg.model.hidden as f64
-        + if cfg.model.tied_embeddings && role == StageRole::Only { 0.0 } else { embedding };
+        + if cfg.model.tied_embeddings && role == StageRole::Only { 0.0 } else { embedding }
+        + if mtp_embedding { embedding } else { 0.0 };
     match role {
         StageRole::First => embedding + body,
         StageRole::Middle => body,
@@ -74,11 +100,25 @@ pub fn stage_params_of(cfg: &TrainingConfig, role: StageRole, layers: u64, v_pad
 
 /// Unique parameters of the whole model (tp = 1, every layer, one embedding, the LM head unless tied): what
 /// "a 175B model" counts.
+///
+/// MoE and MLA models: [`crate::llm::moe::params::model_params`]'s total (every expert; without MTP layers).
 pub fn model_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
+    if cfg.model.moe.is_some() || cfg.model.mla.is_some() {
+        return crate::llm::moe::params::model_params(cfg, v_padded).0;
+    }
     let one = TrainingConfig { tp: 1, ..cfg.clone() };
     let embedding = v_padded as f64 * cfg.model.hidden as f64;
     let head = if cfg.model.tied_embeddings { 0.0 } else { embedding };
     cfg.model.layers as f64 * layer_params(&one) + embedding + 2.0 * cfg.model.hidden as f64 + head
+}
+
+/// Parameters one token uses: [`model_params`] with only the top-k routed experts of each MoE layer
+/// ([`crate::llm::moe::params::model_params`]); all of them for a dense model.
+pub fn active_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
+    if cfg.model.moe.is_some() || cfg.model.mla.is_some() {
+        return crate::llm::moe::params::model_params(cfg, v_padded).1;
+    }
+    model_params(cfg, v_padded)
 }
 
 #[cfg(test)]
@@ -102,7 +142,7 @@ mod tests {
         let c = cfg(serde_json::json!({"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048, "vocab": 50257}), 4);
         assert_eq!(layer_params(&c), encoder_params(6144, 4));
         for role in [StageRole::First, StageRole::Middle, StageRole::Last, StageRole::Only] {
-            assert_eq!(stage_params_of(&c, role, 11, 50688), stage_params(role, 11, 6144, 50688, 4));
+            assert_eq!(stage_params_of(&c, role, 11, 0, 50688), stage_params(role, 11, 6144, 50688, 4));
         }
     }
 

@@ -17,6 +17,9 @@ use std::collections::HashMap;
 use super::config::{ConfigError, TrainingConfig};
 use super::decompose::{bucket_params, chunk_params, send_target, sync_buckets, Decomposition, TailParts};
 use super::layout::Layout;
+use super::moe::layout::MoeLayout;
+use super::moe::mtp::mtp_ops;
+use super::moe::ops::moe_layer_ops;
 use super::operators::{
     comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpPrecisions, StageOp, Work,
 };
@@ -154,13 +157,15 @@ pub fn pass_seconds(ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
     (f.max(host_f) * 1e-6, b.max(host_b) * 1e-6)
 }
 
-/// Per-micro-batch forward and backward seconds of one layer, of the first stage's embedding and of the last
-/// stage's head.
+/// Per-micro-batch forward and backward seconds of one layer, of one MoE layer, of the first stage's embedding,
+/// of the last stage's head and of one multi-token-prediction layer (zeros where the model has none).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pieces {
     pub layer: (f64, f64),
+    pub moe_layer: (f64, f64),
     pub embedding: (f64, f64),
     pub head: (f64, f64),
+    pub mtp: (f64, f64),
 }
 
 /// The [`Pieces`] of `cfg`, without a [`Decomposition`] (the search's path).
@@ -171,15 +176,36 @@ pub fn pieces(
     v_padded: u64,
     timer: &mut Timer,
 ) -> Result<Pieces, ConfigError> {
+    let moe_layer = match &cfg.moe {
+        Some(moe) => {
+            let ops = moe_layer_ops(cfg, layout, moe, prec);
+            let timed = crate::llm::moe::timing::time_layer(cfg, &ops, timer)?;
+            pass_seconds(&ops, &timed)
+        }
+        None => (0.0, 0.0),
+    };
+    let mtp = mtp_seconds(cfg, &mtp_ops(cfg, layout, prec, v_padded), timer)?;
     let mut seconds = |ops: Vec<StageOp>| -> Result<(f64, f64), ConfigError> {
         let timed = time_ops(&ops, timer)?;
         Ok(pass_seconds(&ops, &timed))
     };
     Ok(Pieces {
         layer: seconds(layer_ops(cfg, layout, prec))?,
+        moe_layer,
         embedding: seconds(embedding_ops(cfg, layout, prec, v_padded))?,
         head: seconds(head_ops(cfg, layout, prec, v_padded))?,
+        mtp,
     })
+}
+
+/// The forward and backward seconds of one MTP layer's operators (its MoE layer's expert-parallel overlap
+/// applied; zeros without MTP).
+fn mtp_seconds(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> Result<(f64, f64), ConfigError> {
+    if ops.is_empty() {
+        return Ok((0.0, 0.0));
+    }
+    let timed = crate::llm::moe::timing::time_layer(cfg, ops, timer)?;
+    Ok(pass_seconds(ops, &timed))
 }
 
 /// ZeRO ≥ 2's per-micro-batch collectives of one model chunk, seconds.
@@ -198,6 +224,10 @@ pub struct ZeroSeconds {
 pub struct ChunkInputs {
     /// Transformer layers of the chunk.
     pub layers: u32,
+    /// Of those, MoE layers.
+    pub moe_layers: u32,
+    /// Multi-token-prediction layers the chunk runs.
+    pub mtp: u32,
     /// The chunk runs the embedding.
     pub embedding: bool,
     /// The chunk runs the head.
@@ -221,8 +251,10 @@ pub struct ChunkInputs {
 /// all-gathers before its forward and backward), overlapped bucket by bucket with the pass (plus the contention
 /// of the hidden part).
 pub fn chunk_seconds(p: &Pieces, c: &ChunkInputs) -> (f64, f64) {
-    let n = c.layers as f64;
-    let (mut f, mut b) = (n * p.layer.0, n * p.layer.1);
+    let (n, k) = (c.layers.saturating_sub(c.moe_layers) as f64, c.moe_layers.min(c.layers) as f64);
+    let mtp = c.mtp as f64;
+    let mut f = n * p.layer.0 + k * p.moe_layer.0 + mtp * p.mtp.0;
+    let mut b = n * p.layer.1 + k * p.moe_layer.1 + mtp * p.mtp.1;
     if c.embedding {
         f += p.embedding.0;
         b += p.embedding.1;
@@ -313,6 +345,7 @@ pub fn chunk_times(
     cfg: &TrainingConfig,
     layout: &Layout,
     layers: &[u32],
+    moe_layers: &[u32],
     p: &Pieces,
     sends: &P2pTimes,
     v_padded: u64,
@@ -346,6 +379,8 @@ pub fn chunk_times(
                 p,
                 &ChunkInputs {
                     layers: n,
+                    moe_layers: moe_layers.get((s * v + c) as usize).copied().unwrap_or(0),
+                    mtp: if s + 1 == pp && c + 1 == v { cfg.model.mtp_layers } else { 0 },
                     embedding: s == 0 && c == 0,
                     head: s + 1 == pp && c + 1 == v,
                     send_fwd_s,
@@ -402,14 +437,21 @@ pub fn stage_tail(
     timer: &mut Timer,
 ) -> Result<StageTail, ConfigError> {
     let a = layout.active_per_node;
-    let grad_sync_s = match parts.sync {
+    let edp = cfg.moe.as_ref().map_or(layout.dp_group, |m| MoeLayout::new(m, layout.gpus_per_node).edp_group);
+    let mut grad_sync_s = match parts.sync {
         Some((_, c, bytes)) => timer.collective_s(c, bytes, layout.dp_group, a)?,
         None => 0.0,
     };
-    let gather = match parts.gather_bytes {
+    if let Some((_, c, bytes)) = parts.expert_sync {
+        grad_sync_s += timer.collective_s(c, bytes, edp, a)?;
+    }
+    let mut gather = match parts.gather_bytes {
         Some(bytes) => timer.collective_s(Collective::AllGather, bytes, layout.dp_group, a)?,
         None => 0.0,
     };
+    if let Some(bytes) = parts.expert_gather_bytes {
+        gather += timer.collective_s(Collective::AllGather, bytes, edp, a)?;
+    }
     let after_sync_s = match parts.embedding_grad_bytes {
         Some(bytes) => timer.collective_s(Collective::AllReduce, bytes, layout.p2p_group(cfg, 0, cfg.pp - 1), a)?,
         None => 0.0,
@@ -433,6 +475,10 @@ pub fn stage_tail(
 pub struct TimedTraining {
     /// [`Decomposition::layer`]'s operators timed, in order.
     pub layer: Vec<TimedOp>,
+    /// [`Decomposition::moe_layer`]'s operators timed (the 1F1B expert-parallel overlap applied).
+    pub moe_layer: Vec<TimedOp>,
+    /// [`Decomposition::mtp`]'s operators timed.
+    pub mtp: Vec<TimedOp>,
     /// [`Decomposition::embedding`]'s operators timed.
     pub embedding: Vec<TimedOp>,
     /// [`Decomposition::head`]'s operators timed.
@@ -466,6 +512,10 @@ pub struct TimedStage {
     pub grad_sync: Option<Timed>,
     /// Its tied-embedding gradient all-reduce timed.
     pub embedding_grad: Option<Timed>,
+    /// Its routed experts' gradient reduction timed.
+    pub expert_grad_sync: Option<Timed>,
+    /// Its routed experts' parameter all-gather timed.
+    pub expert_param_gather: Option<Timed>,
     /// What follows its last backward, composed.
     pub tail: StageTail,
 }
@@ -493,12 +543,16 @@ fn seconds(t: &Timed) -> f64 {
 /// times and every stage's tail. Errors: a precision the GPU has no path for (field `precision`).
 pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer) -> Result<TimedTraining, ConfigError> {
     let layer = time_ops(&d.layer, timer)?;
+    let moe_layer = crate::llm::moe::timing::time_layer(cfg, &d.moe_layer, timer)?;
+    let mtp = crate::llm::moe::timing::time_layer(cfg, &d.mtp, timer)?;
     let embedding = time_ops(&d.embedding, timer)?;
     let head = time_ops(&d.head, timer)?;
     let p = Pieces {
         layer: pass_seconds(&d.layer, &layer),
+        moe_layer: pass_seconds(&d.moe_layer, &moe_layer),
         embedding: pass_seconds(&d.embedding, &embedding),
         head: pass_seconds(&d.head, &head),
+        mtp: pass_seconds(&d.mtp, &mtp),
     };
     let chunks = d.stages.len() * d.v as usize;
     let (mut fwd_s, mut bwd_s) = (Vec::with_capacity(chunks), Vec::with_capacity(chunks));
@@ -526,6 +580,8 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
                 &p,
                 &ChunkInputs {
                     layers: ch.layers,
+                    moe_layers: ch.moe_layers,
+                    mtp: ch.mtp,
                     embedding: ch.embedding,
                     head: ch.head,
                     send_fwd_s: send_fwd.as_ref().map(seconds),
@@ -550,14 +606,18 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
         let param_gather = time_opt(&st.tail.param_gather, timer)?;
         let grad_sync = time_opt(&st.tail.grad_sync, timer)?;
         let embedding_grad = time_opt(&st.tail.embedding_grad, timer)?;
+        let expert_grad_sync = time_opt(&st.tail.expert_grad_sync, timer)?;
+        let expert_param_gather = time_opt(&st.tail.expert_param_gather, timer)?;
+        let both =
+            |a: &Option<Timed>, b: &Option<Timed>| a.as_ref().map_or(0.0, seconds) + b.as_ref().map_or(0.0, seconds);
         let tail = compose_tail(
             cfg,
-            grad_sync.as_ref().map_or(0.0, seconds),
+            both(&grad_sync, &expert_grad_sync),
             backward_s,
             st.tail.grad_sync_buckets,
             embedding_grad.as_ref().map_or(0.0, seconds),
             seconds(&optimizer),
-            param_gather.as_ref().map_or(0.0, seconds),
+            both(&param_gather, &expert_param_gather),
             contention,
         );
         stages.push(TimedStage {
@@ -568,8 +628,10 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
             param_gather,
             grad_sync,
             embedding_grad,
+            expert_grad_sync,
+            expert_param_gather,
             tail,
         });
     }
-    Ok(TimedTraining { layer, embedding, head, fwd_s, bwd_s, send_fwd_s, send_bwd_s, stages })
+    Ok(TimedTraining { layer, moe_layer, mtp, embedding, head, fwd_s, bwd_s, send_fwd_s, send_bwd_s, stages })
 }

@@ -49,9 +49,20 @@ pub fn validate(
     if !(0.0..1.0).contains(&model.dropout) {
         return Err(bad("model.dropout", format!("a probability in [0, 1), got {}", model.dropout)));
     }
-    if model.hidden % model.heads != 0 {
-        return Err(bad("model.hidden", format!("hidden {} is not divisible by heads {}", model.hidden, model.heads)));
+    if model.head_dim == Some(0) {
+        return Err(bad("model.head_dim", "must be at least 1"));
     }
+    if model.head_dim.is_none() && model.mla.is_none() && model.hidden % model.heads != 0 {
+        return Err(bad(
+            "model.hidden",
+            format!("hidden {} is not divisible by heads {} (give head_dim)", model.hidden, model.heads),
+        ));
+    }
+    let head_dim = match (&model.mla, model.head_dim) {
+        (Some(mla), _) => mla.qk_head_dim(),
+        (None, Some(dh)) => dh,
+        (None, None) => model.hidden / model.heads,
+    };
     let kv_heads = model.kv_heads.unwrap_or(model.heads);
     if kv_heads > model.heads || model.heads % kv_heads != 0 {
         return Err(bad(
@@ -192,6 +203,19 @@ pub fn validate(
             format!("the interleaved schedule needs micro-batches per step ({grad_accum}) divisible by pp {}", par.pp),
         ));
     }
+    let moe = crate::llm::moe::validate_training(
+        model,
+        par,
+        crate::llm::moe::Shape {
+            tp,
+            cp,
+            dp: par.dp,
+            pp: par.pp,
+            virtual_stages: v,
+            micro_batch: par.micro_batch,
+            sequence_parallel: par.sequence_parallel,
+        },
+    )?;
     Ok(TrainingConfig {
         model: model.clone(),
         tp,
@@ -216,6 +240,9 @@ pub fn validate(
         tp_comm_overlap: par.tp_comm_overlap,
         overlap_p2p_comm: par.overlap_p2p_comm,
         layer_split,
+        head_dim,
+        recompute_modules: moe.recompute_modules,
+        moe: moe.moe,
         split: if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() },
     })
 }

@@ -113,8 +113,8 @@ pub async fn copy_database(from: &Store, to: &Store) -> Result<Vec<(String, u64)
             let Some(last) = rows.last() else { break };
             after = Some(read(last, 0, first_kind)?);
             for chunk in rows.chunks(BATCH) {
-                let sql =
-                    super::values_sql(&format!("INSERT INTO {table} ({names})"), columns.len(), chunk.len()) + conflict;
+                let sql = super::values_sql(to.engine(), &format!("INSERT INTO {table} ({names})"), columns.len(), chunk.len())
+                    + conflict;
                 let mut q = sqlx::query::<Any>(&sql);
                 for row in chunk {
                     for (i, (_, kind)) in columns.iter().enumerate() {

@@ -154,7 +154,7 @@ impl Store {
     ) -> Result<Stored, StoreError> {
         let raw_gzip = gzip(p.raw)?;
         let mut tx = self.begin().await?;
-        let stored = insert_profile_in(&mut tx, self.engine(), p, raw_gzip, samples).await?;
+        let stored = insert_profile_in(&mut tx, self.engine(), p, raw_gzip, samples, &|_| {}).await?;
         if let (Stored::Created(_), Some(job)) = (&stored, follow_up) {
             create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
@@ -415,7 +415,8 @@ fn samples_sql(engine: super::Engine) -> String {
 }
 
 /// Inserts a profile — its compressed raw bytes (`raw_gzip`, a gzip stream of `p.raw`), its row and every sample —
-/// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits.
+/// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits. `written` hears the
+/// samples written so far, a statement at a time.
 ///
 /// On PostgreSQL, replicas storing the same bytes at once are serialized by a transaction-scoped advisory lock on
 /// the hash: the second waits for the first to commit, then finds its profile (one profile; both are answered
@@ -426,6 +427,7 @@ pub(crate) async fn insert_profile_in(
     p: &NewProfile<'_>,
     raw_gzip: Vec<u8>,
     samples: &SampleBatch,
+    written: &(dyn Fn(u64) + Sync),
 ) -> Result<Stored, StoreError> {
     let id: String = p.sha256.chars().take(16).collect();
     if engine == super::Engine::Postgres {
@@ -459,6 +461,7 @@ pub(crate) async fn insert_profile_in(
     .await?;
     let sql = |chunk: usize| {
         super::values_sql(
+            engine,
             "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, \
              split_key, engine, kernel_source, compute_dtype)",
             16,
@@ -487,9 +490,11 @@ pub(crate) async fn insert_profile_in(
             q = q.bind(engine).bind(kernel).bind(compute);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.comms.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
              time_us, algbw_gbs, busbw_gbs, dtype, attributes)",
             12,
@@ -512,9 +517,11 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.kernels.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes)",
             8,
             chunk.len(),
@@ -532,9 +539,11 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.timers.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, \
              attributes)",
             9,
@@ -554,6 +563,7 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = $1"))
         .bind(&id)

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use crate::common::TestApp;
 use perfcast::bundle::{install, Bundle};
 use perfcast::config::Config;
+use perfcast::service::startup::Startup;
 use perfcast::learn::Grid;
 use serde_json::{json, Value};
 
@@ -148,13 +149,13 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     let bundle = Bundle::embedded().unwrap();
     let mut old = bundle.clone();
     old.manifest.version = "0000000000000000".into();
-    let first = install(&app.store, &old, true).await.unwrap().unwrap();
+    let first = install(&app.store, &old, true, &Startup::default()).await.unwrap().unwrap();
     assert_eq!(first.samples, bundle.manifest.parts.iter().map(|p| p.samples).sum::<u64>());
     assert_eq!((first.models, first.activated), (bundle.manifest.models.len(), bundle.manifest.models.len()));
-    assert!(install(&app.store, &old, true).await.unwrap().is_none(), "an installed version installs once");
+    assert!(install(&app.store, &old, true, &Startup::default()).await.unwrap().is_none(), "an installed version installs once");
     // The real version: the old profiles go (their bytes are the same, so the new ones replace them one for one),
     // the shipped models become the active versions 2 (the active ones were bundled).
-    let second = install(&app.store, &bundle, true).await.unwrap().unwrap();
+    let second = install(&app.store, &bundle, true, &Startup::default()).await.unwrap().unwrap();
     assert_eq!(second.removed_profiles, bundle.manifest.parts.len() as u64);
     assert_eq!(second.samples, first.samples);
     assert_eq!(second.activated, bundle.manifest.models.len());
@@ -162,6 +163,13 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     assert_eq!(total, bundle.manifest.parts.len() as u64);
     let active = app.store.active_regressors().await.unwrap();
     assert!(active.iter().all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
+    // The install hands over the models it activated, parsed, under their stored ids (what the start's registry
+    // takes instead of parsing them again): exactly the active versions.
+    let mut parsed: Vec<i64> = second.parsed.0.keys().copied().collect();
+    parsed.sort_unstable();
+    let mut ids: Vec<i64> = active.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(parsed, ids);
     assert_eq!(app.store.installed_bundles().await.unwrap().len(), 2);
 }
 

@@ -28,12 +28,31 @@ async fn the_example_predicts_llama_3_1_70b_on_four_h100s() {
     assert_eq!(p["memory"]["fits"], true);
     let (ttft, tpot) = (p["ttft_ms"].as_f64().unwrap(), p["tpot_ms"].as_f64().unwrap());
     assert!(ttft > 0.0 && tpot > 0.0, "{p}");
-    // R = TTFT + (O − 1)·TPOT; X = concurrency / R; output tokens/s = X·O; per GPU over 4.
+    // The simulated benchmark: 1,000 requests (vLLM's default) of 256 output tokens each, so every request's
+    // latency is its TTFT + 255 TPOT and so are the means; throughput = completed requests over the run, output
+    // tokens/s = 256 × that, per GPU over 4.
+    let sim = &p["simulation"];
+    assert_eq!(
+        (sim["requests"].as_u64(), sim["completed"].as_u64(), sim["gpus"].as_u64()),
+        (Some(1000), Some(1000), Some(4))
+    );
     let r = p["request_latency_ms"].as_f64().unwrap();
     assert!((r - ttft - 255.0 * tpot).abs() < 1e-6 * r);
     let x = p["throughput"]["requests_per_s"].as_f64().unwrap();
-    assert!((x - 32.0 / (r / 1e3)).abs() < 1e-9 * x);
+    assert!((x - 1000.0 / sim["duration_s"].as_f64().unwrap()).abs() < 1e-9 * x);
     assert!((p["throughput"]["per_gpu"].as_f64().unwrap() * 4.0 - 256.0 * x).abs() < 1e-6 * x);
+    for m in ["ttft", "tpot", "itl", "e2e_latency"] {
+        let d = &sim[m];
+        assert!(
+            d["p50_ms"].as_f64() <= d["p90_ms"].as_f64() && d["p90_ms"].as_f64() <= d["p99_ms"].as_f64(),
+            "{m}: {d}"
+        );
+    }
+    assert_eq!(sim["ttft"]["mean_ms"], p["ttft_ms"]);
+    // The steady state (the fast bound) obeys Little's law: X = concurrency / R.
+    let st = &p["steady_state"];
+    let (sr, sx) = (st["request_latency_ms"].as_f64().unwrap(), st["throughput"]["requests_per_s"].as_f64().unwrap());
+    assert!((sx - 32.0 / (sr / 1e3)).abs() < 1e-9 * sx);
     // Both step kinds carry their operators with a source per row, as training's operator table.
     for step in ["prefill_step", "decode_step"] {
         let ops = p[step]["operators"].as_array().unwrap();
@@ -98,7 +117,23 @@ async fn every_error_is_a_problem_naming_its_field() {
         (json!({"engine": "tgi"}), 422, "engine"),
         (json!({"engine_options": {"max_num_seqs": 0}}), 422, "engine_options.max_num_seqs"),
         (json!({"engine_options": {"max_num_seq": 8}}), 422, "engine_options"),
-        (json!({"workload": {"input_tokens": 16, "output_tokens": 16}}), 422, "workload"),
+        (
+            json!({"workload": {"input_tokens": 16, "output_tokens": 16, "num_requests": 100_000}}),
+            422,
+            "workload.num_requests",
+        ),
+        (
+            json!({"workload": {"input_tokens": 16, "output_tokens": 16, "concurrency": 50_000}}),
+            422,
+            "workload.concurrency",
+        ),
+        (
+            json!({"workload": {"input_tokens": 16, "output_tokens": 100_000, "concurrency": 4, "num_requests": 1000}}),
+            422,
+            "workload.output_tokens",
+        ),
+        (json!({"slo": {"tpot_ms": -1}}), 422, "slo.tpot_ms"),
+        (json!({"mode": "disagg"}), 422, "prefill"),
         (
             json!({"workload": {"input_tokens": 16, "output_tokens": 16, "concurrency": -1}}),
             422,
@@ -162,8 +197,11 @@ async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
     assert_eq!(best.len(), 3);
     let mut last = f64::INFINITY;
     for h in best {
-        assert!(h["ttft_ms"].as_f64().unwrap() <= 500.0 && h["tpot_ms"].as_f64().unwrap() <= 30.0, "{h}");
-        let per_gpu = h["tokens_per_s_per_gpu"].as_f64().unwrap();
+        // p90 of the simulated TTFT and TPOT meets the target; ranked by goodput per GPU.
+        assert!(h["ttft_percentile_ms"].as_f64().unwrap() <= 500.0, "{h}");
+        assert!(h["tpot_percentile_ms"].as_f64().unwrap() <= 30.0, "{h}");
+        assert_eq!(h["ttft_percentile_ms"], h["prediction"]["simulation"]["ttft"]["p90_ms"]);
+        let per_gpu = h["goodput_per_gpu"].as_f64().unwrap();
         assert!(per_gpu <= last);
         last = per_gpu;
         // The hit is the full prediction of its configuration at its concurrency.
@@ -171,6 +209,15 @@ async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
         assert_eq!(h["prediction"]["config"]["concurrency"], h["concurrency"]);
     }
     assert!(r["evaluated"].as_u64().unwrap() >= r["solved"].as_u64().unwrap());
+    assert!(r["solved"].as_u64().unwrap() > r["simulated"].as_u64().unwrap());
+    assert!(!r["pareto_front"].as_array().unwrap().is_empty());
+    // The Pareto chart of the same search.
+    let svg = app.post_json("/v1/predictions/inference/search?format=svg", &req).await;
+    assert_eq!(svg.status, 200);
+    let doc = String::from_utf8(svg.body.to_vec()).unwrap();
+    assert!(roxmltree::Document::parse(&doc).is_ok() && doc.contains("Pareto front"));
+    let p = app.post_json("/v1/predictions/inference/search?format=png", &req).await.problem(400);
+    assert_eq!(p["errors"][0]["field"], "format");
     let mut bad = req.clone();
     bad["slo"] = json!({});
     let p = app.post_json("/v1/predictions/inference/search", &bad).await.problem(422);
@@ -178,4 +225,57 @@ async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
     bad = req;
     bad["system"] = json!("nowhere");
     app.post_json("/v1/predictions/inference/search", &bad).await.problem(404);
+}
+
+#[tokio::test]
+async fn the_timeline_is_a_perfetto_trace_of_the_simulated_steps() {
+    let app = TestApp::new().await;
+    let mut req = llama70b();
+    req["workload"] = json!({"input_tokens": 1024, "output_tokens": 64, "concurrency": 8, "num_requests": 16});
+    let r = app.post_json("/v1/predictions/inference/timeline?format=chrome", &req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let t = r.json();
+    let events = t["traceEvents"].as_array().unwrap();
+    let steps: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // 16 requests of 64 tokens from 8 clients: two waves of at least 64 steps each (one per token).
+    assert!(steps.len() >= 128, "{}", steps.len());
+    // Steps follow one another on the one instance: each starts where the last ended (µs).
+    for w in steps.windows(2) {
+        let end = w[0]["ts"].as_f64().unwrap() + w[0]["dur"].as_f64().unwrap();
+        assert!((w[1]["ts"].as_f64().unwrap() - end).abs() < 1e-6 * end.max(1.0), "{} {}", w[0], w[1]);
+    }
+    assert!(steps[0]["name"].as_str().unwrap().starts_with("prefill"));
+    assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "instance 0"));
+    assert!(events.iter().any(|e| e["ph"] == "C" && e["name"] == "kv_cache_usage"));
+    assert_eq!(t["otherData"]["truncated"], false);
+    assert!(t["otherData"]["summary"]["ttft_ms"]["p90_ms"].as_f64().unwrap() > 0.0);
+    // Only the chrome format; a request beyond the caps names its field.
+    let p = app.post_json("/v1/predictions/inference/timeline?format=svg", &req).await.problem(400);
+    assert_eq!(p["errors"][0]["field"], "format");
+    req["workload"]["num_requests"] = json!(1_000_000);
+    let p = app.post_json("/v1/predictions/inference/timeline", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "workload.num_requests");
+}
+
+#[tokio::test]
+async fn a_disaggregated_deployment_reports_its_pools_and_kv_transfer() {
+    let app = TestApp::new().await;
+    let req = json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "mode": "disagg",
+        "prefill": {"workers": 2, "parallelism": {"tp": 4}}, "decode": {"workers": 1, "parallelism": {"tp": 8}},
+        "workload": {"input_tokens": 2048, "output_tokens": 128, "concurrency": 32, "num_requests": 128},
+        "slo": {"ttft_ms": 2000, "tpot_ms": 40}});
+    let p = predict(&app, &req).await;
+    let d = &p["disagg"];
+    // 2·4 + 1·8 = 16 GPUs; each prefill GPU sends 2,048 · 81,920 B = 167,772,160 B of cache per request.
+    assert_eq!(p["simulation"]["gpus"], 16);
+    assert_eq!(d["kv_transfer_bytes_per_gpu"], 167_772_160.0);
+    assert!(d["kv_transfer_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(d["pools"]["prefill"]["workers"], 2);
+    let g = &p["simulation"]["goodput"];
+    assert!(g["fraction"].as_f64().unwrap() >= 0.0 && g["fraction"].as_f64().unwrap() <= 1.0, "{g}");
+    // A pool that does not fit its system names its field.
+    let mut bad = req.clone();
+    bad["decode"]["workers"] = json!(200);
+    let p = app.post_json("/v1/predictions/inference", &bad).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "decode.workers");
 }

@@ -23,6 +23,7 @@ mod fuzz_json;
 mod inference;
 mod ingest_props;
 mod learning;
+mod moe;
 mod openapi;
 mod operations;
 mod plots;

@@ -14,7 +14,7 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `dgxc`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-moe`, `dgxc`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -86,11 +86,13 @@ fn request(system: &str, model: Value, parallelism: Value, precision: &str) -> O
 }
 mod dgxc;
 mod nemo;
+mod nemo_moe;
 mod neusight;
 mod vtrain;
 
 pub use dgxc::dgxc;
 pub use nemo::{architecture, nemo};
+pub use nemo_moe::nemo_moe;
 pub use neusight::{neusight, neusight_single};
 pub use vtrain::vtrain;
 
@@ -101,6 +103,7 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     neusight(data, &mut out)?;
     neusight_single(data, &mut out)?;
     nemo(data, &mut out)?;
+    nemo_moe(data, &mut out)?;
     dgxc(data, &mut out)?;
     Ok(out)
 }

@@ -35,6 +35,18 @@ impl CostBackend for Cached {
     }
 }
 
+impl Cached {
+    /// A cache over the learned backend of `system`, answering with `engine`'s measured kernels where they exist
+    /// (as the service's serving backend does).
+    fn new(system: System, engine: Engine, models: &Arc<Registry>) -> Cached {
+        Cached {
+            inner: LearnedBackend::new(system, models.clone()).with_kernels(KernelChoice::Engine(engine.kernels())),
+            compute: Mutex::new(HashMap::new()),
+            collective: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
 /// The cached backends of the rows' (system, engine) pairs.
 pub struct Backends(HashMap<(String, Engine), Cached>);
 
@@ -46,18 +58,27 @@ impl Backends {
         let mut m = HashMap::new();
         for p in presets() {
             for r in rows.iter().filter(|r| r.system == p.name) {
-                m.entry((p.name.clone(), r.framework)).or_insert_with(|| {
-                    let s = p.resolve().expect("presets resolve");
-                    Cached {
-                        inner: LearnedBackend::new(s, models.clone())
-                            .with_kernels(KernelChoice::Engine(r.framework.kernels())),
-                        compute: Mutex::new(HashMap::new()),
-                        collective: Mutex::new(HashMap::new()),
-                    }
-                });
+                m.entry((p.name.clone(), r.framework))
+                    .or_insert_with(|| Cached::new(p.resolve().expect("presets resolve"), r.framework, models));
             }
         }
         Backends(m)
+    }
+
+    /// A cached backend per system of `systems` (keyed by name) and engine over the learned `models`.
+    pub fn for_systems(systems: Vec<System>, models: &Arc<Registry>) -> Backends {
+        let mut m = HashMap::new();
+        for s in systems {
+            for e in Engine::ALL {
+                m.insert((s.name.clone(), e), Cached::new(s.clone(), e, models));
+            }
+        }
+        Backends(m)
+    }
+
+    /// The cached backend of system `name` (one of those given) with `engine`'s kernels.
+    pub fn backend(&self, name: &str, engine: Engine) -> Option<&Cached> {
+        self.0.get(&(name.to_string(), engine))
     }
 
     /// The system of preset `name` (one of the rows' systems). Panics for another name (a programming error: the

@@ -13,13 +13,14 @@ pub const FITTED: [&str; 5] = ["kernel_us", "vllm_v0.step_us", "vllm_v0.seq_us",
 
 pub(super) fn to_consts(x: &[f64], base: &ServingConstants) -> ServingConstants {
     let efficiency = crate::cost::Efficiency { kernel_us: x[0].exp(), ..base.efficiency };
-    let trtllm = HostCost { step_us: x[3].exp(), seq_us: x[4].exp() };
+    // The engines' per-request front-end cost does not enter a static batch: each keeps its own.
+    let host = |request_us: f64| HostCost { step_us: x[3].exp(), seq_us: x[4].exp(), request_us };
     ServingConstants {
         efficiency,
-        vllm_v0: HostCost { step_us: x[1].exp(), seq_us: x[2].exp() },
-        vllm: trtllm,
-        trtllm,
-        sglang: trtllm,
+        vllm_v0: HostCost { step_us: x[1].exp(), seq_us: x[2].exp(), request_us: base.vllm_v0.request_us },
+        vllm: host(base.vllm.request_us),
+        trtllm: host(base.trtllm.request_us),
+        sglang: host(base.sglang.request_us),
         ..*base
     }
 }
@@ -39,7 +40,7 @@ pub(super) fn from_consts(c: &ServingConstants) -> Vec<f64> {
 /// it.
 pub fn start() -> ServingConstants {
     let c = ServingConstants::CALIBRATED;
-    let host = HostCost { step_us: 500.0, seq_us: 10.0 };
+    let host = HostCost { step_us: 500.0, seq_us: 10.0, request_us: 0.0 };
     ServingConstants {
         efficiency: crate::cost::Efficiency { kernel_us: 5.0, ..c.efficiency },
         stream: 0.8,

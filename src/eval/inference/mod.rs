@@ -125,7 +125,7 @@ mod quantiles;
 mod report;
 mod rows;
 
-pub use backends::Backends;
+pub use backends::{Backends, Cached};
 pub use fit::{fit, folds, loss, start, FITTED};
 use quantiles::*;
 pub use quantiles::{fit_quantiles, rust_block, OwnedQuantiles};

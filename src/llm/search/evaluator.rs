@@ -9,9 +9,10 @@ use super::{Candidate, SearchTraining};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
 use crate::llm::config::{bad, ConfigError, Recompute, TrainingConfig};
-use crate::llm::decompose::{stage_params, tail_parts};
+use crate::llm::decompose::{stage_expert_params, stage_params, tail_parts};
 use crate::llm::layout::Layout;
 use crate::llm::memory::{stage_memory, ActivationFacts, StageMemoryInput};
+use crate::llm::moe::{chunk_moe_layers, Dispatcher};
 use crate::llm::operators::OpPrecisions;
 use crate::llm::partition::fill_chunk_layers;
 use crate::llm::pipeline::{self, makespan_lower_bound, step_lower_bound, StageTail};
@@ -19,15 +20,35 @@ use crate::llm::schedule::{eq7, pipeline_spec};
 use crate::llm::sizing::{layer_params, padded_vocab};
 use crate::llm::timing::{chunk_times, pieces, stage_tail, ChunkTimes, P2pTimes, Pieces, Timer};
 
+/// What a layer's operator times depend on: tp, cp, micro-batch, sequence parallelism, recomputation, and for MoE
+/// models ep, expert_tp, the dispatcher and the load factor's bits.
+type PiecesKey = (u32, u32, u32, bool, Recompute, u32, u32, Option<Dispatcher>, u64);
+
+fn pieces_key(cfg: &TrainingConfig) -> PiecesKey {
+    let m = cfg.moe.as_ref();
+    (
+        cfg.tp,
+        cfg.cp,
+        cfg.micro_batch,
+        cfg.sp(),
+        cfg.recompute,
+        m.map_or(1, |m| m.ep),
+        m.map_or(1, |m| m.etp),
+        m.map(|m| m.dispatcher),
+        m.map_or(0, |m| m.load_factor().to_bits()),
+    )
+}
+
 /// Caches and scratch buffers shared by all candidates of one search.
 pub(super) struct Evaluator<'a> {
     timer: Timer<'a>,
-    pieces: HashMap<(u32, u32, u32, bool, Recompute), Pieces>,
+    pieces: HashMap<PiecesKey, Pieces>,
     sends: HashMap<(u32, u32, u32, u32), P2pTimes>,
     prec: OpPrecisions,
     gpus_per_node: u32,
     capacity: f64,
     layers: Vec<u32>,
+    moe_layers: Vec<u32>,
     times: ChunkTimes,
     tails: Vec<StageTail>,
 }
@@ -52,12 +73,20 @@ impl<'a> Evaluator<'a> {
             gpus_per_node: system.gpus_per_node,
             capacity: system.gpu.memory_bytes(),
             layers: Vec::new(),
+            moe_layers: Vec::new(),
             times: ChunkTimes::default(),
             tails: Vec::new(),
         }
     }
 
     pub(super) fn configure(cfg: &mut TrainingConfig, req: &SearchTraining, c: &Candidate, global_batch: u64) {
+        if let Some(moe) = cfg.moe.as_mut() {
+            let ranks = c.tp as u64 * c.cp as u64 * c.dp as u64;
+            let tokens = c.micro_batch as u64 * cfg.model.seq_len as u64
+                / c.cp.max(1) as u64
+                / if c.sequence_parallel && c.tp > 1 { c.tp as u64 } else { 1 };
+            moe.reconfigure(c.ep, c.expert_tp, c.dispatcher, ranks, tokens, req.moe_load_imbalance);
+        }
         cfg.tp = c.tp;
         cfg.cp = c.cp;
         cfg.pp = c.pp;
@@ -67,20 +96,29 @@ impl<'a> Evaluator<'a> {
         cfg.global_batch = global_batch;
         cfg.virtual_stages = c.virtual_stages;
         cfg.recompute = c.recompute;
+        cfg.recompute_modules = if c.recompute == Recompute::Selective {
+            vec![crate::llm::moe::RecomputeModule::CoreAttn]
+        } else {
+            Vec::new()
+        };
         cfg.sequence_parallel = c.sequence_parallel;
         cfg.overlap_p2p_comm = req.overlap_p2p_comm && c.pp > 1 && c.virtual_stages > 1;
+        if let Some(moe) = cfg.moe.as_mut() {
+            moe.overlap_ep_comm = c.overlap_ep;
+        }
         cfg.bucket_params = req.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(c.dp), |b| b as f64);
     }
 
     fn fill_layers(&mut self, cfg: &TrainingConfig) {
         fill_chunk_layers(cfg, &mut self.layers);
+        self.moe_layers = chunk_moe_layers(cfg, &self.layers);
     }
 
     /// Chunk times and stage tails of `cfg` into the scratch buffers; returns whether every stage fits.
     fn cost(&mut self, cfg: &TrainingConfig) -> Result<bool, ConfigError> {
         let layout = Layout::new(cfg, self.gpus_per_node);
         let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
-        let key = (cfg.tp, cfg.cp, cfg.micro_batch, cfg.sp(), cfg.recompute);
+        let key = pieces_key(cfg);
         let p = match self.pieces.get(&key) {
             Some(p) => *p,
             None => {
@@ -99,7 +137,17 @@ impl<'a> Evaluator<'a> {
             }
         };
         self.fill_layers(cfg);
-        chunk_times(cfg, &layout, &self.layers, &p, &sends, v_padded, &mut self.timer, &mut self.times)?;
+        chunk_times(
+            cfg,
+            &layout,
+            &self.layers,
+            &self.moe_layers,
+            &p,
+            &sends,
+            v_padded,
+            &mut self.timer,
+            &mut self.times,
+        )?;
         let facts = ActivationFacts::of(cfg);
         let lp = layer_params(cfg);
         let v = cfg.virtual_stages.max(1) as usize;
@@ -107,8 +155,11 @@ impl<'a> Evaluator<'a> {
         let mut fits = true;
         let mut memo: Option<(f64, bool, StageTail)> = None;
         for s in 0..cfg.pp {
-            let params = stage_params(cfg, s, &self.layers, v_padded);
-            let layers: u32 = self.layers[s as usize * v..(s as usize + 1) * v].iter().sum();
+            let params = stage_params(cfg, s, &self.layers, &self.moe_layers, v_padded);
+            let range = s as usize * v..(s as usize + 1) * v;
+            let layers: u32 = self.layers[range.clone()].iter().sum();
+            let moe_layers: u32 = self.moe_layers[range].iter().sum();
+            let expert_params = stage_expert_params(cfg, s, moe_layers);
             let mem = stage_memory(
                 cfg,
                 &facts,
@@ -116,6 +167,8 @@ impl<'a> Evaluator<'a> {
                     stage: s,
                     params,
                     layers,
+                    moe_layers,
+                    expert_params,
                     layer_params: lp,
                     first: s == 0,
                     last: s + 1 == cfg.pp,
@@ -125,16 +178,17 @@ impl<'a> Evaluator<'a> {
             );
             fits &= mem.fits;
             let window: f64 = self.times.bwd[s as usize * v..(s as usize + 1) * v].iter().sum();
-            let tied = cfg.model.tied_embeddings && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
+            let shared = cfg.model.tied_embeddings || cfg.model.mtp_layers > 0;
+            let tied = shared && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
             let tail = match memo {
-                Some((p, first, t)) if p == params && first == (s == 0) && !tied => {
+                Some((p, first, t)) if p == params + expert_params && first == (s == 0) && !tied => {
                     StageTail { overlap_window_s: window, ..t }
                 }
                 _ => {
-                    let parts = tail_parts(cfg, s, params, v_padded);
+                    let parts = tail_parts(cfg, s, params, expert_params, v_padded);
                     let t = stage_tail(cfg, &layout, s, &parts, window, self.prec, &mut self.timer)?;
                     if !tied {
-                        memo = Some((params, s == 0, t));
+                        memo = Some((params + expert_params, s == 0, t));
                     }
                     t
                 }
@@ -168,20 +222,25 @@ impl<'a> Evaluator<'a> {
         for c in candidates {
             Self::configure(&mut cfg, req_training, c, global_batch);
             let v_padded = padded_vocab(cfg.model.vocab as u64, cfg.tp as u64);
-            if keys.insert((c.tp, c.cp, c.micro_batch, cfg.sp(), c.recompute)) {
+            if keys.insert(pieces_key(&cfg)) {
                 let layout = Layout::new(&cfg, self.gpus_per_node);
                 push(crate::llm::operators::layer_ops(&cfg, &layout, self.prec), &mut shapes);
+                if let Some(moe) = &cfg.moe {
+                    push(crate::llm::moe::ops::moe_layer_ops(&cfg, &layout, moe, self.prec), &mut shapes);
+                }
                 push(crate::llm::operators::embedding_ops(&cfg, &layout, self.prec, v_padded), &mut shapes);
                 push(crate::llm::operators::head_ops(&cfg, &layout, self.prec, v_padded), &mut shapes);
             }
             // Stage sizes depend on (tp, pp, v) and their ZeRO shards on dp·cp only.
-            if !sizes.insert((c.tp, c.pp, c.virtual_stages, c.dp, c.cp)) {
+            if !sizes.insert((c.tp, c.pp, c.virtual_stages, c.dp, c.cp, c.ep, c.expert_tp)) {
                 continue;
             }
             self.fill_layers(&cfg);
             for s in [0, 1.min(cfg.pp - 1), cfg.pp - 1] {
-                let params = stage_params(&cfg, s, &self.layers, v_padded);
-                let opt = tail_parts(&cfg, s, params, v_padded).optimizer_params;
+                let params = stage_params(&cfg, s, &self.layers, &self.moe_layers, v_padded);
+                let range = s as usize * cfg.virtual_stages as usize..(s as usize + 1) * cfg.virtual_stages as usize;
+                let experts = stage_expert_params(&cfg, s, self.moe_layers[range].iter().sum());
+                let opt = tail_parts(&cfg, s, params, experts, v_padded).optimizer_params;
                 if params_seen.insert((opt.round() as u64, cfg.precision)) {
                     if let crate::llm::operators::Work::Compute { shape, dtype } =
                         crate::llm::operators::optimizer_work(opt, self.prec.other)

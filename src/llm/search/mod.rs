@@ -18,6 +18,7 @@ mod request;
 pub use request::{Candidate, SearchConstraints, SearchHit, SearchRequest, SearchResult, SearchTraining};
 
 use super::config::{bad, ConfigError, LayerSplit, MegatronSplit, ParallelSpec, Recompute, TrainingConfig};
+use super::moe::Dispatcher;
 use super::partition::megatron_split;
 use super::predict::predict;
 use super::run::run_estimate;
@@ -41,6 +42,11 @@ struct Space {
     max_v: u32,
     recompute: Vec<Recompute>,
     sp: Vec<bool>,
+    /// Expert-parallel degrees, expert-tensor-parallel degrees (empty: the candidate's tp and 1) and dispatchers
+    /// to try; `[1]`, `[1]` and one dispatcher for a dense model.
+    eps: Vec<u32>,
+    etps: Vec<u32>,
+    dispatchers: Vec<Dispatcher>,
 }
 
 fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Space, ConfigError> {
@@ -77,6 +83,17 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         overlap_p2p_comm: false,
         context_parallel: 1,
         layer_split: Some(LayerSplit::S1),
+        recompute_modules: None,
+        ep: 1,
+        expert_tp: None,
+        moe_token_dispatcher: None,
+        overlap_moe_expert_parallel_comm: false,
+        moe_shared_expert_overlap: false,
+        moe_router_force_load_balancing: t.moe_router_force_load_balancing,
+        moe_load_imbalance: t.moe_load_imbalance,
+        moe_expert_capacity_factor: t.moe_expert_capacity_factor,
+        moe_pad_expert_input_to_capacity: t.moe_pad_expert_input_to_capacity,
+        moe_grouped_gemm: t.moe_grouped_gemm,
         ..ParallelSpec::default()
     };
     let base = validate(&req.model, &template, req.precision, system_gpus).map_err(|e| {
@@ -132,7 +149,69 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
     if sp.is_empty() {
         return Err(bad("constraints.sequence_parallel", "give at least one choice"));
     }
-    Ok(Space { base, tps, cps, max_pp, fixed_pp: c.pp, micro_batches, max_v, recompute, sp })
+    let (eps, etps, dispatchers) = match &base.moe {
+        None => {
+            if c.ep.is_some() || c.expert_tp.is_some() {
+                return Err(bad("constraints.ep", "expert parallelism needs a mixture-of-experts model"));
+            }
+            (vec![1], vec![1], vec![Dispatcher::Alltoall])
+        }
+        Some(moe) => {
+            let experts = moe.config.experts;
+            let eps = c.ep.clone().unwrap_or_else(|| divisors(experts as u64));
+            if eps.is_empty() || eps.iter().any(|&e| e == 0 || experts % e != 0) {
+                return Err(bad("constraints.ep", format!("each degree must divide the {experts} experts")));
+            }
+            let etps = c.expert_tp.clone().unwrap_or_default();
+            if etps.iter().any(|&e| e == 0 || moe.config.expert_ffn_hidden % e != 0) {
+                return Err(bad(
+                    "constraints.expert_tp",
+                    format!("each degree must divide the experts' width {}", moe.config.expert_ffn_hidden),
+                ));
+            }
+            let dispatchers =
+                c.moe_token_dispatcher.clone().unwrap_or_else(|| vec![Dispatcher::Alltoall, Dispatcher::Deepep]);
+            if dispatchers.is_empty() {
+                return Err(bad("constraints.moe_token_dispatcher", "give at least one dispatcher"));
+            }
+            (eps, etps, dispatchers)
+        }
+    };
+    Ok(Space { base, tps, cps, max_pp, fixed_pp: c.pp, micro_batches, max_v, recompute, sp, eps, etps, dispatchers })
+}
+
+/// Calls `f` with every expert layout of a candidate (ep, expert_tp, dispatcher, 1F1B overlap) that Megatron-Core
+/// accepts ([`crate::llm::moe::parallel::resolve`]'s rules); the candidate itself for a dense model.
+fn expert_layouts(req: &SearchRequest, sp: &Space, c: Candidate, f: &mut dyn FnMut(Candidate)) {
+    let Some(moe) = &sp.base.moe else {
+        f(c);
+        return;
+    };
+    let ranks = c.tp as u64 * c.cp as u64 * c.dp as u64;
+    let default_etps = [1, c.tp];
+    let etps: &[u32] = if sp.etps.is_empty() { &default_etps } else { &sp.etps };
+    for (i, &etp) in etps.iter().enumerate() {
+        if etps[..i].contains(&etp) || moe.config.expert_ffn_hidden % etp != 0 {
+            continue;
+        }
+        for &ep in &sp.eps {
+            if ranks % (etp as u64 * ep as u64) != 0 || (c.tp > 1 && ep > 1 && !c.sequence_parallel) {
+                continue;
+            }
+            for (j, &dispatcher) in sp.dispatchers.iter().enumerate() {
+                // Without expert parallelism the dispatchers differ only in their local permutations.
+                if ep * etp == 1 && j > 0 {
+                    continue;
+                }
+                let overlap = req.training.overlap_moe_expert_parallel_comm
+                    && ep > 1
+                    && dispatcher != Dispatcher::Allgather
+                    && c.recompute != Recompute::Full
+                    && (c.pp == 1 || c.virtual_stages > 1);
+                f(Candidate { ep, expert_tp: etp, dispatcher, overlap_ep: overlap, ..c });
+            }
+        }
+    }
 }
 
 /// Calls `f` with every valid candidate (the same checks as [`validate`]).
@@ -179,7 +258,7 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
                                 if s && (tp == 1 || (m.seq_len / cp) % tp != 0) {
                                     continue;
                                 }
-                                f(Candidate {
+                                let c = Candidate {
                                     tp,
                                     cp,
                                     pp,
@@ -188,7 +267,12 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
                                     virtual_stages: v,
                                     recompute,
                                     sequence_parallel: s,
-                                });
+                                    ep: 1,
+                                    expert_tp: 1,
+                                    dispatcher: Dispatcher::Alltoall,
+                                    overlap_ep: false,
+                                };
+                                expert_layouts(req, sp, c, f);
                             }
                         }
                     }

@@ -48,6 +48,16 @@ pub struct SearchConstraints {
     /// Context-parallel degrees to try (they need flash attention). Default 1 only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_parallel: Option<Vec<u32>>,
+    /// Expert-parallel degrees to try (mixture-of-experts models). Default every degree dividing the experts and a
+    /// pipeline stage's ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep: Option<Vec<u32>>,
+    /// Expert-tensor-parallel degrees to try. Default 1 and the candidate's tp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_tp: Option<Vec<u32>>,
+    /// Token dispatchers to try. Default `alltoall` and `deepep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_token_dispatcher: Option<Vec<crate::llm::moe::Dispatcher>>,
 }
 
 /// Training options every candidate shares.
@@ -84,6 +94,26 @@ pub struct SearchTraining {
     /// `uniform`.
     #[serde(default = "uniform")]
     pub layer_split: LayerSplit,
+    /// Megatron-Core's `overlap_moe_expert_parallel_comm` (in effect for candidates that allow it: ep > 1, an
+    /// all-to-all dispatcher, the interleaved schedule when pp > 1, no full recompute). Default `false`.
+    #[serde(default)]
+    pub overlap_moe_expert_parallel_comm: bool,
+    /// Megatron-Core's `moe_router_force_load_balancing`. Default `false`.
+    #[serde(default)]
+    pub moe_router_force_load_balancing: bool,
+    /// The busiest expert-parallel rank's routed tokens over the mean. Default per candidate: uniform routing's
+    /// statistical maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_load_imbalance: Option<f64>,
+    /// Megatron-Core's `moe_expert_capacity_factor`. Default none (dropless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_expert_capacity_factor: Option<f64>,
+    /// Megatron-Core's `moe_pad_expert_input_to_capacity`. Default `false`.
+    #[serde(default)]
+    pub moe_pad_expert_input_to_capacity: bool,
+    /// Megatron-Core's `moe_grouped_gemm`. Default `true` (every MoE recipe of Megatron-Bridge sets it).
+    #[serde(default = "yes")]
+    pub moe_grouped_gemm: bool,
     /// Megatron-Core's `account_for_embedding_in_pipeline_split` for every `uniform` candidate (the embedding
     /// counts as a layer of the first chunk). Default `false`.
     #[serde(default)]
@@ -92,6 +122,10 @@ pub struct SearchTraining {
     /// layer of the last chunk). Default `false`.
     #[serde(default)]
     pub account_for_loss_in_pipeline_split: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl SearchTraining {
@@ -118,6 +152,12 @@ impl Default for SearchTraining {
             tp_comm_overlap: false,
             overlap_p2p_comm: false,
             layer_split: LayerSplit::Uniform,
+            overlap_moe_expert_parallel_comm: false,
+            moe_router_force_load_balancing: false,
+            moe_load_imbalance: None,
+            moe_expert_capacity_factor: None,
+            moe_pad_expert_input_to_capacity: false,
+            moe_grouped_gemm: true,
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
         }
@@ -215,6 +255,14 @@ pub struct Candidate {
     pub virtual_stages: u32,
     pub recompute: Recompute,
     pub sequence_parallel: bool,
+    /// Expert-parallel degree (1 for a dense model).
+    pub ep: u32,
+    /// Expert-tensor-parallel degree (1 for a dense model).
+    pub expert_tp: u32,
+    /// Token dispatcher (ignored for a dense model).
+    pub dispatcher: crate::llm::moe::Dispatcher,
+    /// Whether the 1F1B expert-parallel overlap is on.
+    pub overlap_ep: bool,
 }
 
 impl Candidate {
@@ -240,6 +288,17 @@ impl Candidate {
             overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
             layer_split: Some(req.training.layer_split),
+            recompute_modules: None,
+            ep: self.ep,
+            expert_tp: req.model.moe.is_some().then_some(self.expert_tp),
+            moe_token_dispatcher: req.model.moe.is_some().then_some(self.dispatcher),
+            overlap_moe_expert_parallel_comm: self.overlap_ep,
+            moe_shared_expert_overlap: false,
+            moe_router_force_load_balancing: req.training.moe_router_force_load_balancing,
+            moe_load_imbalance: req.training.moe_load_imbalance,
+            moe_expert_capacity_factor: req.training.moe_expert_capacity_factor,
+            moe_pad_expert_input_to_capacity: req.training.moe_pad_expert_input_to_capacity,
+            moe_grouped_gemm: req.training.moe_grouped_gemm,
             account_for_embedding_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
                 && req.training.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform

@@ -60,7 +60,24 @@ fn moe(mut m: ServingModel, experts: u32, top_k: u32, expert_ffn: u32, shared: u
         shared_experts: shared,
         shared_ffn_hidden: shared * expert_ffn,
         dense_layers,
+        layer_freq: 1,
+        router_groups: 0,
+        router_group_top_k: 0,
     });
+    m
+}
+
+/// DeepSeek-V3's multi-head latent attention (deepseek-ai/DeepSeek-V3 config.json: q_lora_rank 1536, kv_lora_rank
+/// 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128), which Kimi K2 keeps.
+const DEEPSEEK_V3_MLA: MlaSpec =
+    MlaSpec { q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128 };
+
+/// Group-limited routing: `groups` expert groups, `top` of them per token (config.json `n_group`, `topk_group`).
+fn node_limited(mut m: ServingModel, groups: u32, top: u32) -> ServingModel {
+    if let Some(moe) = m.moe.as_mut() {
+        moe.router_groups = groups;
+        moe.router_group_top_k = top;
+    }
     m
 }
 
@@ -201,7 +218,7 @@ fn build() -> Vec<CatalogEntry> {
         ),
         entry(
             dense("Qwen3-32B", 64, 5120, 64, 8, 128, 25600, 151936, false),
-            &["Qwen/Qwen3-32B"],
+            &["Qwen/Qwen3-32B", "nvidia/Qwen3-32B-NVFP4"],
             "Qwen/Qwen3-32B config.json: hidden_size 5120, num_hidden_layers 64, num_attention_heads 64, \
              num_key_value_heads 8, head_dim 128 (64·128 = 8192 ≠ hidden), intermediate_size 25600, vocab_size 151936",
         ),
@@ -221,21 +238,76 @@ fn build() -> Vec<CatalogEntry> {
         ),
         entry(
             ServingModel {
-                mla: Some(MlaSpec {
-                    q_lora_rank: 1536,
-                    kv_lora_rank: 512,
-                    qk_nope_head_dim: 128,
-                    qk_rope_head_dim: 64,
-                    v_head_dim: 128,
-                }),
-                ..moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3)
+                mla: Some(DEEPSEEK_V3_MLA),
+                ..node_limited(
+                    moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3),
+                    8,
+                    4,
+                )
             },
-            &["deepseek-ai/DeepSeek-V3", "DeepSeek-R1", "deepseek-ai/DeepSeek-R1"],
+            &[
+                "deepseek-ai/DeepSeek-V3",
+                "DeepSeek-R1",
+                "deepseek-ai/DeepSeek-R1",
+                "DeepSeek-V3.1",
+                "deepseek-ai/DeepSeek-V3.1",
+                "nvidia/DeepSeek-R1-NVFP4",
+                "nvidia/DeepSeek-V3.1-NVFP4",
+            ],
             "deepseek-ai/DeepSeek-V3 config.json: hidden_size 7168, num_hidden_layers 61 (the multi-token-prediction \
              layer is not served), num_attention_heads 128, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, \
              qk_rope_head_dim 64, v_head_dim 128, intermediate_size 18432, n_routed_experts 256, num_experts_per_tok 8, \
-             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, vocab_size 129280; MLA \
-             approximated (see MlaSpec)",
+             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, n_group 8, topk_group 4, \
+             vocab_size 129280; MLA approximated in serving (see MlaSpec)",
+        ),
+        entry(
+            ServingModel {
+                mla: Some(DEEPSEEK_V3_MLA),
+                ..moe(dense("Kimi-K2.5", 61, 7168, 64, 64, 192, 18432, 163840, false), 384, 8, 2048, 1, 1)
+            },
+            &["moonshotai/Kimi-K2.5", "Kimi-K2", "moonshotai/Kimi-K2-Instruct"],
+            "moonshotai/Kimi-K2.5 config.json (text model; as copied in ai-dynamo/aiconfigurator \
+             model_configs/moonshotai--Kimi-K2.5_config.json): num_hidden_layers 61, hidden_size 7168, \
+             num_attention_heads 64, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, \
+             v_head_dim 128, intermediate_size 18432, n_routed_experts 384, num_experts_per_tok 8, \
+             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 1, vocab_size 163840; the vision \
+             tower is not served here; MLA approximated (see MlaSpec)",
+        ),
+        entry(
+            ServingModel {
+                mla: Some(MlaSpec {
+                    q_lora_rank: 2048,
+                    kv_lora_rank: 512,
+                    qk_nope_head_dim: 192,
+                    qk_rope_head_dim: 64,
+                    v_head_dim: 256,
+                }),
+                ..moe(dense("GLM-5", 78, 6144, 64, 64, 256, 12288, 154880, false), 256, 8, 2048, 1, 3)
+            },
+            &["zai-org/GLM-5", "zhipuai/GLM-5", "zai-org/GLM-5-FP8"],
+            "zai-org/GLM-5-FP8 config.json (as copied in ai-dynamo/aiconfigurator \
+             model_configs/zai-org--GLM-5-FP8_config.json): num_hidden_layers 78, hidden_size 6144, \
+             num_attention_heads 64, q_lora_rank 2048, kv_lora_rank 512, qk_nope_head_dim 192, qk_rope_head_dim 64, \
+             v_head_dim 256, intermediate_size 12288, n_routed_experts 256, num_experts_per_tok 8, \
+             moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, vocab_size 154880; its \
+             DeepSeek sparse attention (an indexer picking the attended tokens) is timed as dense MLA, exact up to \
+             its top-k of 2,048 tokens",
+        ),
+        entry(
+            moe(dense("MiniMax-M2.5", 62, 3072, 48, 8, 128, 1536, 200064, false), 256, 8, 1536, 0, 0),
+            &["MiniMaxAI/MiniMax-M2.5", "MiniMax-M2", "MiniMaxAI/MiniMax-M2"],
+            "MiniMaxAI/MiniMax-M2.5 config.json (MiniMax-M2's architecture): num_hidden_layers 62, hidden_size \
+             3072, num_attention_heads 48, num_key_value_heads 8, head_dim 128, num_local_experts 256, \
+             num_experts_per_tok 8, intermediate_size 1536 (per expert; no shared expert), vocab_size 200064, \
+             tie_word_embeddings false",
+        ),
+        entry(
+            moe(dense("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, false), 128, 4, 2880, 0, 0),
+            &["openai/gpt-oss-120b"],
+            "openai/gpt-oss-120b config.json: num_hidden_layers 36, hidden_size 2880, num_attention_heads 64, \
+             num_key_value_heads 8, head_dim 64, num_local_experts 128, num_experts_per_tok 4, intermediate_size \
+             2880, vocab_size 201088; every other layer's 128-token sliding window (and its smaller KV cache) and \
+             the attention sinks are not modelled: every layer attends and caches the whole context",
         ),
         entry(gpt3("GPT-3-125M", 12, 768, 12, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Small"),
         entry(gpt3("GPT-3-350M", 24, 1024, 16, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Medium"),
@@ -289,6 +361,20 @@ mod tests {
         let ds = &lookup("DeepSeek-V3").unwrap().model;
         assert!((ds.params_total() / 1e9 - 671.0).abs() < 1.0, "{}", ds.params_total());
         assert!((ds.params_active() / 1e9 - 37.0).abs() < 2.0, "{}", ds.params_active());
+        // Kimi-K2: "1 T total, 32 B activated" (Moonshot's model card): 1,026.4 B and 32.9 B here.
+        let k = &lookup("moonshotai/Kimi-K2.5").unwrap().model;
+        assert!((k.params_total() / 1e12 - 1.0).abs() < 0.05, "{}", k.params_total());
+        assert!((k.params_active() / 1e9 - 32.0).abs() < 1.5, "{}", k.params_active());
+        // gpt-oss-120b: 116.8 B total (OpenAI's model card: 116.83 B with biases and sinks); 5.13 B active there
+        // counts the unembedding but not the 201,088·2,880 = 0.58 B input embedding, which perfcast counts: 5.71 B.
+        let o = &lookup("openai/gpt-oss-120b").unwrap().model;
+        assert!((o.params_total() / 1e9 - 116.8).abs() < 0.2, "{}", o.params_total());
+        assert!((o.params_active() / 1e9 - (5.13 + 0.58)).abs() < 0.05, "{}", o.params_active());
+        // MiniMax-M2: "230 B total, 10 B active" (MiniMax's model card, without the 1.23 B of embedding and head):
+        // 228.7 B and 11.0 B here.
+        let mm = &lookup("MiniMaxAI/MiniMax-M2.5").unwrap().model;
+        assert!((mm.params_total() / 1e9 - 229.0).abs() < 2.0, "{}", mm.params_total());
+        assert!((mm.params_active() / 1e9 - 1.23 - 10.0).abs() < 0.3, "{}", mm.params_active());
         // GPT-3 175B: 12·96·12288² (biases and norms aside) + 50257·12288 ≈ 174.6 B.
         let g = &lookup("GPT-3-175B").unwrap().model;
         assert!((g.params_total() / 1e9 - 174.6).abs() < 0.5, "{}", g.params_total());

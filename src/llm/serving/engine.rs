@@ -4,7 +4,9 @@
 //! - **vLLM** (V1 engine, `EngineArgs.get_batch_defaults`, OpenAI server context; vLLM ≥ 0.8): on GPUs with
 //!   ≥ 70 GiB that are not A100s `max_num_batched_tokens` 8192 and `max_num_seqs` 1024, else 2048 and 256;
 //!   chunked prefill always on; `gpu_memory_utilization` 0.9; CUDA graphs captured for decode batches up to 512
-//!   (`max_capture_size`).
+//!   (`max_capture_size`); async scheduling on (`SchedulerConfig.async_scheduling` is `None` by default and
+//!   `VllmConfig` turns it on unless an option is incompatible with it, `vllm/config/vllm.py`; the V0 engine,
+//!   `engine_options.vllm_engine: v0`, has none).
 //! - **SGLang** (`server_args.py`, v0.4–0.5): `chunked_prefill_size` 2048 below 35 GiB, 4096 below 60 GiB, 8192
 //!   below 160 GiB, 16384 above; `cuda_graph_max_bs` 32/160 (below 60 GiB, tp < 4 / ≥ 4), 256/512 (60–160 GiB), 512
 //!   above; `mem_fraction_static` 0.88; `max_running_requests` is sized from the KV pool (perfcast caps it at
@@ -66,7 +68,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 cuda_graphs: true,
                 cuda_graph_max_batch: 512,
                 vllm_engine: VllmEngine::V1,
-                async_scheduling: false,
+                async_scheduling: true,
             }
         }
         Engine::Sglang => {
@@ -111,6 +113,11 @@ pub struct HostCost {
     pub step_us: f64,
     /// Per sequence in the step, µs (Python-side per-sequence work scales with the batch).
     pub seq_us: f64,
+    /// Per request, µs: the serving front end's path of a request outside the engine's steps — the HTTP request,
+    /// tokenization and hand-off to the engine (vLLM's API server and `AsyncLLM`, SGLang's tokenizer manager,
+    /// `trtllm-serve`), and the first token's way back (detokenization, streaming). The simulated client sees it
+    /// in every TTFT: a request reaches the engine this long after it is sent.
+    pub request_us: f64,
 }
 
 /// perfcast's serving constants: the efficiencies serving kernels are derated by and the engines' host costs.
@@ -181,10 +188,10 @@ impl ServingConstants {
             fused_fp8_quantize: false,
         },
         stream: 0.8,
-        vllm: HostCost { step_us: 19.0, seq_us: 21.7 },
-        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7 },
-        sglang: HostCost { step_us: 19.0, seq_us: 21.7 },
-        trtllm: HostCost { step_us: 19.0, seq_us: 21.7 },
+        vllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7, request_us: 0.0 },
+        sglang: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
     };
 
@@ -193,10 +200,10 @@ impl ServingConstants {
     pub const ROOFLINE: ServingConstants = ServingConstants {
         efficiency: Efficiency::ROOFLINE,
         stream: 1.0,
-        vllm: HostCost { step_us: 0.0, seq_us: 0.0 },
-        vllm_v0: HostCost { step_us: 0.0, seq_us: 0.0 },
-        sglang: HostCost { step_us: 0.0, seq_us: 0.0 },
-        trtllm: HostCost { step_us: 0.0, seq_us: 0.0 },
+        vllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        vllm_v0: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        sglang: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
+        trtllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         eager_kernel_us: 0.0,
     };
 

@@ -18,6 +18,7 @@
 //! | expert width | `moe_intermediate_size`, else `intermediate_size` (Mixtral) | |
 //! | shared experts | `n_shared_experts` (× expert width), `shared_expert_intermediate_size` (one of that width) | none |
 //! | dense leading layers | `first_k_dense_replace`; Qwen's `mlp_only_layers` (their count) | 0 |
+//! | group-limited routing | `n_group`, `topk_group` (DeepSeek) | none |
 //! | MLA | `kv_lora_rank`, `q_lora_rank` (null = 0), `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim` | none |
 //!
 //! `decoder_sparse_step` other than 1 (MoE every k-th layer) is refused: perfcast's MoE layers are contiguous.
@@ -179,7 +180,25 @@ fn moe(cfg: &Map<String, Value>, layers: u32, intermediate: Option<u32>) -> Resu
             format!("{dense_layers} dense layers of {layers}: no MoE layer"),
         ));
     }
-    Ok(Some(MoeConfig { experts, top_k, expert_ffn_hidden, shared_experts, shared_ffn_hidden, dense_layers }))
+    let router_groups = uint(cfg, &["n_group"])?.unwrap_or(0);
+    let router_group_top_k = if router_groups > 0 { uint(cfg, &["topk_group"])?.unwrap_or(0) } else { 0 };
+    if router_group_top_k > router_groups {
+        return Err(bad(
+            &field("topk_group"),
+            format!("{router_group_top_k} groups per token of only {router_groups}"),
+        ));
+    }
+    Ok(Some(MoeConfig {
+        experts,
+        top_k,
+        expert_ffn_hidden,
+        shared_experts,
+        shared_ffn_hidden,
+        dense_layers,
+        layer_freq: 1,
+        router_groups,
+        router_group_top_k,
+    }))
 }
 
 #[cfg(test)]
@@ -212,7 +231,7 @@ mod tests {
             "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
             "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
             "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3,
-            "vocab_size": 129280, "tie_word_embeddings": false});
+            "n_group": 8, "topk_group": 4, "vocab_size": 129280, "tie_word_embeddings": false});
         assert_eq!(parse(&ds, Some("DeepSeek-V3")).unwrap(), lookup("DeepSeek-V3").unwrap().model);
     }
 

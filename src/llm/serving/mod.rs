@@ -13,19 +13,24 @@
 //!
 //! Pure: no IO. May import what [`crate::llm`] may.
 
+pub mod benchmark;
 pub mod catalog;
 pub mod derate;
+pub mod disagg;
 pub mod engine;
 pub mod hf;
 pub mod interval;
 pub mod memory;
 pub mod model;
+pub mod pareto;
 pub mod report;
 pub mod request;
 pub mod search;
+pub mod sim;
 pub mod steady;
 pub mod step;
 pub mod validate;
+pub mod workload;
 
 #[cfg(test)]
 mod precision_tests;
@@ -36,7 +41,8 @@ pub use derate::ServingDerated;
 pub use engine::ServingConstants;
 pub use report::InferencePrediction;
 pub use request::InferenceRequest;
-pub use validate::{validate, ServingConfig};
+pub use sim::SimLimits;
+pub use validate::{check_limits, validate, ServingConfig};
 
 use crate::cost::CostBackend;
 use crate::llm::config::ConfigError;
@@ -44,36 +50,85 @@ use memory::serving_memory;
 use report::{report, ReportInputs};
 use steady::{Solver, StaticBatch};
 
-/// Predicts steady-state serving of `cfg` with `backend` (which also provides the system) and the constants
-/// `consts` (`backend` should derate analytic times by them: [`ServingDerated`]).
-///
-/// Errors: a precision the GPU has no path for (`precision`); configuration errors are caught by [`validate`].
+/// Predicts serving of `cfg` with `backend` (which also provides the system) and the constants `consts`
+/// (`backend` should derate analytic times by them: [`ServingDerated`]) within the default [`SimLimits`].
 pub fn predict(
     cfg: &ServingConfig,
     backend: &dyn CostBackend,
     consts: ServingConstants,
 ) -> Result<InferencePrediction, ConfigError> {
+    predict_with(cfg, backend, consts, &SimLimits::DEFAULT)
+}
+
+/// [`predict`] within `limits`: the steady state (the fast bound, and the answer when `workload.simulate` is
+/// false), then the simulated benchmark ([`benchmark`]) whose means, percentiles and throughput answer.
+///
+/// Errors: a precision the GPU has no path for (`precision`); a simulation beyond `limits` (the workload field to
+/// change); configuration errors are caught by [`validate`].
+pub fn predict_with(
+    cfg: &ServingConfig,
+    backend: &dyn CostBackend,
+    consts: ServingConstants,
+    limits: &SimLimits,
+) -> Result<InferencePrediction, ConfigError> {
+    check_limits(cfg, limits)?;
     let system = backend.system();
     let memory = serving_memory(cfg, &system.gpu);
     let mut solver = Solver::new(cfg, backend, consts, memory.max_concurrency);
     let mut warnings = Vec::new();
-    let steady = match (cfg.concurrency, cfg.request_rate) {
-        (Some(c), _) => solver.concurrency(c)?,
-        (None, Some(rate)) => {
+    let t = &cfg.traffic;
+    let steady = match (t.concurrency, t.request_rate) {
+        (Some(c), None) => solver.concurrency(c)?,
+        (c, Some(rate)) => {
             let (s, saturated) = solver.open_loop(rate)?;
-            if saturated {
-                warnings.push(format!(
-                    "request_rate {rate} req/s exceeds the largest throughput {:.3} req/s ({} running): the queue \
-                     grows without bound; the answer is at saturation",
-                    s.throughput_rps, solver.capacity
-                ));
+            match c {
+                // A rate beyond what the clients can keep in flight: the closed loop bounds it.
+                Some(c) if saturated || s.running > c as f64 => solver.concurrency(c)?,
+                _ => {
+                    if saturated {
+                        warnings.push(format!(
+                            "request_rate {rate} req/s exceeds the largest throughput {:.3} req/s ({} running): the \
+                             queue grows without bound; the steady state is at saturation",
+                            s.throughput_rps, solver.capacity
+                        ));
+                    }
+                    s
+                }
             }
-            s
         }
-        (None, None) => return Err(crate::llm::config::bad("workload", "give concurrency or request_rate")),
+        // Every request at once (an offline run): the steady state of all of them in flight.
+        (None, None) => solver.concurrency(t.num_requests)?,
     };
     let capacity = solver.capacity;
     let (mixed, decode) = (solver.detail(&steady.mixed)?, solver.detail(&steady.decode)?);
+    let settings = benchmark::instance_settings(cfg, &memory, sim::instance::Role::Both);
+    let kv = (settings.kv_blocks, settings.block_tokens);
+    // A deployment that cannot hold one request's KV cache would drop every simulated request: the steady state
+    // answers "as if it fitted" (the report warns).
+    let fits = memory.fits && cfg.pools.is_none_or(|p| serving_memory(&cfg.for_pool(&p.prefill), &system.gpu).fits);
+    let (simulation, disagg) = match (cfg.simulate && fits, cfg.pools.is_some()) {
+        (false, true) if cfg.simulate => {
+            return Err(crate::llm::config::bad(
+                "decode.parallelism",
+                "a pool's workers cannot hold one request's KV cache: use more tp/pp, fp8 or shorter requests",
+            ))
+        }
+        (false, true) => {
+            return Err(crate::llm::config::bad(
+                "workload.simulate",
+                "disaggregated serving is only simulated: leave simulate at true",
+            ))
+        }
+        (false, false) => (None, None),
+        (true, false) => {
+            let o = benchmark::simulate_aggregated(cfg, &consts, &mut solver, &memory, limits, 0)?;
+            (Some(benchmark::summarize(&o, t.num_requests, cfg.gpus(), kv, cfg.slo)), None)
+        }
+        (true, true) => {
+            let (o, d) = benchmark::simulate_disaggregated(cfg, backend, consts, limits, 0)?;
+            (Some(benchmark::summarize(&o, t.num_requests, cfg.deployment_gpus(), kv, cfg.slo)), Some(d))
+        }
+    };
     Ok(report(ReportInputs {
         cfg,
         system,
@@ -84,7 +139,47 @@ pub fn predict(
         capacity,
         consts,
         warnings,
+        simulation,
+        disagg,
     }))
+}
+
+/// The simulated benchmark's steps as a Chrome trace (Perfetto), at most `trace_steps` of them, with the run's
+/// summary in `otherData`. Errors: `workload.simulate` false; those of [`predict_with`].
+pub fn timeline(
+    cfg: &ServingConfig,
+    backend: &dyn CostBackend,
+    consts: ServingConstants,
+    limits: &SimLimits,
+    trace_steps: usize,
+) -> Result<crate::llm::trace::chrome::ChromeTrace, ConfigError> {
+    if !cfg.simulate {
+        return Err(crate::llm::config::bad(
+            "workload.simulate",
+            "a timeline shows the simulated steps: leave simulate at true",
+        ));
+    }
+    check_limits(cfg, limits)?;
+    let memory = serving_memory(cfg, &backend.system().gpu);
+    let (o, disaggregated) = if cfg.pools.is_some() {
+        (benchmark::simulate_disaggregated(cfg, backend, consts, limits, trace_steps)?.0, true)
+    } else {
+        let mut solver = Solver::new(cfg, backend, consts, memory.max_concurrency);
+        (benchmark::simulate_aggregated(cfg, &consts, &mut solver, &memory, limits, trace_steps)?, false)
+    };
+    let settings = benchmark::instance_settings(cfg, &memory, sim::instance::Role::Both);
+    let s = benchmark::summarize(
+        &o,
+        cfg.traffic.num_requests,
+        cfg.deployment_gpus(),
+        (settings.kv_blocks, settings.block_tokens),
+        cfg.slo,
+    );
+    let summary = serde_json::json!({
+        "ttft_ms": s.ttft, "tpot_ms": s.tpot, "itl_ms": s.itl, "e2e_latency_ms": s.e2e_latency,
+        "duration_s": s.duration_s, "steps": s.steps, "preemptions": s.kv_cache.preemptions,
+    });
+    Ok(sim::trace::chrome(&o.trace, disaggregated, o.trace_truncated, summary))
 }
 
 /// One static batch of `batch` prompts of `cfg.input_tokens` tokens generating `cfg.output_tokens` each (the

@@ -12,39 +12,10 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::request::{MlaSpec, MoeSpec};
+use super::request::MlaSpec;
 use crate::llm::config::{Activation, Norm};
 
-/// A resolved mixture-of-experts configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct MoeConfig {
-    /// Routed experts per MoE layer, E.
-    pub experts: u32,
-    /// Routed experts per token, K.
-    pub top_k: u32,
-    /// One routed expert's MLP width, F.
-    pub expert_ffn_hidden: u32,
-    /// Shared experts (every token).
-    pub shared_experts: u32,
-    /// Total MLP width of the shared experts (0 without them).
-    pub shared_ffn_hidden: u32,
-    /// Leading layers with a dense MLP.
-    pub dense_layers: u32,
-}
-
-impl MoeConfig {
-    /// From a request's [`MoeSpec`] (shared width defaults to shared_experts · expert_ffn_hidden).
-    pub fn from_spec(m: &MoeSpec) -> MoeConfig {
-        MoeConfig {
-            experts: m.experts,
-            top_k: m.top_k,
-            expert_ffn_hidden: m.expert_ffn_hidden,
-            shared_experts: m.shared_experts,
-            shared_ffn_hidden: m.shared_ffn_hidden.unwrap_or(m.shared_experts * m.expert_ffn_hidden),
-            dense_layers: m.dense_layers,
-        }
-    }
-}
+pub use crate::llm::moe::MoeConfig;
 
 /// A decoder-only transformer with every number resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -85,12 +56,7 @@ impl ServingModel {
         let (d, a, g, dh) = (self.hidden as f64, self.heads as f64, self.kv_heads as f64, self.head_dim as f64);
         match &self.mla {
             None => d * dh * (a + 2.0 * g) + a * dh * d,
-            Some(m) => {
-                let (qr, kvr) = (m.q_lora_rank as f64, m.kv_lora_rank as f64);
-                let (nope, rope, v) = (m.qk_nope_head_dim as f64, m.qk_rope_head_dim as f64, m.v_head_dim as f64);
-                let q = if m.q_lora_rank > 0 { d * qr + qr * a * (nope + rope) + qr } else { d * a * (nope + rope) };
-                q + d * (kvr + rope) + kvr + kvr * a * (nope + v) + a * v * d
-            }
+            Some(m) => m.params(self.hidden, self.heads),
         }
     }
 

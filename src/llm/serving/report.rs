@@ -5,6 +5,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::benchmark::SimulationReport;
 use super::engine::ServingConstants;
 use super::interval::{interval, ServingInterval};
 use super::memory::ServingMemory;
@@ -100,16 +101,43 @@ pub struct SteadyBatch {
     pub prefill_bound: bool,
 }
 
-/// The answer to `POST /v1/predictions/inference`.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct InferencePrediction {
-    /// Time to first token, ms (waiting, then the prompt's prefill steps).
+/// The steady state of continuous batching (Little's law over the closed or open loop): what the search prunes
+/// with, and the answer when `workload.simulate` is false.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+pub struct SteadyStateReport {
+    /// Time to first token, ms.
     pub ttft_ms: f64,
-    /// Time per output token after the first (mean inter-token latency), ms.
+    /// Time per output token, ms.
     pub tpot_ms: f64,
     /// ttft + (output_tokens − 1)·tpot, ms.
     pub request_latency_ms: f64,
     pub throughput: ServingThroughput,
+}
+
+/// The answer to `POST /v1/predictions/inference`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct InferencePrediction {
+    /// Time to first token, ms: the simulated benchmark's mean over requests (waiting behind other requests'
+    /// prefills, then the prompt's prefill steps), or the steady state's when `workload.simulate` is false.
+    pub ttft_ms: f64,
+    /// Time per output token after the first, ms: the simulated mean over requests of (latency − TTFT)/(output −
+    /// 1), or the steady state's mean step.
+    pub tpot_ms: f64,
+    /// End-to-end latency of a request, ms: the simulated mean, or ttft + (output_tokens − 1)·tpot in the steady
+    /// state.
+    pub request_latency_ms: f64,
+    /// The simulated benchmark's throughput (completed requests over its duration), or the steady state's.
+    pub throughput: ServingThroughput,
+    /// The simulated benchmark: percentiles of TTFT, TPOT, ITL and latency, throughput, goodput, KV-cache usage
+    /// and preemptions (absent when `workload.simulate` is false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulation: Option<SimulationReport>,
+    /// The steady-state model's answer (the fast bound; disaggregated: an aggregated instance of the decode
+    /// worker's layout).
+    pub steady_state: SteadyStateReport,
+    /// The disaggregated deployment (`mode: "disagg"`): its pools, the prefill worker's memory and the KV transfer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disagg: Option<super::disagg::DisaggReport>,
     /// A step that prefills (with the decodes sharing it), ms.
     pub prefill_step_ms: f64,
     /// A decode-only step, ms.
@@ -184,6 +212,10 @@ pub struct ReportInputs<'a> {
     pub consts: ServingConstants,
     /// Warnings the schedule stage raised.
     pub warnings: Vec<String>,
+    /// The simulated benchmark, when simulated.
+    pub simulation: Option<SimulationReport>,
+    /// The disaggregated deployment, when disaggregated.
+    pub disagg: Option<super::disagg::DisaggReport>,
 }
 
 /// The answer.
@@ -215,8 +247,8 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
     if !r.memory.fits {
         warnings.push(format!(
             "does not fit: weights {:.1} GiB and workspace {:.1} GiB per GPU leave no room for the KV cache of one \
-             request of {} tokens on {:.0} GiB; use more tp/pp, fp8 or a shorter request (times are predicted as if \
-             it fitted)",
+             request of {} tokens on {:.0} GiB; use more tp/pp, fp8 or a shorter request (the steady state answers as \
+             if it fitted; the benchmark is not simulated)",
             r.memory.weights_gib,
             r.memory.workspace_gib,
             cfg.input_tokens + cfg.output_tokens,
@@ -260,8 +292,7 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
         );
     }
     let gpus = cfg.gpus() as f64;
-    let interval = interval(cfg.engine, &r.system.gpu, s.ttft_s * 1e3, s.tpot_s * 1e3, s.request_latency_s * 1e3);
-    InferencePrediction {
+    let steady = SteadyStateReport {
         ttft_ms: s.ttft_s * 1e3,
         tpot_ms: s.tpot_s * 1e3,
         request_latency_ms: s.request_latency_s * 1e3,
@@ -272,6 +303,35 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
             per_gpu: x * o / gpus,
             per_user: if s.tpot_s > 0.0 { 1.0 / s.tpot_s } else { 0.0 },
         },
+    };
+    let (ttft_ms, tpot_ms, request_latency_ms, throughput) = match &r.simulation {
+        Some(sim) if sim.completed == 0 => {
+            warnings.extend(simulation_warnings(sim, cfg));
+            (steady.ttft_ms, steady.tpot_ms, steady.request_latency_ms, steady.throughput)
+        }
+        None => (steady.ttft_ms, steady.tpot_ms, steady.request_latency_ms, steady.throughput),
+        Some(sim) => {
+            warnings.extend(simulation_warnings(sim, cfg));
+            let t = &sim.throughput;
+            let tp = ServingThroughput {
+                requests_per_s: t.requests_per_s,
+                output_tokens_per_s: t.output_tokens_per_s,
+                total_tokens_per_s: t.total_tokens_per_s,
+                per_gpu: t.output_tokens_per_s_per_gpu,
+                per_user: t.output_tokens_per_s_per_user,
+            };
+            (sim.ttft.mean_ms, sim.tpot.mean_ms, sim.e2e_latency.mean_ms, tp)
+        }
+    };
+    let interval = interval(cfg.engine, &r.system.gpu, ttft_ms, tpot_ms, request_latency_ms);
+    InferencePrediction {
+        ttft_ms,
+        tpot_ms,
+        request_latency_ms,
+        throughput,
+        simulation: r.simulation,
+        steady_state: steady,
+        disagg: r.disagg,
         prefill_step_ms: prefill_step.time_ms,
         decode_step_ms: decode_step.time_ms,
         prefill_step,
@@ -298,4 +358,32 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
         interval,
         warnings,
     }
+}
+
+/// What the simulated run says the user should know.
+fn simulation_warnings(sim: &SimulationReport, cfg: &ServingConfig) -> Vec<String> {
+    let mut w = Vec::new();
+    if sim.failed > 0 {
+        w.push(format!(
+            "{} of {} requests can never run (longer than the KV cache holds) and were dropped",
+            sim.failed, sim.requests
+        ));
+    }
+    if sim.kv_cache.preemptions > 0 {
+        w.push(format!(
+            "the KV cache ran out: {} preemptions (recomputed requests); fewer concurrent requests, more GPUs or an \
+             fp8 KV cache avoid them",
+            sim.kv_cache.preemptions
+        ));
+    }
+    if let Some(c) = cfg.traffic.concurrency {
+        if sim.requests < 2 * c {
+            w.push(format!(
+                "num_requests {} is less than twice the concurrency {c}: most requests see the clients' first \
+                 burst, not a steady load",
+                sim.requests
+            ));
+        }
+    }
+    w
 }

@@ -46,54 +46,7 @@ impl<'de> Deserialize<'de> for ModelRef {
     }
 }
 
-/// Mixture-of-experts layers (Shazeer et al. 2017; Mixtral, Qwen-MoE, DeepSeek-V3): every layer after the first
-/// `dense_layers` replaces its MLP by `experts` SwiGLU experts of width `expert_ffn_hidden`, of which each token
-/// uses `top_k` (chosen by a router GEMM of `hidden × experts`), plus `shared_experts` experts every token uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}))]
-pub struct MoeSpec {
-    /// Routed experts per MoE layer, E.
-    pub experts: u32,
-    /// Experts each token is routed to, K.
-    pub top_k: u32,
-    /// Width of one routed expert's MLP (gate and up projections of this width, down projection back).
-    pub expert_ffn_hidden: u32,
-    /// Experts every token goes through besides its routed ones (DeepSeek's shared experts). Default 0.
-    #[serde(default)]
-    pub shared_experts: u32,
-    /// Total width of the shared experts' MLP (Qwen-MoE's `shared_expert_intermediate_size`). Default
-    /// shared_experts · expert_ffn_hidden.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_ffn_hidden: Option<u32>,
-    /// Leading layers that keep a dense MLP of `ffn_hidden` (DeepSeek-V3's `first_k_dense_replace`). Default 0.
-    #[serde(default)]
-    pub dense_layers: u32,
-}
-
-/// Multi-head latent attention (DeepSeek-V2/V3, `kv_lora_rank` in config.json), **approximated**: the KV cache
-/// holds one compressed latent of `kv_lora_rank + qk_rope_head_dim` elements per token and layer (not per head, and
-/// replicated on every tensor-parallel rank); the weights are the down- and up-projections; attention is timed as
-/// grouped attention over the latent (decode: one key/value head of (kv_lora_rank + qk_rope_head_dim)/2 so that
-/// the bytes read per token equal the latent's; prefill: heads of qk_nope + qk_rope dims), not FlashMLA's exact
-/// kernels — the learned correction is where the difference goes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128}))]
-pub struct MlaSpec {
-    /// Rank of the query down-projection (0: queries projected directly from the hidden state).
-    #[serde(default)]
-    pub q_lora_rank: u32,
-    /// Rank of the compressed key/value latent.
-    pub kv_lora_rank: u32,
-    /// Per-head query/key dims without rotary embedding.
-    pub qk_nope_head_dim: u32,
-    /// Per-head query/key dims with rotary embedding (shared key part cached with the latent).
-    pub qk_rope_head_dim: u32,
-    /// Per-head value dims.
-    pub v_head_dim: u32,
-}
+pub use crate::llm::moe::{MlaSpec, MoeSpec};
 
 /// A decoder-only transformer as a serving engine loads it. Give the architecture's fields, or `hf_config` alone
 /// (a Hugging Face `config.json`, optionally with `name`).
@@ -159,32 +112,40 @@ fn one() -> u32 {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"tp": 4, "pp": 1, "ep": 1}))]
 pub struct ServingParallelism {
-    /// Tensor-parallel degree (Megatron-style: attention heads and MLP columns split, two all-reduces per layer).
-    /// Default 1.
+    /// GPUs of one pipeline stage (SGLang's `--tp-size`): Megatron-style tensor parallelism of attention heads and
+    /// MLP columns (two all-reduces per layer), or, with `attention_dp_size`, the attention data-parallel ranks
+    /// times the attention tensor-parallel degree of each. Default 1.
     #[serde(default = "one")]
     pub tp: u32,
     /// Pipeline stages (layers split; the running batch is split into pp micro-batches that flow through them).
     /// Default 1.
     #[serde(default = "one")]
     pub pp: u32,
-    /// Expert-parallel degree: the routed experts are sharded over ep of the tp GPUs of a stage (E/ep experts
-    /// each), each expert's MLP split over the remaining tp/ep. Must divide tp and the experts. Without
-    /// `dp_attention` the tokens are replicated over the tensor-parallel group, so no all-to-all is needed (the
-    /// layer's all-reduce combines the experts' outputs). Default 1.
-    #[serde(default = "one")]
+    /// Expert-parallel degree (SGLang `--ep-size`, TensorRT-LLM `moe_expert_parallel_size`, aiconfigurator
+    /// `moe_ep_size`): the routed experts are sharded over ep of the tp GPUs of a stage (E/ep experts each), each
+    /// expert's MLP split over the remaining tp/ep (`moe_tp_size`). Must divide tp and the experts. Without
+    /// attention data parallelism the tokens are replicated over the tensor-parallel group, so no all-to-all is
+    /// needed (the layer's all-reduce combines the experts' outputs). Default 1.
+    #[serde(default = "one", alias = "moe_ep_size")]
     pub ep: u32,
-    /// Data-parallel attention (SGLang `--enable-dp-attention`, vLLM data parallelism with
-    /// `--enable-expert-parallel`, DeepEP): attention and the dense layers run data-parallel on each of the tp GPUs
-    /// (full weights, 1/tp of the running requests and their KV cache each), the experts are sharded over ep = tp
-    /// GPUs, and every MoE layer dispatches its routed tokens to the experts' GPUs by an all-to-all and combines
-    /// them by another. Needs a mixture-of-experts model and ep = tp. Default `false`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// Data-parallel attention over all tp GPUs (SGLang `--enable-dp-attention` with `--dp-size` = tp,
+    /// TensorRT-LLM `enable_attention_dp`, vLLM data parallelism with `--enable-expert-parallel`, DeepEP):
+    /// `attention_dp_size` = tp. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", alias = "enable_dp_attention")]
     pub dp_attention: bool,
+    /// Attention data-parallel ranks (SGLang `--dp-size` with `--enable-dp-attention`, vLLM
+    /// `--data-parallel-size` with `--enable-expert-parallel`, aiconfigurator `attention_dp_size`): attention and
+    /// the dense layers run on tp/attention_dp_size GPUs per rank (tensor-parallel within it), each rank with its
+    /// own requests and their KV cache; the experts stay sharded over all tp GPUs, and every MoE layer dispatches
+    /// its routed tokens to the experts' GPUs by an all-to-all and combines them by another. Must divide tp; needs
+    /// a mixture-of-experts model. Default 1, or tp with `dp_attention`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_dp_size: Option<u32>,
 }
 
 impl Default for ServingParallelism {
     fn default() -> ServingParallelism {
-        ServingParallelism { tp: 1, pp: 1, ep: 1, dp_attention: false }
+        ServingParallelism { tp: 1, pp: 1, ep: 1, dp_attention: false, attention_dp_size: None }
     }
 }
 
@@ -288,11 +249,28 @@ pub struct EngineOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vllm_engine: Option<VllmEngine>,
     /// The engine prepares the next step on the CPU while the GPU runs the current one, so a step takes
-    /// max(GPU, host) instead of GPU + host: SGLang's overlap scheduler (on by default since v0.4), vLLM's
-    /// `--async-scheduling` (off by default), TensorRT-LLM's PyTorch-backend overlap scheduler (perfcast's
-    /// TensorRT-LLM default is off: its host cost is fitted on the C++ runtime, which had none).
+    /// max(GPU, host) instead of GPU + host: SGLang's overlap scheduler (on by default since v0.4), vLLM V1's
+    /// async scheduling (on by default in current releases, `--async-scheduling`; never in V0), TensorRT-LLM's
+    /// PyTorch-backend overlap scheduler (perfcast's TensorRT-LLM default is off: its host cost is fitted on the
+    /// C++ runtime, which had none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub async_scheduling: Option<bool>,
+}
+
+impl EngineOptions {
+    /// These options with every field `over` gives replaced by it.
+    pub fn merged(&self, over: &EngineOptions) -> EngineOptions {
+        EngineOptions {
+            max_num_seqs: over.max_num_seqs.or(self.max_num_seqs),
+            max_num_batched_tokens: over.max_num_batched_tokens.or(self.max_num_batched_tokens),
+            chunked_prefill: over.chunked_prefill.or(self.chunked_prefill),
+            gpu_memory_utilization: over.gpu_memory_utilization.or(self.gpu_memory_utilization),
+            cuda_graphs: over.cuda_graphs.or(self.cuda_graphs),
+            cuda_graph_max_batch: over.cuda_graph_max_batch.or(self.cuda_graph_max_batch),
+            vllm_engine: over.vllm_engine.or(self.vllm_engine),
+            async_scheduling: over.async_scheduling.or(self.async_scheduling),
+        }
+    }
 }
 
 /// vLLM's engine generation (its host path between GPU steps differs, [`EngineOptions::vllm_engine`]).
@@ -307,30 +285,126 @@ pub enum VllmEngine {
     V1,
 }
 
-/// The traffic: requests of `input_tokens` prompt tokens generating `output_tokens` tokens, either a closed loop
-/// of `concurrency` clients (each sends its next request when its last one ends) or an open loop of `request_rate`
-/// requests per second. Give exactly one of the two.
+/// The traffic, as a serving benchmark client sends it ([`super::workload`] says which client each option
+/// mirrors): `num_requests` requests of `input_tokens` prompt tokens generating `output_tokens` tokens, from
+/// `concurrency` closed-loop clients (each sends its next request when its last one ends), at `request_rate`
+/// requests per second (gamma inter-arrival times of shape `burstiness`), both (arrivals wait for a free client),
+/// or neither (every request sent at once: an offline throughput run). Lengths are fixed, or vary by `range_ratio`
+/// or by `input_tokens_std` / `output_tokens_std`; `seed` fixes the draws.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}))]
 pub struct Workload {
-    /// Prompt tokens per request, L.
+    /// Prompt tokens per request, L (the mean when lengths vary).
     pub input_tokens: u32,
-    /// Generated tokens per request, O (the first comes out of the prefill).
+    /// Generated tokens per request, O (the first comes out of the prefill; the mean when lengths vary).
     pub output_tokens: u32,
-    /// Requests in flight (closed loop).
+    /// Clients of a closed loop: at most this many requests in flight (`vllm bench serve --max-concurrency`,
+    /// genai-perf `--concurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
-    /// Open loop: requests per second arriving at this steady rate (arrival variance is not modelled).
+    /// Requests per second arriving (`vllm bench serve --request-rate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_rate: Option<f64>,
+    /// Shape of the gamma-distributed inter-arrival times under `request_rate`: 1 (default) is a Poisson process,
+    /// below 1 burstier, above 1 more even (`vllm bench serve --burstiness`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
+    /// Requests the benchmark sends. Default 1,000 (`vllm bench serve --num-prompts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_requests: Option<u32>,
+    /// Lengths drawn uniformly in [L·(1 − r), L·(1 + r)] (`vllm bench serve --random-range-ratio`), r in [0, 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_ratio: Option<f64>,
+    /// Standard deviation of normally distributed prompt lengths, tokens (genai-perf
+    /// `--synthetic-input-tokens-stddev`). Excludes `range_ratio`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens_std: Option<f64>,
+    /// Standard deviation of normally distributed output lengths, tokens (genai-perf `--output-tokens-stddev`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_std: Option<f64>,
+    /// Seed of the random lengths and arrivals. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Simulate the benchmark step by step (default `true`): latency percentiles, queueing of requests sent
+    /// together, preemptions. `false` answers with the steady-state model alone (faster; means only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulate: Option<bool>,
+}
+
+impl Workload {
+    /// A closed loop of `concurrency` clients with fixed lengths and every other option at its default.
+    pub fn closed(input_tokens: u32, output_tokens: u32, concurrency: u32) -> Workload {
+        Workload {
+            input_tokens,
+            output_tokens,
+            concurrency: Some(concurrency),
+            request_rate: None,
+            burstiness: None,
+            num_requests: None,
+            range_ratio: None,
+            input_tokens_std: None,
+            output_tokens_std: None,
+            seed: None,
+            simulate: None,
+        }
+    }
+}
+
+/// A latency target (service-level objective): every given bound must hold. Goodput counts the requests that meet
+/// it (`vllm bench serve --goodput ttft:… tpot:…`); the search ranks configurations whose `percentile` of TTFT
+/// and TPOT meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// Largest acceptable time to first token, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Largest acceptable time per output token, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// Largest acceptable end-to-end latency, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_latency_ms: Option<f64>,
+    /// The search: which percentile of the simulated TTFT and TPOT must meet the bounds, 50, 90 or 99. Default 90.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<f64>,
 }
 
 fn bf16() -> ServingPrecision {
     ServingPrecision::Bf16
 }
 
-/// `POST /v1/predictions/inference`: steady-state serving of `model` on tp·pp GPUs of `system` by `engine`.
+/// How prefill and decode are deployed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ServingMode {
+    /// Aggregated: every instance prefills and decodes (one instance of `parallelism`).
+    #[default]
+    Agg,
+    /// Disaggregated (DistServe, Splitwise; NVIDIA Dynamo, SGLang's and vLLM's P/D serving): a pool of prefill
+    /// workers sends each request's KV cache to a pool of decode workers over the system's links.
+    Disagg,
+}
+
+/// One pool of a disaggregated deployment: `workers` instances of `parallelism` each.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"workers": 2, "parallelism": {"tp": 4}}))]
+pub struct WorkerPool {
+    /// Instances in the pool (Dynamo's `prefill_workers` / `decode_workers`). Default 1.
+    #[serde(default = "one")]
+    pub workers: u32,
+    /// Each worker's parallelism. Default tp = pp = ep = 1.
+    #[serde(default)]
+    pub parallelism: ServingParallelism,
+    /// Overrides of the engine options for this pool (on top of `engine_options`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_options: Option<EngineOptions>,
+}
+
+/// `POST /v1/predictions/inference`: serving of `model` on tp·pp GPUs of `system` by `engine` (or, with
+/// `mode: "disagg"`, on prefill and decode pools), as a benchmark client measures it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "parallelism": {"tp": 4},
@@ -361,4 +435,20 @@ pub struct InferenceRequest {
     #[serde(default)]
     pub engine_options: EngineOptions,
     pub workload: Workload,
+    /// A latency target: the answer's `simulation.goodput` counts the requests that meet it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// `agg` (default) or `disagg` (then `prefill` and `decode` give the pools, and `parallelism` is not used).
+    #[serde(default, skip_serializing_if = "is_agg")]
+    pub mode: ServingMode,
+    /// The prefill pool (`mode: "disagg"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<WorkerPool>,
+    /// The decode pool (`mode: "disagg"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<WorkerPool>,
+}
+
+fn is_agg(m: &ServingMode) -> bool {
+    *m == ServingMode::Agg
 }

@@ -1,13 +1,19 @@
 //! The serving configuration search (`POST /v1/predictions/inference/search`): given a model, a system, a GPU
-//! budget, a workload and a latency target (TTFT and/or TPOT), the configurations — tensor, pipeline and expert
-//! parallel degrees, precision and concurrency per instance — that meet it, ranked by generated tokens per second per
-//! GPU (replicas of an instance fill the budget; per GPU they do not change the rate).
+//! budget, a workload and a latency target (TTFT, TPOT and/or end-to-end latency on a percentile, p90 by default),
+//! the configurations — tensor, pipeline, expert and attention-data parallel degrees, precision and concurrency per
+//! instance — that meet it in the simulated benchmark, ranked by goodput per GPU (generated tokens per second per
+//! GPU of the requests that met the target; replicas of an instance fill the budget, per GPU they do not change the
+//! rate), and the Pareto front of tokens/s per GPU against tokens/s per user ([`super::pareto`]).
 //!
-//! For each (tp, pp, ep, precision) that validates, concurrency levels are tried in increasing order on one
-//! [`Solver`] (operator times and steps shared): TTFT and TPOT grow with concurrency (more decodes share every
-//! step), so the first level that misses the target ends the scan and the last one that met it is the
-//! configuration's best; the levels past it, and those beyond what the KV cache and the engine admit at once, count
-//! as evaluated without a solve.
+//! **Bound, then simulate.** For each (tp, pp, ep, attention DP, precision) that validates, every concurrency
+//! level up to what the engine and the KV cache admit is solved in the steady state on one [`Solver`] (operator
+//! times and steps shared; microseconds each): these points make the Pareto front. A level whose steady-state
+//! TTFT, TPOT or latency already misses the target is ruled out — the simulated percentiles are at least the
+//! steady state's means (a closed loop of clients that start together queues more, not less) — and the others are
+//! candidates, bounded above by their steady-state tokens/s per GPU. Candidates are simulated best bound first
+//! (branch and bound): the search stops once `top_k` configurations meet the target and no remaining bound can beat
+//! the k-th best goodput, or after [`MAX_SIMULATIONS`] simulations (a warning says so). A configuration's first
+//! candidate that meets the target is its hit.
 
 use std::time::Instant;
 
@@ -16,27 +22,18 @@ use utoipa::ToSchema;
 
 use super::engine::ServingConstants;
 use super::memory::serving_memory;
+use super::pareto::{front, ParetoPoint};
 use super::report::InferencePrediction;
+pub use super::request::Slo;
 use super::request::{
     Engine, EngineOptions, InferenceRequest, ModelRef, ServingParallelism, ServingPrecision, Workload,
 };
+use super::sim::SimLimits;
 use super::steady::Solver;
 use super::validate::{resolve_model, validate};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
 use crate::llm::config::{bad, ConfigError};
-
-/// The latency target: every given bound must hold.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Slo {
-    /// Largest acceptable time to first token, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<f64>,
-    /// Largest acceptable time per output token, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpot_ms: Option<f64>,
-}
 
 /// The traffic shape searched for (the concurrency is searched).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -46,6 +43,18 @@ pub struct SearchWorkload {
     pub input_tokens: u32,
     /// Generated tokens per request.
     pub output_tokens: u32,
+    /// Requests each simulated candidate sends. Default 4 × its concurrency, at least 64 and at most 1,000 (a
+    /// closed loop reaches its steady waves within a few rounds of clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_requests: Option<u32>,
+}
+
+/// Most candidates one search simulates.
+pub const MAX_SIMULATIONS: u64 = 48;
+
+/// Requests a simulated candidate of `concurrency` clients sends (see [`SearchWorkload::num_requests`]).
+pub fn search_requests(w: &SearchWorkload, concurrency: u32) -> u32 {
+    w.num_requests.unwrap_or_else(|| (4 * concurrency).clamp(64, 1000))
 }
 
 /// Limits of the searched space (each absent field: the default).
@@ -91,7 +100,8 @@ pub struct InferenceSearchRequest {
     /// GPU budget: instances of tp·pp GPUs, as many as fit.
     pub gpus: u32,
     pub workload: SearchWorkload,
-    /// The latency target (give at least one bound).
+    /// The latency target: give at least one bound; `percentile` (50, 90 or 99; default 90) of the simulated TTFT and
+    /// TPOT must meet it.
     pub slo: Slo,
     /// Default `vllm`.
     #[serde(default)]
@@ -117,14 +127,22 @@ pub struct SearchHit {
     pub ep: u32,
     /// Data-parallel attention with all-to-all expert dispatch.
     pub dp_attention: bool,
+    /// Attention data-parallel ranks.
+    pub attention_dp: u32,
     pub precision: Precision,
-    /// Requests in flight per instance (the largest tried that meets the target).
+    /// Clients per instance (the level with the best goodput that met the target).
     pub concurrency: u32,
     /// Instances of tp·pp GPUs in the budget.
     pub replicas: u32,
+    /// Mean simulated TTFT and TPOT, ms.
     pub ttft_ms: f64,
     pub tpot_ms: f64,
-    /// Generated tokens per second per GPU (the ranking).
+    /// The target's percentile of the simulated TTFT and TPOT, ms (what met it).
+    pub ttft_percentile_ms: f64,
+    pub tpot_percentile_ms: f64,
+    /// Generated tokens per second per GPU of the requests that met the target (the ranking).
+    pub goodput_per_gpu: f64,
+    /// Generated tokens per second per GPU, every request.
     pub tokens_per_s_per_gpu: f64,
     /// Generated tokens per second of all replicas.
     pub output_tokens_per_s: f64,
@@ -137,16 +155,25 @@ pub struct SearchHit {
 pub struct InferenceSearchResult {
     /// (configuration, concurrency) pairs considered, solved or bounded.
     pub evaluated: u64,
-    /// Of them, solved.
+    /// Of them, solved in the steady state.
     pub solved: u64,
-    /// (tp, pp, ep, precision) configurations with at least one concurrency meeting the target.
+    /// Of them, simulated (the candidates the steady-state bound could not rule out, best bound first).
+    pub simulated: u64,
+    /// Configurations with a simulated concurrency meeting the target.
     pub feasible: u64,
+    /// The percentile the target applied to.
+    pub percentile: f64,
     /// Wall time of the search, ms.
     pub elapsed_ms: f64,
     /// evaluated / elapsed, per second.
     pub configurations_per_s: f64,
-    /// The best `top_k`, by tokens/s per GPU.
+    /// The best `top_k`, by goodput per GPU.
     pub best: Vec<SearchHit>,
+    /// The Pareto front of tokens/s per GPU against tokens/s per user over every solved pair (steady state),
+    /// whatever the target; sorted by tokens/s per user.
+    pub pareto_front: Vec<ParetoPoint>,
+    /// Every solved pair (steady state), for the chart (`?format=svg`).
+    pub points: Vec<ParetoPoint>,
     pub warnings: Vec<String>,
 }
 
@@ -171,12 +198,23 @@ pub fn search(
         return Err(bad("gpus", format!("must be 1–{} (the system's GPUs), got {}", system.total_gpus(), req.gpus)));
     }
     let bounded = |v: Option<f64>| v.is_some_and(|x| !(x > 0.0 && x.is_finite()));
-    if (req.slo.ttft_ms.is_none() && req.slo.tpot_ms.is_none()) || bounded(req.slo.ttft_ms) || bounded(req.slo.tpot_ms)
+    let slo = req.slo;
+    if (slo.ttft_ms.is_none() && slo.tpot_ms.is_none() && slo.e2e_latency_ms.is_none())
+        || bounded(slo.ttft_ms)
+        || bounded(slo.tpot_ms)
+        || bounded(slo.e2e_latency_ms)
     {
-        return Err(bad("slo", "give ttft_ms and/or tpot_ms, positive"));
+        return Err(bad("slo", "give ttft_ms, tpot_ms and/or e2e_latency_ms, positive"));
+    }
+    let percentile = slo.percentile.unwrap_or(90.0);
+    if ![50.0, 90.0, 99.0].contains(&percentile) {
+        return Err(bad("slo.percentile", format!("must be 50, 90 or 99, got {percentile}")));
     }
     if req.top_k == 0 || req.top_k > 100 {
         return Err(bad("top_k", format!("must be 1–100, got {}", req.top_k)));
+    }
+    if req.workload.num_requests == Some(0) {
+        return Err(bad("workload.num_requests", "must be at least 1"));
     }
     let c = &req.constraints;
     let gpn = system.gpus_per_node;
@@ -196,10 +234,16 @@ pub fn search(
     if levels.is_empty() || levels[0] == 0 || [&tps, &pps].iter().any(|v| v.is_empty() || v.contains(&0)) {
         return Err(bad("constraints", "tp, pp and concurrency lists must be non-empty and positive"));
     }
-    let (ttft_max, tpot_max) = (req.slo.ttft_ms.unwrap_or(f64::INFINITY), req.slo.tpot_ms.unwrap_or(f64::INFINITY));
-    let (mut evaluated, mut solved, mut feasible) = (0u64, 0u64, 0u64);
-    // (tokens/s per GPU, request) of every configuration's best concurrency.
-    let mut hits: Vec<(f64, InferenceRequest)> = Vec::new();
+    let (ttft_max, tpot_max, e2e_max) = (
+        slo.ttft_ms.unwrap_or(f64::INFINITY),
+        slo.tpot_ms.unwrap_or(f64::INFINITY),
+        slo.e2e_latency_ms.unwrap_or(f64::INFINITY),
+    );
+    let (mut evaluated, mut solved) = (0u64, 0u64);
+    let mut configs: Vec<InferenceRequest> = Vec::new();
+    let mut points: Vec<ParetoPoint> = Vec::new();
+    // (steady-state tokens/s per GPU: the bound, configuration, concurrency) of the levels not ruled out.
+    let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
     for &tp in &tps {
         for &pp in &pps {
             if tp as u64 * pp as u64 > req.gpus as u64 {
@@ -223,17 +267,16 @@ pub fn search(
                     let candidate = InferenceRequest {
                         system: req.system.clone(),
                         model: req.model.clone(),
-                        parallelism: ServingParallelism { tp, pp, ep, dp_attention },
+                        parallelism: ServingParallelism { tp, pp, ep, dp_attention, attention_dp_size: None },
                         precision,
                         kv_cache_dtype: req.kv_cache_dtype,
                         engine: req.engine,
                         engine_options: req.engine_options,
-                        workload: Workload {
-                            input_tokens: req.workload.input_tokens,
-                            output_tokens: req.workload.output_tokens,
-                            concurrency: Some(1),
-                            request_rate: None,
-                        },
+                        workload: Workload::closed(req.workload.input_tokens, req.workload.output_tokens, 1),
+                        slo: Some(slo),
+                        mode: Default::default(),
+                        prefill: None,
+                        decode: None,
                     };
                     let Ok(cfg) = validate(&candidate, system) else {
                         evaluated += levels.len() as u64;
@@ -245,7 +288,7 @@ pub fn search(
                         continue;
                     }
                     let mut solver = Solver::new(&cfg, backend, consts, memory.max_concurrency);
-                    let mut best: Option<(f64, u32)> = None;
+                    let k = configs.len();
                     for (i, &n) in levels.iter().enumerate() {
                         if n > solver.capacity {
                             evaluated += (levels.len() - i) as u64;
@@ -254,64 +297,136 @@ pub fn search(
                         evaluated += 1;
                         solved += 1;
                         let s = solver.closed_loop(n as f64)?;
-                        if s.ttft_s * 1e3 > ttft_max || s.tpot_s * 1e3 > tpot_max {
-                            evaluated += (levels.len() - i - 1) as u64;
-                            break;
-                        }
                         let per_gpu = s.throughput_rps * cfg.output_tokens as f64 / cfg.gpus() as f64;
-                        if best.is_none_or(|(b, _)| per_gpu > b) {
-                            best = Some((per_gpu, n));
+                        let (ttft, tpot) = (s.ttft_s * 1e3, s.tpot_s * 1e3);
+                        points.push(ParetoPoint {
+                            tp,
+                            pp,
+                            ep,
+                            attention_dp: cfg.attention_dp,
+                            precision: cfg.precision,
+                            concurrency: n,
+                            tokens_per_s_per_user: if tpot > 0.0 { 1e3 / tpot } else { 0.0 },
+                            output_tokens_per_s_per_gpu: per_gpu,
+                            ttft_ms: ttft,
+                            tpot_ms: tpot,
+                        });
+                        if ttft <= ttft_max && tpot <= tpot_max && s.request_latency_s * 1e3 <= e2e_max {
+                            candidates.push((per_gpu, k, n));
                         }
                     }
-                    if let Some((per_gpu, n)) = best {
-                        feasible += 1;
-                        let mut r = candidate;
-                        r.workload.concurrency = Some(n);
-                        hits.push((per_gpu, r));
-                    }
+                    configs.push(candidate);
                 }
             }
         }
     }
-    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let mut best = Vec::new();
-    for (per_gpu, r) in hits.into_iter().take(req.top_k as usize) {
-        let cfg = validate(&r, system)?;
-        let p = super::predict(&cfg, backend, consts)?;
-        let replicas = req.gpus / cfg.gpus();
-        best.push(SearchHit {
-            tp: cfg.tp,
-            pp: cfg.pp,
-            ep: cfg.ep,
-            dp_attention: cfg.dp_attention,
-            precision: cfg.precision,
-            concurrency: r.workload.concurrency.unwrap_or(1),
-            replicas,
-            ttft_ms: p.ttft_ms,
-            tpot_ms: p.tpot_ms,
-            tokens_per_s_per_gpu: per_gpu,
-            output_tokens_per_s: p.throughput.output_tokens_per_s * replicas as f64,
-            prediction: Box::new(p),
-        });
-    }
+    // Branch and bound over the candidates, best steady-state bound first.
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)));
+    let limits = SimLimits::DEFAULT;
+    let mut hits: Vec<(f64, SearchHit)> = Vec::new();
+    let mut done = vec![false; configs.len()];
+    let (mut simulated, mut capped) = (0u64, false);
     let mut warnings = Vec::new();
+    for &(bound, k, n) in &candidates {
+        let kth = if hits.len() >= req.top_k as usize {
+            let mut g: Vec<f64> = hits.iter().map(|h| h.0).collect();
+            g.sort_by(|a, b| b.total_cmp(a));
+            g[req.top_k as usize - 1]
+        } else {
+            f64::NEG_INFINITY
+        };
+        if bound <= kth {
+            break;
+        }
+        if done[k] {
+            continue;
+        }
+        if simulated >= MAX_SIMULATIONS {
+            capped = true;
+            break;
+        }
+        simulated += 1;
+        let mut r = configs[k].clone();
+        r.workload.concurrency = Some(n);
+        r.workload.num_requests = Some(search_requests(&req.workload, n));
+        let cfg = validate(&r, system)?;
+        let p = super::predict_with(&cfg, backend, consts, &limits)?;
+        let Some(sim) = &p.simulation else { continue };
+        let (t, o, e) = (sim.ttft.at(percentile), sim.tpot.at(percentile), sim.e2e_latency.at(percentile));
+        if t > ttft_max || o > tpot_max || e > e2e_max {
+            continue;
+        }
+        done[k] = true;
+        let goodput = sim.goodput.map_or(0.0, |g| g.output_tokens_per_s_per_gpu);
+        let replicas = req.gpus / cfg.gpus();
+        hits.push((
+            goodput,
+            SearchHit {
+                tp: cfg.tp,
+                pp: cfg.pp,
+                ep: cfg.ep,
+                dp_attention: cfg.dp_attention,
+                attention_dp: cfg.attention_dp,
+                precision: cfg.precision,
+                concurrency: n,
+                replicas,
+                ttft_ms: p.ttft_ms,
+                tpot_ms: p.tpot_ms,
+                ttft_percentile_ms: t,
+                tpot_percentile_ms: o,
+                goodput_per_gpu: goodput,
+                tokens_per_s_per_gpu: p.throughput.per_gpu,
+                output_tokens_per_s: p.throughput.output_tokens_per_s * replicas as f64,
+                prediction: Box::new(p),
+            },
+        ));
+    }
+    if capped {
+        warnings.push(format!(
+            "stopped after {MAX_SIMULATIONS} simulated candidates: the ranking may miss configurations whose \
+             steady-state bound was lower; narrow the constraints to search them"
+        ));
+    }
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let feasible = hits.len() as u64;
+    let best: Vec<SearchHit> = hits.into_iter().take(req.top_k as usize).map(|h| h.1).collect();
     if best.is_empty() {
         warnings.push(format!(
-            "no configuration of at most {} GPUs meets the target (ttft_ms {:?}, tpot_ms {:?}) at any tried \
-             concurrency: relax it, raise the budget or try fp8",
-            req.gpus, req.slo.ttft_ms, req.slo.tpot_ms
+            "no configuration of at most {} GPUs meets the target (p{percentile} of ttft_ms {:?}, tpot_ms {:?}, \
+             e2e_latency_ms {:?}) at any tried concurrency: relax it, raise the budget or try fp8",
+            req.gpus, slo.ttft_ms, slo.tpot_ms, slo.e2e_latency_ms
         ));
     }
     let elapsed_s = start.elapsed().as_secs_f64();
     Ok(InferenceSearchResult {
         evaluated,
         solved,
+        simulated,
         feasible,
+        percentile,
         elapsed_ms: elapsed_s * 1e3,
         configurations_per_s: evaluated as f64 / elapsed_s.max(1e-9),
         best,
+        pareto_front: front(&points),
+        points,
         warnings,
     })
+}
+
+/// The search's Pareto chart: every solved pair and the front ([`super::pareto::svg`]).
+pub fn pareto_svg(req: &InferenceSearchRequest, r: &InferenceSearchResult) -> Result<String, super::pareto::PlotError> {
+    let title = format!(
+        "{} on {} GPUs of {}: {} in / {} out tokens",
+        match &req.model {
+            ModelRef::Name(n) => n.clone(),
+            ModelRef::Spec(s) => s.name.clone().unwrap_or_else(|| "custom model".into()),
+        },
+        req.gpus,
+        req.system,
+        req.workload.input_tokens,
+        req.workload.output_tokens
+    );
+    super::pareto::svg(&title, &r.points, &r.pareto_front)
 }
 
 #[cfg(test)]
@@ -331,45 +446,66 @@ mod tests {
     }
 
     #[test]
-    fn every_hit_meets_the_target_and_they_are_ranked_by_tokens_per_gpu() {
+    fn every_hit_meets_the_target_on_its_percentile_and_they_are_ranked_by_goodput() {
         let r = search(
             &req(serde_json::json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "gpus": 8,
                 "workload": {"input_tokens": 1024, "output_tokens": 256},
-                "slo": {"ttft_ms": 500, "tpot_ms": 50}, "top_k": 5})),
+                "slo": {"ttft_ms": 2000, "tpot_ms": 50}, "top_k": 5})),
             &h100(),
             ServingConstants::CALIBRATED,
         )
         .unwrap();
         assert_eq!(r.best.len(), 5, "{:?}", r.warnings);
+        assert_eq!(r.percentile, 90.0);
         for h in &r.best {
-            assert!(h.ttft_ms <= 500.0 && h.tpot_ms <= 50.0, "{h:?}");
+            // p90 of the simulated benchmark meets the target.
+            let sim = h.prediction.simulation.as_ref().unwrap();
+            assert!(h.ttft_percentile_ms <= 2000.0 && h.tpot_percentile_ms <= 50.0, "{h:?}");
+            assert_eq!((h.ttft_percentile_ms, h.tpot_percentile_ms), (sim.ttft.p90_ms, sim.tpot.p90_ms));
             assert_eq!(h.replicas, 8 / (h.tp * h.pp));
-            // The hit's per-GPU rate is its prediction's.
+            // The hit's rates are its prediction's; its goodput is at most its throughput.
             assert!((h.tokens_per_s_per_gpu - h.prediction.throughput.per_gpu).abs() < 1e-9 * h.tokens_per_s_per_gpu);
+            assert!(h.goodput_per_gpu <= h.tokens_per_s_per_gpu * (1.0 + 1e-12) && h.goodput_per_gpu > 0.0);
         }
-        assert!(r.best.windows(2).all(|w| w[0].tokens_per_s_per_gpu >= w[1].tokens_per_s_per_gpu));
+        assert!(r.best.windows(2).all(|w| w[0].goodput_per_gpu >= w[1].goodput_per_gpu));
         // tp 1 cannot hold 70 B in 80 GB at bf16: never a hit.
         assert!(r.best.iter().all(|h| h.tp * h.pp >= 2));
-        assert!(r.evaluated >= r.solved && r.solved > 0 && r.feasible >= 5);
-        // A tighter TPOT target lowers the best concurrency (or the rate) of the same configuration.
-        let tight = search(
+        // The steady-state bound rules most pairs out: few are simulated.
+        assert!(r.evaluated >= r.solved && r.solved > r.simulated && r.simulated >= 5 && r.feasible >= 5, "{r:?}");
+        assert!(r.simulated <= MAX_SIMULATIONS);
+        // The Pareto front: a subset of the points, none dominated by any point.
+        assert!(!r.pareto_front.is_empty() && r.points.len() as u64 == r.solved);
+        for f in &r.pareto_front {
+            assert!(r.points.contains(f));
+            assert!(!r.points.iter().any(|p| p.tokens_per_s_per_user >= f.tokens_per_s_per_user
+                && p.output_tokens_per_s_per_gpu > f.output_tokens_per_s_per_gpu));
+        }
+        let svg = pareto_svg(
             &req(serde_json::json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "gpus": 8,
-                "workload": {"input_tokens": 1024, "output_tokens": 256}, "slo": {"tpot_ms": 25},
-                "constraints": {"tp": [8], "pp": [1], "precisions": ["bf16"]}, "top_k": 1})),
-            &h100(),
-            ServingConstants::CALIBRATED,
+            "workload": {"input_tokens": 1024, "output_tokens": 256}, "slo": {"tpot_ms": 50}})),
+            &r,
         )
         .unwrap();
-        let loose = search(
-            &req(serde_json::json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "gpus": 8,
-                "workload": {"input_tokens": 1024, "output_tokens": 256}, "slo": {"tpot_ms": 60},
-                "constraints": {"tp": [8], "pp": [1], "precisions": ["bf16"]}, "top_k": 1})),
-            &h100(),
-            ServingConstants::CALIBRATED,
-        )
-        .unwrap();
-        assert!(tight.best[0].concurrency < loose.best[0].concurrency);
-        assert!(tight.best[0].tokens_per_s_per_gpu < loose.best[0].tokens_per_s_per_gpu);
+        assert!(svg.starts_with("<svg") && svg.contains("Pareto front"));
+        // A tighter TPOT target lowers the best concurrency of the same configuration.
+        let one = |tpot: f64| {
+            search(
+                &req(serde_json::json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "gpus": 8,
+                    "workload": {"input_tokens": 1024, "output_tokens": 256}, "slo": {"tpot_ms": tpot},
+                    "constraints": {"tp": [8], "pp": [1], "precisions": ["bf16"]}, "top_k": 1})),
+                &h100(),
+                ServingConstants::CALIBRATED,
+            )
+            .unwrap()
+        };
+        let (tight, loose) = (one(25.0), one(60.0));
+        assert!(
+            tight.best[0].concurrency < loose.best[0].concurrency,
+            "{:?} {:?}",
+            tight.best[0].concurrency,
+            loose.best[0].concurrency
+        );
+        assert!(tight.best[0].goodput_per_gpu < loose.best[0].goodput_per_gpu);
     }
 
     #[test]
@@ -380,6 +516,7 @@ mod tests {
             ("gpus", serde_json::json!(0), "gpus"),
             ("slo", serde_json::json!({}), "slo"),
             ("slo", serde_json::json!({"ttft_ms": -1}), "slo"),
+            ("slo", serde_json::json!({"ttft_ms": 1, "percentile": 95}), "slo.percentile"),
             ("top_k", serde_json::json!(0), "top_k"),
             ("model", serde_json::json!("nope"), "model"),
             ("constraints", serde_json::json!({"concurrency": []}), "constraints"),

@@ -148,6 +148,11 @@ impl<'a> Solver<'a> {
         self.cfg
     }
 
+    /// Distinct step loads timed so far.
+    pub fn cached_steps(&self) -> usize {
+        self.steps.len()
+    }
+
     /// The stages a step is timed on (pp = 1: the only one; else the first and the last, the slowest two) with
     /// their dense and MoE layers.
     fn stages(&self) -> Vec<(StageRole, u32, u32)> {

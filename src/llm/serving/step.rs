@@ -20,10 +20,11 @@
 //!   tensor-parallel all-reduce combines them;
 //! - two tensor-parallel all-reduces of T·d 16-bit activations (after attention and after the MLP; vLLM's custom
 //!   all-reduce or NCCL through the backend's collective model);
-//! - with data-parallel attention (`parallelism.dp_attention`) each GPU runs attention and the dense layers whole
-//!   on its 1/tp of the step's tokens (no all-reduce), and every MoE layer adds two all-to-alls (`EP_Alltoall`,
-//!   dispatch and combine) of the rank's T·K routed copies of d activations over the ep = tp GPUs (DeepEP, SGLang's
-//!   DP attention); the experts of a GPU receive the routed copies of every rank's tokens;
+//! - with data-parallel attention (`parallelism.attention_dp_size` ranks, or `dp_attention`: one per GPU) each rank
+//!   runs attention and the dense layers tensor-parallel over its tp/attention_dp GPUs on its share of the step's
+//!   tokens (all-reduces within the rank's group only), and every MoE layer adds two all-to-alls (`EP_Alltoall`,
+//!   dispatch and combine) of the rank's T·K routed copies of d activations over the tp GPUs (DeepEP, SGLang's DP
+//!   attention); the experts of a GPU receive the routed copies of every rank's tokens;
 //! - the first stage adds the vocabulary-parallel `Embedding` (and its all-reduce); the last the final norm, the
 //!   LM head `Final_Linear` over only the S sequences that sample this step (vLLM computes logits for the last
 //!   token of each sequence), the all-gather of their logits and the `Sampler` (a softmax over S·V fp32 logits);
@@ -105,6 +106,14 @@ pub fn vocab_per_gpu(vocab: u32, tp: u32) -> u64 {
 pub fn tp_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
     let gpn = system.gpus_per_node.max(1);
     (Group::new(cfg.tp, cfg.tp.min(gpn)), cfg.tp.min(gpn))
+}
+
+/// The attention tensor-parallel group (tp/attention_dp GPUs; the whole tp group without data-parallel attention)
+/// and the GPUs of a node communicating at once (every rank's group runs together).
+pub fn attention_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
+    let gpn = system.gpus_per_node.max(1);
+    let a = cfg.attn_tp();
+    (Group::new(a, a.min(gpn)), cfg.tp.min(gpn))
 }
 
 /// The operators one pipeline stage runs in one step with `load`, holding `dense_layers` dense and `moe_layers`
@@ -226,7 +235,7 @@ pub fn for_each_op(
         // every rank's) that chose them: on average T·K/ep copies, T/ep tokens' worth.
         let t_experts = (t * cfg.dp() as u64).div_ceil(ep);
         let dims = [t_experts, d, f, moe.experts as u64 / ep, moe.top_k as u64];
-        if cfg.dp_attention && cfg.ep > 1 {
+        if cfg.dp() > 1 && cfg.ep > 1 {
             // Dispatch this rank's T·K routed copies of d activations to their experts' GPUs, and combine back.
             let bytes = (t * moe.top_k as u64 * d) as f64 * act_bytes;
             collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
@@ -234,16 +243,17 @@ pub fn for_each_op(
         compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
         mlp(out, moe.shared_ffn_hidden as u64 / tp, n);
     }
+    let (agroup, aactive) = attention_group(cfg, system);
     if tp > 1 {
         let bytes = (t * d) as f64 * act_bytes;
-        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 2.0 * layers);
+        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, agroup, aactive, 2.0 * layers);
     }
     let vp = vocab_per_gpu(m.vocab, tp as u32);
     if role.first {
         compute(out, OpName::Embedding, OpClass::Embedding, act, &[t, vp, d], 1.0);
         if tp > 1 {
             let bytes = (t * d) as f64 * act_bytes;
-            collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, group, active, 1.0);
+            collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, agroup, aactive, 1.0);
         }
     }
     if role.last {
@@ -252,7 +262,7 @@ pub fn for_each_op(
         compute(out, OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0);
         if tp > 1 {
             let bytes = (s * vp * tp) as f64 * act_bytes;
-            collective(out, OpName::MpAllGather, Collective::AllGather, bytes, group, active, 1.0);
+            collective(out, OpName::MpAllGather, Collective::AllGather, bytes, agroup, aactive, 1.0);
         }
         compute(out, OpName::Sampler, OpClass::Softmax, Precision::Fp32, &[s, vp * tp], 1.0);
     } else {

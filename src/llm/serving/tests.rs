@@ -122,32 +122,48 @@ fn ttft_grows_with_input_length_and_concurrency_and_tpot_with_concurrency() {
     };
     let base = at(1024, 16);
     let (longer, busier) = (at(4096, 16), at(1024, 128));
-    assert!(longer.ttft_ms > base.ttft_ms, "{} !> {}", longer.ttft_ms, base.ttft_ms);
-    assert!(busier.ttft_ms > base.ttft_ms, "{} !> {}", busier.ttft_ms, base.ttft_ms);
-    assert!(busier.tpot_ms > base.tpot_ms, "{} !> {}", busier.tpot_ms, base.tpot_ms);
+    // The steady state's directions.
+    let (b, l, u) = (&base.steady_state, &longer.steady_state, &busier.steady_state);
+    assert!(l.ttft_ms > b.ttft_ms && u.ttft_ms > b.ttft_ms && u.tpot_ms > b.tpot_ms, "{b:?} {l:?} {u:?}");
+    // The simulated benchmark: more clients queue longer and share more steps; a lone client's TTFT is its
+    // prompt's prefill, longer for a longer prompt. (Sixteen clients with 4,096-token prompts can see a shorter
+    // mean TTFT than with 1,024: their long prefills stagger the clients, so fewer prompts arrive together.)
+    assert!(busier.ttft_ms > base.ttft_ms && busier.tpot_ms > base.tpot_ms);
+    assert!(at(4096, 1).ttft_ms > at(1024, 1).ttft_ms);
     // More concurrency, more throughput (until the batch saturates).
     assert!(busier.throughput.output_tokens_per_s > base.throughput.output_tokens_per_s);
     let single = at(1024, 1);
     assert!(single.tpot_ms < base.tpot_ms && single.ttft_ms < base.ttft_ms);
-    // Little's law: X = concurrency / R; output tokens/s = X·O; per GPU over tp·pp = 4.
+    // The steady state obeys Little's law: X = concurrency / R; output tokens/s = X·O; per GPU over tp·pp = 4.
     for p in [&base, &longer, &busier, &single] {
+        let st = &p.steady_state;
         let c = p.config.concurrency.unwrap() as f64;
-        let x = c / (p.request_latency_ms / 1e3);
-        assert!((p.throughput.requests_per_s - x).abs() < 1e-9 * x);
-        assert!((p.throughput.output_tokens_per_s - 256.0 * x).abs() < 1e-6 * x);
-        assert!((p.throughput.per_gpu * 4.0 - p.throughput.output_tokens_per_s).abs() < 1e-6 * x);
-        assert!((p.request_latency_ms - p.ttft_ms - 255.0 * p.tpot_ms).abs() < 1e-6 * p.request_latency_ms);
+        let x = c / (st.request_latency_ms / 1e3);
+        assert!((st.throughput.requests_per_s - x).abs() < 1e-9 * x);
+        assert!((st.throughput.output_tokens_per_s - 256.0 * x).abs() < 1e-6 * x);
+        assert!((st.throughput.per_gpu * 4.0 - st.throughput.output_tokens_per_s).abs() < 1e-6 * x);
+        assert!((st.request_latency_ms - st.ttft_ms - 255.0 * st.tpot_ms).abs() < 1e-6 * st.request_latency_ms);
         assert!(p.prefill_step_ms > p.decode_step_ms);
+        // The simulated benchmark: with every output 256 tokens, each request's latency is its TTFT + 255 TPOT,
+        // so the means obey it too; its throughput is the 1,000 requests' tokens over the run.
+        let sim = p.simulation.as_ref().unwrap();
+        assert!((p.request_latency_ms - p.ttft_ms - 255.0 * p.tpot_ms).abs() < 1e-6 * p.request_latency_ms);
+        assert_eq!((sim.completed, sim.requests), (1000, 1000));
+        let tokens = 256_000.0 / sim.duration_s;
+        assert!((p.throughput.output_tokens_per_s - tokens).abs() < 1e-6 * tokens);
+        assert!((p.throughput.per_gpu * 4.0 - tokens).abs() < 1e-6 * tokens);
+        // The simulation's ordering of percentiles.
+        assert!(sim.ttft.p50_ms <= sim.ttft.p90_ms && sim.ttft.p90_ms <= sim.ttft.p99_ms);
     }
 }
 
 #[test]
 fn an_open_loop_at_a_closed_loops_throughput_is_that_closed_loop() {
     let closed = run(&llama70b(4, json!({"input_tokens": 1024, "output_tokens": 256, "concurrency": 32})));
-    let rate = closed.throughput.requests_per_s;
+    let rate = closed.steady_state.throughput.requests_per_s;
     let open = run(&llama70b(4, json!({"input_tokens": 1024, "output_tokens": 256, "request_rate": rate})));
     assert!((open.batch.running - 32.0).abs() < 0.2, "{}", open.batch.running);
-    assert!((open.tpot_ms - closed.tpot_ms).abs() < 0.02 * closed.tpot_ms);
+    assert!((open.steady_state.tpot_ms - closed.steady_state.tpot_ms).abs() < 0.02 * closed.steady_state.tpot_ms);
     let flood = run(&llama70b(4, json!({"input_tokens": 1024, "output_tokens": 256, "request_rate": 1e6})));
     assert!(flood.warnings.iter().any(|w| w.contains("grows without bound")), "{:?}", flood.warnings);
 }
@@ -199,7 +215,15 @@ fn invalid_requests_name_their_field() {
         (json!({"parallelism": {"pp": 81}}), "parallelism.pp"),
         (json!({"model": "Llama-3.1-405B", "parallelism": {"tp": 16, "pp": 126}}), "parallelism"),
         (json!({"workload": {"input_tokens": 0, "output_tokens": 1, "concurrency": 1}}), "workload.input_tokens"),
-        (json!({"workload": {"input_tokens": 1, "output_tokens": 1}}), "workload"),
+        (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "burstiness": 2.0}}), "workload.burstiness"),
+        (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "range_ratio": 1.0}}), "workload.range_ratio"),
+        (
+            json!({"workload": {"input_tokens": 1, "output_tokens": 1, "range_ratio": 0.1, "input_tokens_std": 3}}),
+            "workload.range_ratio",
+        ),
+        (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "num_requests": 0}}), "workload.num_requests"),
+        (json!({"slo": {"ttft_ms": 0}}), "slo.ttft_ms"),
+        (json!({"prefill": {"workers": 1}}), "prefill"),
         (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "request_rate": -1.0}}), "workload.request_rate"),
         (json!({"engine_options": {"gpu_memory_utilization": 1.5}}), "engine_options.gpu_memory_utilization"),
         (json!({"model": {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100}}), "model.kv_heads"),
@@ -281,11 +305,21 @@ fn data_parallel_attention_dispatches_experts_by_all_to_all() {
     // spread over 4 GPUs, local tokens' worth; its 2 of 8 experts, whole.
     let moe = p.decode_step.operators.iter().find(|o| o.name == OpName::Moe).unwrap();
     assert_eq!(moe.features, vec![local, 4096, 14336, 2, 2]);
-    // Refused: ep ≠ tp, or a dense model.
+    // Two attention ranks of two GPUs each (vLLM's -tp 2 -dp 2 with expert parallelism over 4): attention
+    // all-reduces within a rank's pair of GPUs, the tokens still dispatched to the experts of all four.
+    let mut half = req.clone();
+    (half.parallelism.dp_attention, half.parallelism.attention_dp_size) = (false, Some(2));
+    let h = run(&half);
+    let ar = h.decode_step.operators.iter().find(|o| o.name == OpName::MpAllReduce).unwrap();
+    assert_eq!(&ar.features[1..], &[1, 2]);
+    assert!(h.decode_step.operators.iter().any(|o| o.name == OpName::EpAllToAll));
+    // Refused: an attention_dp_size that does not divide tp or contradicts dp_attention, or a dense model.
     let s = system("dgx-h100");
     let mut bad = req.clone();
-    bad.parallelism.ep = 2;
-    assert_eq!(validate(&bad, &s).unwrap_err().field, "parallelism.dp_attention");
+    bad.parallelism.attention_dp_size = Some(2);
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "parallelism.attention_dp_size");
+    (bad.parallelism.dp_attention, bad.parallelism.attention_dp_size) = (false, Some(3));
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "parallelism.attention_dp_size");
     let dense = request(json!({"system": "dgx-h100", "model": "Llama-3.1-8B",
         "parallelism": {"tp": 2, "dp_attention": true},
         "workload": {"input_tokens": 512, "output_tokens": 128, "concurrency": 4}}));
@@ -302,8 +336,11 @@ fn host_cost_by_engine_generation_and_async_scheduling() {
         run(&request(json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "parallelism": {"tp": 4},
             "engine_options": opts, "workload": w})))
     };
+    // vLLM V1 schedules asynchronously by default (the V0 engine never does): `async_scheduling: false` is the
+    // synchronous step.
     let (v1, v0, overlapped) =
-        (with(json!({})), with(json!({"vllm_engine": "v0"})), with(json!({"async_scheduling": true})));
+        (with(json!({"async_scheduling": false})), with(json!({"vllm_engine": "v0"})), with(json!({})));
+    assert!(overlapped.config.settings.async_scheduling && !v0.config.settings.async_scheduling);
     let d = v1.decode_step.decode_seqs as f64;
     let c = ServingConstants::CALIBRATED;
     assert!((v1.decode_step.overhead_ms - (c.vllm.step_us + c.vllm.seq_us * d) * 1e-3).abs() < 1e-9);
@@ -322,4 +359,57 @@ fn host_cost_by_engine_generation_and_async_scheduling() {
     assert_eq!(v1.interval.class, "vllm/hopper");
     assert!(v1.interval.tpot_ms.p10 < v1.tpot_ms && v1.tpot_ms < v1.interval.tpot_ms.p90);
     assert!(v1.interval.ttft_ms.p10 < v1.ttft_ms && v1.ttft_ms < v1.interval.ttft_ms.p90);
+}
+
+#[test]
+fn a_disaggregated_requests_ttft_includes_its_kv_transfer() {
+    // Llama-3.1-70B, a prefill worker of tp 4 and a decode worker of tp 8 on dgx-h100 (8 GPUs per node): 4 + 8 > 8,
+    // so the cache crosses nodes. Per token on one prefill GPU: 2·80·(8/4)·128·2 B = 81,920 B; 1,024 tokens:
+    // 83,886,080 B per GPU. dgx-h100's NICs: 400 GB/s per node over 8 NICs; 4 GPUs sending at once get
+    // min(400/4, 400/8) = 50 GB/s each: 83,886,080 B / 50e9 B/s = 1,677.7216 µs, + α 5 µs = 1,682.7216 µs (the raw
+    // analytic backend: no efficiency).
+    let req = request(json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "mode": "disagg",
+        "prefill": {"parallelism": {"tp": 4}}, "decode": {"parallelism": {"tp": 8}},
+        "workload": {"input_tokens": 1024, "output_tokens": 16, "concurrency": 1, "num_requests": 4}}));
+    let s = system("dgx-h100");
+    let cfg = validate(&req, &s).unwrap();
+    let raw = AnalyticBackend::new(s.clone());
+    let p = predict(&cfg, &raw, ServingConstants::ROOFLINE).unwrap();
+    let d = p.disagg.as_ref().unwrap();
+    assert_eq!(d.kv_transfer_bytes_per_gpu, 83_886_080.0);
+    assert!((d.kv_transfer_ms - 1.6827216).abs() < 1e-9, "{}", d.kv_transfer_ms);
+    // One client at a time: every TTFT is the prefill worker's step of the prompt, the transfer and the decode
+    // worker's first step (one token at a context of 1,024), timed by the same step model.
+    let (pcfg, dcfg) = (cfg.for_pool(&d.pools.prefill), cfg.for_pool(&d.pools.decode));
+    let mut ps = steady::Solver::new(&pcfg, &raw, ServingConstants::ROOFLINE, 1000);
+    let mut ds = steady::Solver::new(&dcfg, &raw, ServingConstants::ROOFLINE, 1000);
+    let pre = ps.step(step::StepLoad {
+        decode_seqs: 0,
+        decode_context: 0,
+        prefill_tokens: 1024,
+        prompt_len: 1024,
+        sampled: 1,
+    });
+    let first =
+        ds.step(step::StepLoad { decode_seqs: 1, decode_context: 1024, prefill_tokens: 0, prompt_len: 0, sampled: 1 });
+    let want = (pre.unwrap().time_s + 1.6827216e-3 + first.unwrap().time_s) * 1e3;
+    let sim = p.simulation.as_ref().unwrap();
+    assert!((sim.ttft.mean_ms - want).abs() < 1e-6 && (sim.ttft.max_ms - want).abs() < 1e-6, "{sim:?} vs {want}");
+    assert_eq!(sim.gpus, 12);
+    // Within one node (tp 4 + tp 4 ≤ 8): NVSwitch at 350 GB/s, α 2 µs: 83,886,080 / 350e9 s = 239.6745 µs + 2 µs.
+    let mut near = req.clone();
+    near.decode.as_mut().unwrap().parallelism.tp = 4;
+    let n = predict(&validate(&near, &s).unwrap(), &raw, ServingConstants::ROOFLINE).unwrap();
+    let want_us = 83_886_080.0 / 350e9 * 1e6 + 2.0;
+    assert!((n.disagg.unwrap().kv_transfer_ms * 1e3 - want_us).abs() < 1e-6);
+    // Refused: a pool missing, or the top-level parallelism given.
+    let mut bad = req.clone();
+    bad.decode = None;
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "decode");
+    let mut bad = req.clone();
+    bad.parallelism.tp = 2;
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "parallelism");
+    let mut bad = req;
+    bad.prefill.as_mut().unwrap().parallelism.tp = 3;
+    assert_eq!(validate(&bad, &s).unwrap_err().field, "prefill.parallelism.tp");
 }

@@ -6,12 +6,19 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::catalog;
+use super::disagg::{DisaggPools, PoolConfig};
 use super::engine::{defaults, EngineSettings};
 use super::hf;
-use super::model::{MoeConfig, ServingModel};
-use super::request::{Engine, InferenceRequest, ModelRef, ServingModelSpec, ServingPrecision, Workload};
+use super::model::ServingModel;
+use super::request::{
+    Engine, InferenceRequest, ModelRef, ServingMode, ServingModelSpec, ServingParallelism, ServingPrecision, Slo,
+    WorkerPool, Workload,
+};
+use super::sim::SimLimits;
+use super::workload::{LengthDist, Traffic, DEFAULT_NUM_REQUESTS};
 use crate::hw::{Precision, System};
 use crate::llm::config::{bad, default_ffn_hidden, Activation, ConfigError, Norm};
+use crate::llm::moe::validate_moe;
 
 /// Largest prompt or output length accepted, tokens (larger than any released model's context).
 pub const MAX_TOKENS: u32 = 10_000_000;
@@ -23,8 +30,10 @@ pub struct ServingConfig {
     pub tp: u32,
     pub pp: u32,
     pub ep: u32,
-    /// Data-parallel attention with all-to-all expert dispatch.
+    /// Data-parallel attention with all-to-all expert dispatch (attention_dp > 1).
     pub dp_attention: bool,
+    /// Attention data-parallel ranks (1: none); attention runs tensor-parallel over tp/attention_dp GPUs per rank.
+    pub attention_dp: u32,
     /// GEMM and expert weights and activations.
     pub precision: Precision,
     /// Everything else: embedding, LM head, norms, element-wise kernels (bf16, or fp16 where the GPU has no bf16).
@@ -41,6 +50,18 @@ pub struct ServingConfig {
     /// Open loop: requests per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_rate: Option<f64>,
+    /// The simulated benchmark's traffic (every default filled in).
+    pub traffic: Traffic,
+    /// The benchmark is simulated step by step (else the steady state alone answers).
+    pub simulate: bool,
+    /// The latency target goodput is counted against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// Aggregated or disaggregated serving.
+    pub mode: ServingMode,
+    /// The disaggregated pools (the fields above are then the decode pool's worker's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pools: Option<DisaggPools>,
 }
 
 impl ServingConfig {
@@ -49,22 +70,15 @@ impl ServingConfig {
         self.tp * self.pp
     }
 
-    /// The degree attention and the dense layers are split over: tp, or 1 with data-parallel attention.
+    /// The degree attention and the dense layers are split over: tp / attention_dp (tp without data-parallel
+    /// attention, 1 with it over every GPU).
     pub fn attn_tp(&self) -> u32 {
-        if self.dp_attention {
-            1
-        } else {
-            self.tp
-        }
+        (self.tp / self.attention_dp.max(1)).max(1)
     }
 
-    /// Data-parallel attention ranks the running requests are split over: tp with data-parallel attention, else 1.
+    /// Data-parallel attention ranks the running requests are split over (1 without data-parallel attention).
     pub fn dp(&self) -> u32 {
-        if self.dp_attention {
-            self.tp
-        } else {
-            1
-        }
+        self.attention_dp.max(1)
     }
 
     /// Key/value heads on one GPU: g/tp, or 1 (replicated) when tp exceeds g (vLLM replicates key/value heads); all
@@ -135,24 +149,13 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
     let moe = match &s.moe {
         None => None,
         Some(m) => {
-            for (f, v) in [("experts", m.experts), ("top_k", m.top_k), ("expert_ffn_hidden", m.expert_ffn_hidden)] {
-                if v == 0 {
-                    return Err(bad(&format!("model.moe.{f}"), "must be at least 1"));
-                }
-            }
-            if m.top_k > m.experts {
-                return Err(bad("model.moe.top_k", format!("top_k {} exceeds the {} experts", m.top_k, m.experts)));
-            }
-            if m.dense_layers >= layers {
+            if m.layer_freq.is_some_and(|f| f > 1) {
                 return Err(bad(
-                    "model.moe.dense_layers",
-                    format!("{} dense layers leave no MoE layer", m.dense_layers),
+                    "model.moe.layer_freq",
+                    "serving models every layer after dense_layers as an MoE layer: leave layer_freq out",
                 ));
             }
-            if m.shared_ffn_hidden == Some(0) {
-                return Err(bad("model.moe.shared_ffn_hidden", "must be at least 1 (leave it out for none)"));
-            }
-            Some(MoeConfig::from_spec(m))
+            Some(validate_moe(m, layers, "model.moe")?)
         }
     };
     if let Some(m) = &s.mla {
@@ -205,22 +208,128 @@ fn limits(m: &ServingModel) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn workload(w: &Workload) -> Result<(), ConfigError> {
+fn workload(w: &Workload) -> Result<Traffic, ConfigError> {
     for (f, v) in [("input_tokens", w.input_tokens), ("output_tokens", w.output_tokens)] {
         if v == 0 || v > MAX_TOKENS {
             return Err(bad(&format!("workload.{f}"), format!("must be 1–{MAX_TOKENS}, got {v}")));
         }
     }
-    match (w.concurrency, w.request_rate) {
-        (Some(_), Some(_)) | (None, None) => Err(bad("workload", "give exactly one of concurrency or request_rate")),
-        (Some(c), None) if c == 0 || c > 1_000_000 => {
-            Err(bad("workload.concurrency", format!("must be 1–1,000,000, got {c}")))
+    if let Some(c) = w.concurrency {
+        if c == 0 || c > 1_000_000 {
+            return Err(bad("workload.concurrency", format!("must be 1–1,000,000, got {c}")));
         }
-        (None, Some(r)) if !(r > 0.0 && r < 1e9) => {
-            Err(bad("workload.request_rate", format!("must be a positive number of requests/s, got {r}")))
-        }
-        _ => Ok(()),
     }
+    if let Some(r) = w.request_rate {
+        if !(r > 0.0 && r < 1e9) {
+            return Err(bad("workload.request_rate", format!("must be a positive number of requests/s, got {r}")));
+        }
+    }
+    let burstiness = w.burstiness.unwrap_or(1.0);
+    if !(1e-3..=1e6).contains(&burstiness) {
+        return Err(bad("workload.burstiness", format!("must be 0.001–1e6 (1 = Poisson), got {burstiness}")));
+    }
+    if w.burstiness.is_some() && w.request_rate.is_none() {
+        return Err(bad("workload.burstiness", "applies to request_rate arrivals: give request_rate"));
+    }
+    let num_requests = w.num_requests.unwrap_or(DEFAULT_NUM_REQUESTS);
+    if num_requests == 0 {
+        return Err(bad("workload.num_requests", "must be at least 1"));
+    }
+    let std_ok = |v: Option<f64>| v.is_none_or(|x| x >= 0.0 && x.is_finite() && x <= MAX_TOKENS as f64);
+    let lengths = match (w.range_ratio, w.input_tokens_std.is_some() || w.output_tokens_std.is_some()) {
+        (Some(_), true) => {
+            return Err(bad("workload.range_ratio", "give range_ratio or input/output_tokens_std, not both"));
+        }
+        (Some(r), false) if !(0.0..1.0).contains(&r) => {
+            return Err(bad("workload.range_ratio", format!("must be in [0, 1), got {r}")));
+        }
+        (Some(r), false) => LengthDist::Uniform { range_ratio: r },
+        (None, true) if !std_ok(w.input_tokens_std) => {
+            return Err(bad("workload.input_tokens_std", "must be a non-negative number of tokens"));
+        }
+        (None, true) if !std_ok(w.output_tokens_std) => {
+            return Err(bad("workload.output_tokens_std", "must be a non-negative number of tokens"));
+        }
+        (None, true) => LengthDist::Normal {
+            input_std: w.input_tokens_std.unwrap_or(0.0),
+            output_std: w.output_tokens_std.unwrap_or(0.0),
+        },
+        (None, false) => LengthDist::Fixed,
+    };
+    Ok(Traffic {
+        input_tokens: w.input_tokens,
+        output_tokens: w.output_tokens,
+        lengths,
+        concurrency: w.concurrency,
+        request_rate: w.request_rate,
+        burstiness,
+        num_requests,
+        seed: w.seed.unwrap_or(0),
+    })
+}
+
+fn slo(s: &Option<Slo>) -> Result<(), ConfigError> {
+    let Some(s) = s else { return Ok(()) };
+    for (f, v) in [("ttft_ms", s.ttft_ms), ("tpot_ms", s.tpot_ms), ("e2e_latency_ms", s.e2e_latency_ms)] {
+        if v.is_some_and(|x| !(x > 0.0 && x.is_finite())) {
+            return Err(bad(&format!("slo.{f}"), "must be a positive number of ms"));
+        }
+    }
+    if let Some(p) = s.percentile {
+        if ![50.0, 90.0, 99.0].contains(&p) {
+            return Err(bad("slo.percentile", format!("must be 50, 90 or 99, got {p}")));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a simulation beyond the server's caps (each a 422 naming the field to change): more than
+/// `max_requests` requests (`workload.num_requests`), more than `max_concurrency` clients
+/// (`workload.concurrency`), or more generated tokens in all than `max_tokens` (`workload.output_tokens`, counted
+/// at the longest output the lengths allow). The steps cap is enforced while simulating.
+pub fn check_limits(cfg: &ServingConfig, limits: &SimLimits) -> Result<(), ConfigError> {
+    if !cfg.simulate {
+        return Ok(());
+    }
+    let t = &cfg.traffic;
+    let hint = "or set workload.simulate to false for the steady-state model";
+    if t.num_requests > limits.max_requests {
+        return Err(bad(
+            "workload.num_requests",
+            format!(
+                "{} requests exceed this server's {} (serving_max_requests); send fewer, {hint}",
+                t.num_requests, limits.max_requests
+            ),
+        ));
+    }
+    if let Some(c) = t.concurrency {
+        if c > limits.max_concurrency {
+            return Err(bad(
+                "workload.concurrency",
+                format!(
+                    "{c} clients exceed this server's {} (serving_max_concurrency), {hint}",
+                    limits.max_concurrency
+                ),
+            ));
+        }
+    }
+    let longest = match t.lengths {
+        LengthDist::Fixed => t.output_tokens as f64,
+        LengthDist::Uniform { range_ratio } => (t.output_tokens as f64 * (1.0 + range_ratio)).ceil(),
+        LengthDist::Normal { output_std, .. } => t.output_tokens as f64 + 4.0 * output_std,
+    };
+    let tokens = t.num_requests as f64 * longest;
+    if tokens > limits.max_tokens as f64 {
+        return Err(bad(
+            "workload.output_tokens",
+            format!(
+                "{} requests × up to {longest:.0} output tokens = {tokens:.0} simulated tokens exceed this server's {} \
+                 (serving_max_simulated_tokens); send fewer or shorter requests, {hint}",
+                t.num_requests, limits.max_tokens
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Validates `req` against `system` and fills in the defaults (the engine's per [`defaults`]).
@@ -232,7 +341,69 @@ fn workload(w: &Workload) -> Result<(), ConfigError> {
 /// (`parallelism`); fp8 weights or KV cache on a GPU without FP8 tensor cores, fp4 weights on one without FP4 tensor
 /// cores (`precision`, `kv_cache_dtype`); an fp4 KV cache (`kv_cache_dtype`);
 /// engine options out of range (`engine_options.…`); the workload (`workload.…`).
+///
+/// `mode: "disagg"`: each pool validated as its own instance (errors under `prefill.…` / `decode.…`), every worker
+/// within the system's GPUs; the configuration is the decode worker's with the pools attached.
 pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
+    match req.mode {
+        ServingMode::Agg => {
+            for (f, p) in [("prefill", &req.prefill), ("decode", &req.decode)] {
+                if p.is_some() {
+                    return Err(bad(f, "only with mode \"disagg\" (aggregated serving uses parallelism)"));
+                }
+            }
+            validate_instance(req, system)
+        }
+        ServingMode::Disagg => validate_disagg(req, system),
+    }
+}
+
+fn validate_disagg(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
+    let (Some(p), Some(d)) = (&req.prefill, &req.decode) else {
+        let missing = if req.prefill.is_none() { "prefill" } else { "decode" };
+        return Err(bad(missing, "mode \"disagg\" needs a prefill and a decode pool"));
+    };
+    if req.parallelism != ServingParallelism::default() {
+        return Err(bad("parallelism", "with mode \"disagg\" give each pool's parallelism under prefill and decode"));
+    }
+    let one = |pool: &WorkerPool, name: &str| -> Result<(ServingConfig, PoolConfig), ConfigError> {
+        if pool.workers == 0 || pool.workers > 10_000 {
+            return Err(bad(&format!("{name}.workers"), format!("must be 1–10,000, got {}", pool.workers)));
+        }
+        let mut r = req.clone();
+        (r.mode, r.prefill, r.decode, r.parallelism) = (ServingMode::Agg, None, None, pool.parallelism);
+        if let Some(o) = &pool.engine_options {
+            r.engine_options = r.engine_options.merged(o);
+        }
+        let cfg = validate_instance(&r, system).map_err(|mut e| {
+            if e.field.starts_with("parallelism") || e.field.starts_with("engine_options") {
+                e.field = format!("{name}.{}", e.field);
+            }
+            e
+        })?;
+        let pc = PoolConfig {
+            workers: pool.workers,
+            tp: cfg.tp,
+            pp: cfg.pp,
+            ep: cfg.ep,
+            attention_dp: cfg.attention_dp,
+            settings: cfg.settings,
+        };
+        Ok((cfg, pc))
+    };
+    let (pcfg, pp) = one(p, "prefill")?;
+    let (dcfg, dp) = one(d, "decode")?;
+    let total = pp.workers as u64 * pcfg.gpus() as u64 + dp.workers as u64 * dcfg.gpus() as u64;
+    if total > system.total_gpus() {
+        return Err(bad(
+            "decode.workers",
+            format!("the pools need {total} GPUs but {} has {}", system.name, system.total_gpus()),
+        ));
+    }
+    Ok(ServingConfig { mode: ServingMode::Disagg, pools: Some(DisaggPools { prefill: pp, decode: dp }), ..dcfg })
+}
+
+fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
     let model = resolve_model(&req.model)?;
     limits(&model)?;
     let p = req.parallelism;
@@ -242,8 +413,23 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         }
     }
     let tp = p.tp;
-    // With data-parallel attention the heads are not split.
-    let attn_tp = if p.dp_attention { 1 } else { tp };
+    let adp = match (p.attention_dp_size, p.dp_attention) {
+        (Some(0), _) => return Err(bad("parallelism.attention_dp_size", "must be at least 1")),
+        (Some(a), true) if a != tp => {
+            return Err(bad(
+                "parallelism.attention_dp_size",
+                format!("dp_attention means attention_dp_size = tp = {tp}, got {a}: give one of the two"),
+            ))
+        }
+        (Some(a), _) => a,
+        (None, true) => tp,
+        (None, false) => 1,
+    };
+    if tp % adp != 0 {
+        return Err(bad("parallelism.attention_dp_size", format!("attention_dp_size {adp} must divide tp {tp}")));
+    }
+    // With data-parallel attention the heads are split over tp/adp GPUs per rank.
+    let attn_tp = tp / adp;
     if model.heads % attn_tp != 0 {
         return Err(bad("parallelism.tp", format!("the {} query heads are not divisible by tp {tp}", model.heads)));
     }
@@ -254,14 +440,19 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         ));
     }
     let dense_layers = model.layers - model.moe_layers();
-    if p.dp_attention && (model.moe.is_none() || p.ep != tp) {
+    if adp > 1 && model.moe.is_none() {
+        let field = if p.dp_attention { "parallelism.dp_attention" } else { "parallelism.attention_dp_size" };
         return Err(bad(
-            "parallelism.dp_attention",
-            format!("needs a mixture-of-experts model and ep = tp (got ep {}, tp {tp})", p.ep),
+            field,
+            "data-parallel attention needs a mixture-of-experts model (a dense model's data-parallel ranks are \
+             separate replicas)",
         ));
     }
-    if dense_layers > 0 && !p.dp_attention && model.ffn_hidden % tp != 0 {
-        return Err(bad("parallelism.tp", format!("ffn_hidden {} is not divisible by tp {tp}", model.ffn_hidden)));
+    if dense_layers > 0 && model.ffn_hidden % attn_tp != 0 {
+        return Err(bad(
+            "parallelism.tp",
+            format!("ffn_hidden {} is not divisible by the attention tp {attn_tp}", model.ffn_hidden),
+        ));
     }
     match &model.moe {
         None if p.ep > 1 => return Err(bad("parallelism.ep", "ep > 1 needs a mixture-of-experts model")),
@@ -277,7 +468,7 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
                 return Err(bad("parallelism.ep", format!("ep {} does not divide the {} experts", p.ep, m.experts)));
             }
             let expert_tp = tp / p.ep;
-            let shared_tp = if p.dp_attention { 1 } else { tp };
+            let shared_tp = attn_tp;
             if m.expert_ffn_hidden % expert_tp != 0 || m.shared_ffn_hidden % shared_tp != 0 {
                 return Err(bad(
                     "parallelism.tp",
@@ -352,7 +543,11 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
         cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
         vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
-        async_scheduling: o.async_scheduling.unwrap_or(d.async_scheduling),
+        // vLLM's V0 engine has no async scheduling.
+        async_scheduling: o.async_scheduling.unwrap_or(
+            d.async_scheduling
+                && !(req.engine == Engine::Vllm && o.vllm_engine == Some(super::request::VllmEngine::V0)),
+        ),
     };
     for (f, v) in [
         ("engine_options.max_num_seqs", settings.max_num_seqs),
@@ -366,13 +561,15 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
     if !(u > 0.0 && u <= 1.0) {
         return Err(bad("engine_options.gpu_memory_utilization", format!("must be in (0, 1], got {u}")));
     }
-    workload(&req.workload)?;
+    let traffic = workload(&req.workload)?;
+    slo(&req.slo)?;
     Ok(ServingConfig {
         model,
         tp,
         pp: p.pp,
         ep: p.ep,
-        dp_attention: p.dp_attention,
+        dp_attention: adp > 1,
+        attention_dp: adp,
         precision: req.precision.precision(),
         activation_precision,
         kv_cache_dtype,
@@ -382,5 +579,10 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
         output_tokens: req.workload.output_tokens,
         concurrency: req.workload.concurrency,
         request_rate: req.workload.request_rate,
+        traffic,
+        simulate: req.workload.simulate.unwrap_or(true),
+        slo: req.slo,
+        mode: ServingMode::Agg,
+        pools: None,
     })
 }

@@ -56,6 +56,7 @@ fn kind_cat(kind: super::SpanKind) -> &'static str {
         Backward => "backward",
         Recompute => "recompute",
         TpCollective => "tp_collective",
+        EpAllToAll => "ep_all_to_all",
         Send => "send",
         ZeroCollective => "zero_collective",
         GradReduce => "grad_reduce",

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use super::config::{ConfigError, TrainingConfig};
 use super::decompose::Decomposition;
-use super::operators::{StageOp, Work};
+use super::operators::{OpName, StageOp, Work};
 use super::pipeline::{simulate_placing, PipelineSpec, Placed, StageTail};
 use super::schedule::pipeline_spec;
 use super::schedule::Step;
@@ -76,6 +76,8 @@ pub enum Lane {
     PipelineSend,
     /// Tensor- and context-parallel collectives.
     TpCollectives,
+    /// Expert parallelism's dispatch and combine (all-to-alls, or the allgather dispatcher's gathers).
+    EpAllToAll,
     /// Data-parallel collectives: the gradient reduction, ZeRO's per-micro-batch collectives, the tied-embedding
     /// gradient all-reduce.
     DpCollectives,
@@ -85,8 +87,14 @@ pub enum Lane {
 
 impl Lane {
     /// Every lane, in display order.
-    pub const ALL: [Lane; 5] =
-        [Lane::Compute, Lane::PipelineSend, Lane::TpCollectives, Lane::DpCollectives, Lane::Optimizer];
+    pub const ALL: [Lane; 6] = [
+        Lane::Compute,
+        Lane::PipelineSend,
+        Lane::TpCollectives,
+        Lane::EpAllToAll,
+        Lane::DpCollectives,
+        Lane::Optimizer,
+    ];
 
     /// Its display name.
     pub fn name(self) -> &'static str {
@@ -94,6 +102,7 @@ impl Lane {
             Lane::Compute => "compute",
             Lane::PipelineSend => "pipeline send",
             Lane::TpCollectives => "tp/cp collectives",
+            Lane::EpAllToAll => "ep all-to-all",
             Lane::DpCollectives => "dp collectives",
             Lane::Optimizer => "optimizer",
         }
@@ -110,6 +119,8 @@ pub enum SpanKind {
     Recompute,
     /// A pass's tensor- and context-parallel collectives.
     TpCollective,
+    /// A pass's expert-parallel dispatch and combine.
+    EpAllToAll,
     /// A pipeline send.
     Send,
     /// ZeRO ≥ 2's per-micro-batch reduce-scatter and ZeRO-3's parameter all-gathers.
@@ -126,11 +137,12 @@ pub enum SpanKind {
 
 impl SpanKind {
     /// Every kind, in legend order.
-    pub const ALL: [SpanKind; 10] = [
+    pub const ALL: [SpanKind; 11] = [
         SpanKind::Forward,
         SpanKind::Backward,
         SpanKind::Recompute,
         SpanKind::TpCollective,
+        SpanKind::EpAllToAll,
         SpanKind::Send,
         SpanKind::ZeroCollective,
         SpanKind::GradReduce,
@@ -146,6 +158,7 @@ impl SpanKind {
             SpanKind::Backward => "backward",
             SpanKind::Recompute => "recompute",
             SpanKind::TpCollective => "tp/cp collectives",
+            SpanKind::EpAllToAll => "ep all-to-all",
             SpanKind::Send => "pipeline send",
             SpanKind::ZeroCollective => "ZeRO collectives",
             SpanKind::GradReduce => "gradient reduction",
@@ -179,6 +192,7 @@ impl Span {
             SpanKind::Backward => "B",
             SpanKind::Recompute => "R",
             SpanKind::TpCollective => "TP",
+            SpanKind::EpAllToAll => "EP",
             SpanKind::Send => "send",
             SpanKind::ZeroCollective => "ZeRO",
             k => return k.label().to_string(),
@@ -234,6 +248,10 @@ struct PassParts {
     tp_s: f64,
     /// Their full time.
     tp_full_s: f64,
+    /// The charged time of the pass's expert-parallel dispatch and combine.
+    ep_s: f64,
+    /// Their full time.
+    ep_full_s: f64,
     recompute_s: f64,
 }
 
@@ -243,6 +261,8 @@ impl PassParts {
             total_s: self.total_s + n * o.total_s,
             tp_s: self.tp_s + n * o.tp_s,
             tp_full_s: self.tp_full_s + n * o.tp_full_s,
+            ep_s: self.ep_s + n * o.ep_s,
+            ep_full_s: self.ep_full_s + n * o.ep_full_s,
             recompute_s: self.recompute_s + n * o.recompute_s,
         }
     }
@@ -257,7 +277,11 @@ fn parts(ops: &[StageOp], timed: &[TimedOp]) -> [PassParts; 2] {
     for (o, t) in ops.iter().zip(timed) {
         let n = o.calls as f64 * 1e-6;
         let p = &mut out[usize::from(o.phase == Phase::Bwd)];
-        if matches!(o.work, Work::Collective { .. }) {
+        let ep = matches!(o.name, OpName::EpAllToAll | OpName::EpAllGather | OpName::EpReduceScatter);
+        if ep {
+            p.ep_s += n * t.charged_us;
+            p.ep_full_s += n * t.time.time_us;
+        } else if matches!(o.work, Work::Collective { .. }) {
             p.tp_s += n * t.charged_us;
             p.tp_full_s += n * t.time.time_us;
         } else if o.recompute {
@@ -303,6 +327,8 @@ pub fn trace(
         message: "the pipeline schedule cannot be simulated".into(),
     })?;
     let layer = parts(&work.layer, &timed.layer);
+    let moe_layer = parts(&work.moe_layer, &timed.moe_layer);
+    let mtp = parts(&work.mtp, &timed.mtp);
     let embedding = parts(&work.embedding, &timed.embedding);
     let head = parts(&work.head, &timed.head);
     let mut stages: Vec<StageTrace> = (0..pp).map(|stage| StageTrace { stage, spans: Vec::new() }).collect();
@@ -316,7 +342,11 @@ pub fn trace(
             continue;
         };
         let phase = usize::from(!p.fwd);
-        let mut core = PassParts::default().add(layer[phase], cw.layers as f64);
+        let moe_n = cw.moe_layers.min(cw.layers);
+        let mut core = PassParts::default()
+            .add(layer[phase], (cw.layers - moe_n) as f64)
+            .add(moe_layer[phase], moe_n as f64)
+            .add(mtp[phase], cw.mtp as f64);
         if cw.embedding {
             core = core.add(embedding[phase], 1.0);
         }
@@ -355,7 +385,7 @@ pub fn trace(
         let recompute = if p.fwd { 0.0 } else { core.recompute_s.min(core.total_s) };
         // The computation fills the operation's span (the wait for a prefetched bucket, the contention of
         // overlapped sends) but for what is drawn after it.
-        let compute = (p.end_s - p.start_s - zero_exposed - recompute - core.tp_s - send_charged).max(0.0);
+        let compute = (p.end_s - p.start_s - zero_exposed - recompute - core.tp_s - core.ep_s - send_charged).max(0.0);
         if recompute > 0.0 {
             out.spans.push(span(Lane::Compute, SpanKind::Recompute, p, t, t + recompute));
             t += recompute;
@@ -374,6 +404,13 @@ pub fn trace(
                 (end - core.tp_full_s).max(p.start_s),
                 end,
             ));
+            t = end;
+        }
+        if core.ep_full_s > 0.0 {
+            // Expert-parallel dispatch and combine: their exposed part after the computation, the rest beside it
+            // (shared-expert or 1F1B overlap).
+            let end = t + core.ep_s;
+            out.spans.push(span(Lane::EpAllToAll, SpanKind::EpAllToAll, p, (end - core.ep_full_s).max(p.start_s), end));
             t = end;
         }
         if !p.fwd && zero_full > 0.0 {

@@ -19,6 +19,7 @@ fn colour(kind: SpanKind) -> RGBColor {
         SpanKind::Backward => RGBColor(52, 168, 83),
         SpanKind::Recompute => RGBColor(251, 188, 5),
         SpanKind::TpCollective => RGBColor(171, 71, 188),
+        SpanKind::EpAllToAll => RGBColor(233, 30, 99),
         SpanKind::Send => RGBColor(234, 67, 53),
         SpanKind::ZeroCollective => RGBColor(0, 172, 193),
         SpanKind::GradReduce => RGBColor(255, 112, 67),

@@ -1,0 +1,193 @@
+//! NeMo / Megatron-Bridge performance tables' mixture-of-experts pre-training rows (`nemo_perf_tables_long.csv`,
+//! its SOURCE.txt): DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B with their parallel configuration (TP, PP, CP,
+//! VP, EP, MBS, GBS) and measured tokens per second per GPU. The step time is GBS · sequence / (tokens/s/GPU · GPUs).
+//!
+//! What each row ran beyond its columns comes from Megatron-Bridge's performance recipes
+//! (`scripts/performance/configs/qwen/qwen3_workload_base_configs.py` @ 01b2977e, `qwen3_llm_pretrain.py` @
+//! 05c0c90f, `deepseek/deepseek_workload_base_configs.py` @ 04264182): expert_tp 1; `moe_grouped_gemm`;
+//! `moe_router_force_load_balancing` for the dropless rows ("required for token dropless") and, for the rows marked
+//! "tokendrop", `apply_moe_token_drop`'s capacity factor 1.0 with padding; the dispatcher per model and GPU —
+//! Qwen3-235B-A22B `alltoall` on H100 and B200 (with `moe_a2a_overlap`, Megatron-Core's
+//! `overlap_moe_expert_parallel_comm`, on H100) and HybridEP on GB200/GB300, Qwen3-30B-A3B HybridEP everywhere,
+//! DeepSeek-V3 HybridEP (DeepEP with the 1F1B overlap for the B200 pp 8 · vp 2 · ep 32 rows) with `recompute_modules`
+//! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
+//! for Qwen3-235B-A22B on H100; DeepSeek-V3 with its MTP layer unless the row says "w/o MTP". The NeMo overlap
+//! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too. Assumption: rows of older containers
+//! ran the recipes of the commits above.
+//!
+//! Rows on systems without a perfcast description (B300, GB200 and GB300 NVL72), of models perfcast does not
+//! represent (gpt-oss: attention sinks and sliding windows; Kimi K2 and DeepSeek-V4: GB300 only) and fine-tuning
+//! rows are skipped and counted.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::nemo::nemo_parallelism;
+use super::{csv_records, dgx_h100, request, E2eData, E2eRow};
+use crate::hw::SystemSpec;
+
+/// The catalog model of a table's model name, and whether it trains its MTP layer.
+fn model_of(name: &str) -> Option<(&'static str, bool)> {
+    let n = name.to_ascii_lowercase().replace([' ', '-', '_', '.', '(', ')', '/'], "");
+    if n.starts_with("deepseekv3") {
+        Some(("DeepSeek-V3", !n.contains("wo") && !n.contains("withoutmtp")))
+    } else if n.starts_with("qwen330ba3b") {
+        Some(("Qwen3-30B-A3B", false))
+    } else if n.starts_with("qwen3235ba22b") {
+        Some(("Qwen3-235B-A22B", false))
+    } else {
+        None
+    }
+}
+
+/// A DGX B200 cluster: the `dgx-b200` preset's nodes × 128 (the largest table row uses 256 GPUs).
+fn dgx_b200() -> SystemSpec {
+    let preset = crate::hw::presets().into_iter().find(|p| p.name == "dgx-b200").expect("the dgx-b200 preset");
+    SystemSpec { name: "eval-dgx-b200".into(), nodes: 128, description: None, ..preset }
+}
+
+fn precision_of(p: &str) -> Option<&'static str> {
+    let p = p.to_ascii_uppercase();
+    if p.starts_with("BF16") {
+        Some("bf16")
+    } else if p.starts_with("FP8") || p.starts_with("MXFP8") {
+        Some("fp8")
+    } else {
+        None
+    }
+}
+
+fn first_number(cell: &str) -> Option<f64> {
+    let head = cell.split('(').next()?.replace([',', '*'], "");
+    head.trim().parse::<f64>().ok()
+}
+
+/// The MoE options of a row (see the module doc).
+fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64, token_drop: bool) {
+    let h100 = gpu == "DGX-H100";
+    let (dispatcher, overlap) = match model {
+        "Qwen3-235B-A22B" if h100 => ("alltoall", true),
+        "Qwen3-235B-A22B" => ("alltoall", false),
+        "DeepSeek-V3" if !h100 && ep == 32 && pp == 8 && vp == 2 => ("deepep", true),
+        _ => ("hybridep", false),
+    };
+    p["ep"] = json!(ep);
+    p["expert_tp"] = json!(1);
+    p["moe_token_dispatcher"] = json!(dispatcher);
+    p["overlap_moe_expert_parallel_comm"] = json!(overlap && ep > 1 && (pp == 1 || vp > 1));
+    p["moe_grouped_gemm"] = json!(true);
+    if token_drop {
+        p["moe_expert_capacity_factor"] = json!(1.0);
+        p["moe_pad_expert_input_to_capacity"] = json!(true);
+    } else {
+        p["moe_router_force_load_balancing"] = json!(true);
+    }
+    if model == "Qwen3-235B-A22B" && h100 {
+        p["tp_comm_overlap"] = json!(false);
+    }
+    if model == "DeepSeek-V3" {
+        let modules = if h100 || ep == 32 { json!(["mla_up_proj", "mlp"]) } else { json!(["mla_up_proj"]) };
+        p["recompute"] = json!("selective");
+        p["recompute_modules"] = modules;
+    }
+    // Qwen3-235B-A22B's recipe counts the embedding and the loss as pipeline layers (`qwen3_moe.py`:
+    // account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split).
+    if model == "Qwen3-235B-A22B" && pp > 1 {
+        p["account_for_embedding_in_pipeline_split"] = json!(true);
+        p["account_for_loss_in_pipeline_split"] = json!(true);
+    }
+}
+
+/// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
+/// `layout_map`: the first stage the embedding and L/pp layers, the last stage the rest, its MTP layer and the
+/// loss): (num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage). `None` for an interleaved
+/// layout (pp 8 · vp 2: "Et*4|(t*4|)*14tmL"; pp 8 · vp 4: "Et|(tt|)*30mL"), whose chunks Megatron-Core's
+/// uneven first/last options cannot express.
+fn deepseek_split(pp: u64, vp: u64) -> Option<(u64, u64)> {
+    match (pp, vp) {
+        (1, _) => Some((0, 0)),
+        (4, 1) => Some((16, 13)),
+        (8, 1) => Some((8, 5)),
+        (16, 1) => Some((4, 1)),
+        _ => None,
+    }
+}
+
+/// The MoE pre-training rows of the NeMo / Megatron-Bridge tables on DGX H100 and DGX B200 (see the module doc).
+pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
+    let (h100, b200) = (dgx_h100(), dgx_b200());
+    for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
+        let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("");
+        let name = if g("Model").is_empty() { g("h4").trim_start_matches("Model: ") } else { g("Model") };
+        let Some((model, mtp)) = model_of(name) else {
+            continue;
+        };
+        let task = format!("{} {}", g("h3"), g("Task"));
+        if task.contains("Finetun") || task.contains("LoRA") || task.contains("SFT") {
+            out.skip("nemo-moe", "fine-tuning");
+            continue;
+        }
+        let system_name = if g("System").is_empty() { g("h4").trim_start_matches("System: ") } else { g("System") };
+        let sys = match system_name {
+            "DGX-H100" => h100.clone(),
+            "DGX-B200" => b200.clone(),
+            _ => {
+                out.skip("nemo-moe", "no perfcast system for B300 or GB200/GB300 NVL72 yet");
+                continue;
+            }
+        };
+        let Some(precision) = precision_of(g("Precision")) else {
+            out.skip("nemo-moe", "no precision given (or NVFP4)");
+            continue;
+        };
+        let num = |k: &str| first_number(g(k));
+        let (Some(gpus), Some(gbs), Some(mbs), Some(tps)) =
+            (num("#-GPUs"), num("GBS"), num("MBS"), num("Tokens / sec / GPU"))
+        else {
+            out.skip("nemo-moe", "missing numbers");
+            continue;
+        };
+        let par = |k: &str| num(k).unwrap_or(1.0).max(1.0) as u64;
+        let (tp, pp, cp, vp, ep) = (par("TP"), par("PP"), par("CP"), par("VP"), par("EP"));
+        let seq_len = num("Sequence Length").map_or(4096, |s| s as u32);
+        let (gpus, gbs, mbs) = (gpus as u64, gbs as u64, mbs as u64);
+        if gpus % (tp * pp * cp) != 0 {
+            out.skip("nemo-moe", "GPUs not a multiple of tp·pp·cp");
+            continue;
+        }
+        let dp = gpus / (tp * pp * cp);
+        let token_drop = name.to_ascii_lowercase().contains("tokendrop");
+        let mut p = nemo_parallelism(tp, pp, cp, vp, mbs, gbs, dp, false);
+        moe_options(&mut p, model, system_name, ep, pp, vp, token_drop);
+        if model == "DeepSeek-V3" {
+            match deepseek_split(pp, vp) {
+                Some((0, 0)) => {}
+                Some((first, last)) => {
+                    p["num_layers_in_first_pipeline_stage"] = json!(first);
+                    p["num_layers_in_last_pipeline_stage"] = json!(last);
+                }
+                None => {
+                    out.skip("nemo-moe", "DeepSeek-V3's interleaved pipeline layout (pipeline_model_parallel_layout)");
+                    continue;
+                }
+            }
+        }
+        let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
+        let Some(request) = request(&sys.name, model_json, p, precision) else {
+            out.skip("nemo-moe", "request does not parse");
+            continue;
+        };
+        let step = gbs as f64 * seq_len as f64 / (tps * gpus as f64);
+        out.rows.push(E2eRow {
+            source: "nemo-moe",
+            id: format!("{} line {} {name} {system_name} {gpus} GPUs {precision}", g("source_path"), g("line")),
+            system: sys,
+            request,
+            measured_s: step,
+            without_update: false,
+            group: model.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The measured runs of `aiconfigurator/serving_runs_blackwell.csv` as serving requests (DATA.md's traps applied):
+//! the 668 exact copies dropped, the client concurrency read from `silicon_data_source`, GPUs per worker =
+//! `tp_size` × `attention_dp_size` × `pp_size`, and each run's deployment, model and GPU kept for the splits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::hw::{GpuRef, Link, SystemSpec};
+use crate::llm::serving::request::{Engine, InferenceRequest};
+
+/// One measured run, ready to predict.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub id: String,
+    pub engine: Engine,
+    /// `agg` or `disagg`.
+    pub mode: String,
+    /// aiconfigurator's system name (`b200_sxm`, `gb200`, …): the GPU.
+    pub gpu: String,
+    /// Hugging Face model id.
+    pub model: String,
+    pub precision: String,
+    pub isl: u32,
+    pub osl: u32,
+    /// Closed-loop clients.
+    pub concurrency: u32,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
+    pub workers_known: bool,
+    /// The deployment: every configuration column but the concurrency and the measurements.
+    pub deployment: String,
+    pub request: InferenceRequest,
+}
+
+/// Requests the simulated benchmark sends per client: genai-perf's `--request-count` of 10 × concurrency in
+/// NVIDIA's published benchmark scripts [rec: the runs do not say how many they sent].
+pub const REQUESTS_PER_CLIENT: u32 = 10;
+
+/// Requests simulated for a run of `concurrency` clients generating `osl` tokens each: 10 per client, but no more
+/// than 16 million generated tokens in all (at least 2 per client).
+pub fn num_requests(concurrency: u32, osl: u32) -> u32 {
+    let cap = (16_000_000 / osl.max(1)).max(2 * concurrency);
+    (concurrency * REQUESTS_PER_CLIENT).min(cap).max(concurrency)
+}
+
+/// The perfcast systems of aiconfigurator's four Blackwell system names. B200 is the `dgx-b200` preset; the others
+/// are built here from their datasheets (cited in each description).
+pub fn systems() -> Vec<(&'static str, SystemSpec)> {
+    let spec = |name: &str, gpu: &str, gpn: u32, nodes: u32, intra: (&str, f64), inter: (&str, f64, u32), d: &str| {
+        SystemSpec {
+            name: name.into(),
+            gpu: GpuRef::Name(gpu.into()),
+            gpus_per_node: gpn,
+            nodes,
+            intra_node: Link::new(intra.0, intra.1, 2.0),
+            inter_node: Link { nics: Some(inter.2), ..Link::new(inter.0, inter.1, 5.0) },
+            description: Some(d.into()),
+        }
+    };
+    let b200 = crate::hw::presets().into_iter().find(|p| p.name == "dgx-b200").expect("the dgx-b200 preset");
+    vec![
+        ("b200_sxm", b200),
+        (
+            "b300_sxm",
+            spec(
+                "dgx-b300",
+                "B300",
+                8,
+                16,
+                ("nvswitch", 900.0),
+                ("infiniband-xdr", 800.0, 8),
+                "DGX B300 (https://www.nvidia.com/en-us/data-center/dgx-b300/): 8× B300 on NVLink 5 (1.8 TB/s \
+                 bidirectional per GPU), 8× ConnectX-8 SuperNIC at 800 Gb/s: 8 × 100 = 800 GB/s per node",
+            ),
+        ),
+        (
+            "gb200",
+            spec(
+                "gb200-nvl72",
+                "GB200",
+                72,
+                4,
+                ("nvlink5-nvl72", 900.0),
+                ("infiniband-ndr", 3600.0, 72),
+                "GB200 NVL72 (https://www.nvidia.com/en-us/data-center/gb200-nvl72/): one NVLink 5 domain of 72 GPUs \
+                 (1.8 TB/s bidirectional per GPU) is a node here; 18 compute trays of 4 GPUs, each tray with 4× \
+                 ConnectX-7 at 400 Gb/s: 72 × 50 = 3,600 GB/s per rack",
+            ),
+        ),
+        (
+            "gb300",
+            spec(
+                "gb300-nvl72",
+                "GB300",
+                72,
+                4,
+                ("nvlink5-nvl72", 900.0),
+                ("infiniband-xdr", 7200.0, 72),
+                "GB300 NVL72 (https://www.nvidia.com/en-us/data-center/gb300-nvl72/): one NVLink 5 domain of 72 GPUs \
+                 (1.8 TB/s bidirectional per GPU) is a node here; one ConnectX-8 SuperNIC at 800 Gb/s per GPU: \
+                 72 × 100 = 7,200 GB/s per rack",
+            ),
+        ),
+    ]
+}
+
+fn num(r: &csv::StringRecord, i: usize) -> Option<u32> {
+    r.get(i).and_then(|s| s.trim().parse::<u32>().ok())
+}
+
+/// The client concurrency in a `silicon_data_source` string (`…; silicon_concurrency=128; …`).
+pub fn concurrency_of(source: &str) -> Option<u32> {
+    let rest = &source[source.find("silicon_concurrency=")? + "silicon_concurrency=".len()..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// Why a row is not evaluated, when it is not.
+fn unsupported(model: &str, precision: &str) -> Option<String> {
+    match precision {
+        "fp4" | "int4" => {
+            return Some(format!(
+                "precision {precision}: nvfp4 / int4 weights are not modelled yet (issue 27, the `kernels` branch)"
+            ))
+        }
+        _ => {}
+    }
+    if model.starts_with("Qwen/Qwen3.5") {
+        return Some("Qwen3.5's hybrid linear attention (Gated DeltaNet) is not modelled".to_string());
+    }
+    None
+}
+
+/// The rows of `path` as requests, and (reason, count) of those left out.
+pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String> {
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let header = rdr.headers().map_err(|e| e.to_string())?.clone();
+    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| format!("no column {name}"));
+    let c = |n: &str| col(n);
+    let (id, source, backend, model_col, system_col, precision_col, mode_col) = (
+        c("id")?,
+        c("silicon_data_source")?,
+        c("backend")?,
+        c("model_path")?,
+        c("system")?,
+        c("precision")?,
+        c("mode")?,
+    );
+    let (isl, osl, ttft, tpot) = (c("isl")?, c("osl")?, c("silicon_ttft_ms")?, c("silicon_tpot_ms")?);
+    let par = |p: &str| -> Result<[usize; 5], String> {
+        Ok([
+            c(&format!("{p}tp_size"))?,
+            c(&format!("{p}pp_size"))?,
+            c(&format!("{p}attention_dp_size"))?,
+            c(&format!("{p}moe_ep_size"))?,
+            c(&format!("{p}num_workers")).unwrap_or(usize::MAX),
+        ])
+    };
+    let (agg, pre, dec) = (par("")?, par("prefill_")?, par("decode_")?);
+    let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let all_systems = systems();
+    let mut rows = Vec::new();
+    for (line, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| format!("{} line {}: {e}", path.display(), line + 2))?;
+        let get = |i: usize| rec.get(i).unwrap_or("").trim().to_string();
+        let Some(conc) = concurrency_of(&get(source)) else {
+            *skipped.entry("no silicon_concurrency in silicon_data_source".into()).or_default() += 1;
+            continue;
+        };
+        // Exact copies: every column but the id and the provenance string, with the concurrency.
+        let key: Vec<String> =
+            (0..rec.len()).filter(|&i| i != id && i != source).map(get).chain([conc.to_string()]).collect();
+        if !seen.insert(key.join("|")) {
+            *skipped.entry("exact copy of another row (DATA.md)".into()).or_default() += 1;
+            continue;
+        }
+        let (model, precision) = (get(model_col), get(precision_col));
+        if let Some(why) = unsupported(&model, &precision) {
+            *skipped.entry(why).or_default() += 1;
+            continue;
+        }
+        let engine = match get(backend).as_str() {
+            "vllm" => Engine::Vllm,
+            "sglang" => Engine::Sglang,
+            "trtllm" => Engine::Trtllm,
+            other => {
+                *skipped.entry(format!("backend {other}")).or_default() += 1;
+                continue;
+            }
+        };
+        let Some((_, sys)) = all_systems.iter().find(|(n, _)| *n == get(system_col)) else {
+            *skipped.entry(format!("system {}", get(system_col))).or_default() += 1;
+            continue;
+        };
+        let (Ok(t), Ok(p)) = (get(ttft).parse::<f64>(), get(tpot).parse::<f64>()) else {
+            *skipped.entry("no TTFT or TPOT".into()).or_default() += 1;
+            continue;
+        };
+        let parallelism = |cols: &[usize; 5]| {
+            let (tp, pp) = (num(&rec, cols[0]).unwrap_or(1).max(1), num(&rec, cols[1]).unwrap_or(1).max(1));
+            let adp = num(&rec, cols[2]).unwrap_or(1).max(1);
+            let ep = num(&rec, cols[3]).unwrap_or(1).max(1);
+            let workers = if cols[4] == usize::MAX { None } else { num(&rec, cols[4]) };
+            // perfcast's tp is the GPUs of a stage: the attention tensor-parallel degree times its DP ranks.
+            (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
+        };
+        let mode = get(mode_col);
+        let precision_req = if precision == "fp8" { "fp8" } else { "bf16" };
+        let mut req = json!({
+            "system": sys.name, "model": model, "precision": precision_req,
+            "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
+            "workload": {"input_tokens": num(&rec, isl).unwrap_or(0), "output_tokens": num(&rec, osl).unwrap_or(0),
+                "concurrency": conc, "num_requests": num_requests(conc, num(&rec, osl).unwrap_or(1))},
+        });
+        // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
+        // (`disable_overlap_scheduler: false`).
+        if engine == Engine::Trtllm {
+            req["engine_options"] = json!({"async_scheduling": true});
+        }
+        let mut workers_known = true;
+        if mode == "disagg" {
+            let (pp, pw) = parallelism(&pre);
+            let (dp, dw) = parallelism(&dec);
+            workers_known = pw.is_some() && dw.is_some();
+            req["mode"] = json!("disagg");
+            req["prefill"] = json!({"workers": pw.unwrap_or(1).max(1), "parallelism": pp});
+            req["decode"] = json!({"workers": dw.unwrap_or(1).max(1), "parallelism": dp});
+        } else {
+            req["parallelism"] = parallelism(&agg).0;
+        }
+        let request: InferenceRequest = match serde_json::from_value(req) {
+            Ok(r) => r,
+            Err(e) => {
+                *skipped.entry(format!("not a valid request: {e}")).or_default() += 1;
+                continue;
+            }
+        };
+        let deployment: Vec<String> = (0..rec.len())
+            .filter(|&i| ![id, source, ttft, tpot].contains(&i) && !header[i].ends_with("batch_size"))
+            .map(get)
+            .collect();
+        rows.push(RunRow {
+            id: get(id),
+            engine,
+            mode,
+            gpu: get(system_col),
+            model,
+            precision,
+            isl: num(&rec, isl).unwrap_or(0),
+            osl: num(&rec, osl).unwrap_or(0),
+            concurrency: conc,
+            ttft_ms: t,
+            tpot_ms: p,
+            workers_known,
+            deployment: deployment.join("|"),
+            request,
+        });
+    }
+    Ok((rows, skipped))
+}
+
+/// One evaluated row.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowResult {
+    pub id: String,
+    pub engine: &'static str,
+    pub mode: String,
+    pub gpu: String,
+    pub model: String,
+    pub precision: String,
+    pub isl: u32,
+    pub osl: u32,
+    pub concurrency: u32,
+    pub workers_known: bool,
+    /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
+    pub memory_fraction_raised: bool,
+    /// Which split predicted it: `source` (the shipped constants, nothing fitted on these runs), `model` (constants
+    /// fitted without its model) or `gpu` (without its GPU).
+    pub split: &'static str,
+    pub measured_ttft_ms: f64,
+    pub predicted_ttft_ms: f64,
+    pub measured_tpot_ms: f64,
+    pub predicted_tpot_ms: f64,
+    /// The steady state's TTFT and TPOT (the model before the simulation), ms.
+    pub steady_ttft_ms: f64,
+    pub steady_tpot_ms: f64,
+}

@@ -1,0 +1,136 @@
+//! Hand-worked tests of MoE training through validation, the decomposition and the prediction.
+
+use super::*;
+use crate::cost::AnalyticBackend;
+use crate::hw::{presets, Precision, System};
+use crate::llm::config::TrainingRequest;
+use crate::llm::{predict, validate};
+
+fn system(name: &str, nodes: u32) -> System {
+    let mut spec = presets().into_iter().find(|p| p.name == name).unwrap();
+    spec.nodes = nodes;
+    spec.resolve().unwrap()
+}
+
+fn cfg(model: serde_json::Value, par: serde_json::Value, gpus: u64) -> TrainingConfig {
+    let req: TrainingRequest = serde_json::from_value(serde_json::json!({"system": "dgx-h100", "model": model,
+        "parallelism": par, "precision": "bf16"}))
+    .unwrap();
+    validate(&req.model, &req.parallelism, req.precision, gpus).unwrap()
+}
+
+fn qwen235(par: serde_json::Value) -> TrainingConfig {
+    cfg(serde_json::json!({"name": "Qwen3-235B-A22B", "seq_len": 4096}), par, 256)
+}
+
+#[test]
+fn deepseek_v3_has_37b_active_of_671b_parameters_by_hand() {
+    // Per layer: MLA 187,107,328 (spec.rs) + two RMSNorms 14,336 = 187,121,664; × 61 = 11,414,421,504. Three dense
+    // MLPs 3·7168·18432 = 396,361,728 each: 1,189,085,184. 58 MoE MLPs: 256 experts of 3·7168·2048 = 44,040,192
+    // (11,274,289,152), router 7168·256 = 1,835,008, one shared expert 44,040,192 → 11,320,164,352 each,
+    // 656,569,532,416 in all. Embedding and LM head 2·129,280·7168 = 1,853,358,080, final norm 7168.
+    // Total 11,414,421,504 + 1,189,085,184 + 656,569,532,416 + 1,853,365,248 = 671,026,404,352 (671 B).
+    // Active: 8 routed experts, 352,321,536 + router + shared = 398,196,736 per MoE layer, × 58 = 23,095,410,688:
+    // 11,414,421,504 + 1,189,085,184 + 23,095,410,688 + 1,853,365,248 = 37,552,282,624 (37 B).
+    let c = cfg(serde_json::json!("DeepSeek-V3"), serde_json::json!({}), 8);
+    let (total, active) = params::model_params(&c, 129_280);
+    assert_eq!((total, active), (671_026_404_352.0, 37_552_282_624.0));
+    let p = predict(&c, &AnalyticBackend::new(system("dgx-h100", 1))).unwrap();
+    assert_eq!((p.config.model_parameters, p.config.active_parameters), (total, active));
+    assert_eq!(p.config.moe.as_ref().map(|m| (m.moe_layers, m.local_experts, m.mtp_layers)), Some((58, 256, 1)));
+}
+
+#[test]
+fn qwen3_235b_layer_memory_per_gpu_by_hand() {
+    // Qwen3-235B-A22B at tp 2 (sequence parallel), dp 16, pp 8, ep 32, expert_tp 1, the distributed optimizer,
+    // micro-batch 1 of 4,096 tokens, the load factor set to 1.
+    let c = qwen235(serde_json::json!({"tp": 2, "pp": 8, "dp": 16, "ep": 32, "expert_tp": 1,
+        "sequence_parallel": true, "distributed_optimizer": true, "global_batch": 1024, "moe_load_imbalance": 1.0,
+        "moe_token_dispatcher": "alltoall", "moe_grouped_gemm": true}));
+    let moe = c.moe.as_ref().unwrap();
+    assert_eq!((moe.edp, moe.local_experts(), c.head_dim), (1, 4, 128));
+    // Parameters of one MoE layer on one GPU: attention 4096·128·(64 + 2·4) + 64·128·4096 = 71,303,168 / tp 2 =
+    // 35,651,584; two RMSNorms 8,192; router 4096·128 = 524,288 → dense 36,184,064. Experts: 128/32 = 4 of
+    // 3·4096·1536 = 18,874,368 → 75,497,472.
+    let p = params::moe_layer(&c, moe);
+    assert_eq!((p.dense, p.expert), (36_184_064.0, 75_497_472.0));
+    // Model states: 16-bit weights and gradients 2·2·111,681,536 = 446,726,144 B; fp32 master weights and Adam
+    // moments 12 B per parameter, the dense ones sharded over dp·cp = 16 (27,138,048 B), the experts' over
+    // edp = 1 (905,969,664 B): 1,379,833,856 B ≈ 1.29 GiB per layer.
+    let states = 4.0 * p.total() + 12.0 * p.dense / 16.0 + 12.0 * p.expert;
+    assert_eq!(states, 1_379_833_856.0);
+    // Activations per micro-batch: attention 4096 tokens · (4·4096 B replicated / 2 + (2·64·128 + 4·4·128 +
+    // 2·64·128) B / 2) = 4096 · 25,600 = 104,857,600; the MoE input side 2,048 tokens · (4·4096 + 8·128) B =
+    // 35,651,584; the 2048·8 = 16,384 routed copies · (2·4096 + 4·1536 + 2·1536 + 2·4096) B = 419,430,400.
+    // In all 559,939,584 B.
+    assert_eq!(memory::layer_bytes(&c, true, Recompute::None), 559_939_584.0);
+    // `moe_act` recompute drops the experts' activation output, 16,384 · 2·1536 B = 50,331,648.
+    let mut r = c.clone();
+    r.recompute = Recompute::Selective;
+    r.recompute_modules = vec![RecomputeModule::MoeAct];
+    assert_eq!(memory::layer_bytes(&r, true, Recompute::Selective), 559_939_584.0 - 50_331_648.0);
+}
+
+#[test]
+fn qwen3_235b_all_to_all_bytes_per_layer_through_validation() {
+    // The operator table's all-to-all of an MoE layer at ep 8 (one node) and 32 (four nodes): 2,048 tokens per GPU
+    // (4,096 / tp 2), 8 copies each of 4096 bf16 values = 134,217,728 B per all-to-all, two per pass.
+    for (ep, nodes) in [(8, 1), (32, 4)] {
+        let c = qwen235(serde_json::json!({"tp": 2, "pp": 8, "dp": 16, "ep": ep, "expert_tp": 1,
+            "sequence_parallel": true, "global_batch": 1024, "moe_token_dispatcher": "alltoall",
+            "moe_load_imbalance": 1.0}));
+        let layout = crate::llm::layout::Layout::new(&c, 8);
+        let prec = crate::llm::operators::OpPrecisions { gemm: Precision::Bf16, other: Precision::Bf16 };
+        let ops = ops::moe_layer_ops(&c, &layout, c.moe.as_ref().unwrap(), prec);
+        let a2a: Vec<_> = ops.iter().filter(|o| o.name == crate::llm::operators::OpName::EpAllToAll).collect();
+        assert_eq!(a2a.len(), 2, "one forward, one backward");
+        for o in a2a {
+            let crate::llm::operators::Work::Collective { bytes, group, .. } = o.work else { panic!() };
+            assert_eq!((bytes, o.calls, group.ranks, group.nodes), (134_217_728.0, 2, ep, nodes));
+        }
+    }
+}
+
+#[test]
+fn an_imbalanced_router_is_slower_than_a_forced_balance() {
+    let run = |extra: serde_json::Value| {
+        let mut par = serde_json::json!({"tp": 2, "pp": 1, "dp": 4, "ep": 8, "expert_tp": 1,
+            "sequence_parallel": true, "global_batch": 16, "moe_token_dispatcher": "alltoall",
+            "moe_grouped_gemm": true});
+        for (k, v) in extra.as_object().unwrap() {
+            par[k] = v.clone();
+        }
+        let c = cfg(serde_json::json!({"name": "Qwen3-30B-A3B", "seq_len": 4096}), par, 8);
+        predict(&c, &AnalyticBackend::new(system("dgx-h100", 1))).unwrap()
+    };
+    let balanced = run(serde_json::json!({"moe_router_force_load_balancing": true}));
+    let skewed = run(serde_json::json!({"moe_load_imbalance": 1.5}));
+    // The busiest rank's experts process 1.5× the routed tokens and receive 1.5× the bytes: slower.
+    assert!(
+        skewed.iteration_time_s > balanced.iteration_time_s * 1.05,
+        "{} vs {}",
+        skewed.iteration_time_s,
+        balanced.iteration_time_s
+    );
+    assert!(balanced.config.moe.as_ref().unwrap().load_factor < 1.05);
+    // A capacity factor of 1.25 with token dropping caps the skew at 1.25.
+    let capped = run(serde_json::json!({"moe_load_imbalance": 1.5, "moe_expert_capacity_factor": 1.25}));
+    assert!(capped.iteration_time_s < skewed.iteration_time_s);
+    assert_eq!(capped.config.moe.as_ref().unwrap().load_factor, 1.25);
+}
+
+#[test]
+fn moe_layers_per_chunk_follow_the_layer_order() {
+    // DeepSeek-V3-like: 3 dense layers then MoE; 8 layers of a smaller model over pp 2 · v 2 (2 layers per chunk):
+    // virtual stages 0..4 hold layers [0,1], [2,3], [4,5], [6,7]; chunk (s, c) is virtual stage c·pp + s.
+    let c = cfg(
+        serde_json::json!({"layers": 8, "hidden": 256, "heads": 4, "seq_len": 256, "vocab": 1000,
+            "norm": "rmsnorm", "activation": "swiglu", "attention": "flash",
+            "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 128, "dense_layers": 3}}),
+        serde_json::json!({"pp": 2, "virtual_stages": 2, "grad_accum": 4}),
+        8,
+    );
+    let layers = crate::llm::partition::chunk_layers(&c);
+    // Index s·v + c: (0,0) = vs 0 [0,1] → 0 MoE; (0,1) = vs 2 [4,5] → 2; (1,0) = vs 1 [2,3] → 1; (1,1) = vs 3 → 2.
+    assert_eq!(chunk_moe_layers(&c, &layers), vec![0, 2, 1, 2]);
+}

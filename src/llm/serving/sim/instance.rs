@@ -1,0 +1,234 @@
+//! One simulated engine instance (a worker of tp·pp GPUs): its waiting queue, its running batch, its KV-cache
+//! blocks, and what one step does to them — the engine-independent half of a step. Which requests a step takes is
+//! the engine's policy ([`super::policy`]).
+//!
+//! A request's state follows vLLM V1's (`vllm/v1/request.py`): `tokens` = prompt + generated tokens, `computed` =
+//! tokens whose keys and values are in the cache. A step gives a request n ≤ tokens − computed new tokens; when
+//! computed reaches tokens the step samples its next token (the first one ends the prefill). Preemption
+//! (recompute) frees the request's blocks and sets computed back to 0: it prefills its prompt and generated tokens
+//! again before it samples the next.
+
+use std::collections::VecDeque;
+
+use super::super::request::Engine;
+use super::super::step::StepLoad;
+use super::steps::{bucket, padded};
+
+/// Where an instance sits in the deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Prefill and decode on the same instance (aggregated serving).
+    Both,
+    /// A disaggregated prefill worker: a request leaves once its first token is sampled (its KV cache is sent to a
+    /// decode worker).
+    Prefill,
+    /// A disaggregated decode worker: requests arrive with their prompt's KV cache but the last token's (vLLM's and
+    /// Dynamo's P/D: the decode worker computes the last prompt token and samples the first output token).
+    Decode,
+}
+
+/// One request's state (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Req {
+    pub input: u32,
+    pub output: u32,
+    /// Tokens the cache must hold before the next sample: prompt + generated.
+    pub tokens: u32,
+    /// Tokens whose keys and values are cached.
+    pub computed: u32,
+    /// Output tokens sampled (client-visible ones on this instance).
+    pub generated: u32,
+    /// KV blocks held.
+    pub blocks: u32,
+    /// Blocks held in reserve for the rest of the request (TensorRT-LLM's guaranteed-no-evict admission).
+    pub reserved: u32,
+    /// When the client sent it, s.
+    pub sent_s: f64,
+    /// First token at the client, s (NaN before).
+    pub first_s: f64,
+    /// Last token at the client, s.
+    pub last_s: f64,
+    /// Last token of the request, s (NaN before).
+    pub done_s: f64,
+    /// Times it was preempted.
+    pub preemptions: u32,
+}
+
+impl Req {
+    /// A request of `input` prompt tokens generating `output`, sent at `sent_s`.
+    pub fn new(input: u32, output: u32, sent_s: f64) -> Req {
+        Req {
+            input,
+            output,
+            tokens: input,
+            computed: 0,
+            generated: 0,
+            blocks: 0,
+            reserved: 0,
+            sent_s,
+            first_s: f64::NAN,
+            last_s: f64::NAN,
+            done_s: f64::NAN,
+            preemptions: 0,
+        }
+    }
+
+    /// Tokens still to compute before the next sample.
+    pub fn pending(&self) -> u32 {
+        self.tokens - self.computed
+    }
+}
+
+/// An instance's engine settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceSettings {
+    pub engine: Engine,
+    pub role: Role,
+    /// Most requests running at once (all data-parallel attention ranks together).
+    pub max_num_seqs: u32,
+    /// Most tokens per step (vLLM `max_num_batched_tokens`, SGLang `chunked_prefill_size`, TensorRT-LLM
+    /// `max_num_tokens`; all ranks together).
+    pub token_budget: u32,
+    /// Prompts are split into chunks across steps.
+    pub chunked_prefill: bool,
+    /// SGLang's `max_prefill_tokens` (prompt tokens one prefill batch takes, 16,384 by default).
+    pub max_prefill_tokens: u32,
+    /// Tokens per KV block.
+    pub block_tokens: u32,
+    /// KV blocks of the instance (all ranks together).
+    pub kv_blocks: u64,
+    /// Captured CUDA-graph decode batch sizes, ascending (empty: none).
+    pub graph_sizes: Vec<u32>,
+    /// Data-parallel attention ranks: each runs its own share of the batch, so a padded graph batch is per rank.
+    pub dp: u32,
+}
+
+/// The requests one step runs: (request, new tokens).
+pub type Batch = Vec<(u32, u32)>;
+
+/// One instance's state.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub settings: InstanceSettings,
+    /// Requests waiting for admission (front first; preempted requests return to the front).
+    pub waiting: VecDeque<u32>,
+    /// Admitted requests, in admission order (preemption takes the last).
+    pub running: Vec<u32>,
+    /// Free KV blocks.
+    pub free_blocks: u64,
+    /// When its last step ends, s.
+    pub free_at: f64,
+    /// SGLang: the share of its remaining output tokens a running request is assumed to still need
+    /// (`new_token_ratio`, decays from 0.7 to 0.098 over 600 decode batches, back to 0.7 after a retraction).
+    pub new_token_ratio: f64,
+    /// Preemptions (recomputations) so far.
+    pub preemptions: u64,
+    /// The step being built.
+    pub batch: Batch,
+}
+
+/// SGLang's initial `new_token_ratio` (`global_config.default_init_new_token_ratio`).
+pub const SGLANG_INIT_NEW_TOKEN_RATIO: f64 = 0.7;
+/// SGLang's floor: 0.7 × `default_min_new_token_ratio_factor` 0.14.
+pub const SGLANG_MIN_NEW_TOKEN_RATIO: f64 = 0.7 * 0.14;
+/// SGLang decays the ratio to its floor over `default_new_token_ratio_decay_steps` = 600 decode batches.
+pub const SGLANG_DECAY_STEPS: f64 = 600.0;
+
+impl Instance {
+    /// An idle instance.
+    pub fn new(settings: InstanceSettings) -> Instance {
+        Instance {
+            free_blocks: settings.kv_blocks,
+            settings,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            free_at: 0.0,
+            new_token_ratio: SGLANG_INIT_NEW_TOKEN_RATIO,
+            preemptions: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    /// Requests waiting or running.
+    pub fn outstanding(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    /// Blocks that `tokens` cached tokens occupy.
+    pub fn blocks_for(&self, tokens: u32) -> u32 {
+        tokens.div_ceil(self.settings.block_tokens.max(1))
+    }
+
+    /// KV blocks in use.
+    pub fn used_blocks(&self) -> u64 {
+        self.settings.kv_blocks - self.free_blocks
+    }
+
+    /// Frees `r`'s blocks and sends it back to the front of the queue to be recomputed (vLLM `_preempt_request`,
+    /// SGLang `retract_decode`).
+    pub fn preempt(&mut self, reqs: &mut [Req], r: u32) {
+        let q = &mut reqs[r as usize];
+        self.free_blocks += q.blocks as u64 + q.reserved as u64;
+        q.blocks = 0;
+        q.reserved = 0;
+        q.computed = 0;
+        q.preemptions += 1;
+        self.preemptions += 1;
+        self.waiting.push_front(r);
+    }
+
+    /// Grows `r`'s blocks to hold `tokens` cached tokens, from its reserve first; false (nothing taken) when the
+    /// pool has too few free blocks.
+    pub fn grow(&mut self, reqs: &mut [Req], r: u32, tokens: u32) -> bool {
+        let need = self.blocks_for(tokens);
+        let q = &mut reqs[r as usize];
+        if need <= q.blocks {
+            return true;
+        }
+        let extra = need - q.blocks;
+        let from_reserve = extra.min(q.reserved);
+        let from_pool = (extra - from_reserve) as u64;
+        if from_pool > self.free_blocks {
+            return false;
+        }
+        self.free_blocks -= from_pool;
+        q.reserved -= from_reserve;
+        q.blocks = need;
+        true
+    }
+
+    /// The shape of the step in `self.batch` (decodes are the requests given one token; every count quantized by
+    /// [`bucket`] — exact up to 64; a decode-only batch padded to its CUDA graph's size per data-parallel rank).
+    pub fn load(&self, reqs: &[Req]) -> StepLoad {
+        let (mut decodes, mut ctx, mut prefill, mut sampled, mut prompt) = (0u32, 0u64, 0u32, 0u32, 0u64);
+        for &(r, n) in &self.batch {
+            let q = &reqs[r as usize];
+            if n == 1 {
+                decodes += 1;
+                ctx += q.computed as u64 + 1;
+            } else {
+                prefill += n;
+                prompt += q.tokens as u64 * n as u64;
+            }
+            if q.computed + n == q.tokens {
+                sampled += 1;
+            }
+        }
+        let mut load = StepLoad {
+            decode_seqs: bucket(decodes),
+            decode_context: if decodes > 0 { bucket((ctx / decodes as u64) as u32) } else { 0 },
+            prefill_tokens: bucket(prefill),
+            // The prompt length prefill attention is charged against: the chunks' prompts weighted by their tokens.
+            prompt_len: if prefill > 0 { bucket((prompt / prefill as u64) as u32) } else { 0 },
+            sampled: bucket(sampled),
+        };
+        if prefill == 0 && decodes > 0 {
+            let dp = self.settings.dp.max(1);
+            if let Some(p) = padded(&self.settings.graph_sizes, decodes.div_ceil(dp)) {
+                load.decode_seqs = p * dp;
+                load.sampled = p * dp;
+            }
+        }
+        load
+    }
+}

@@ -1,0 +1,390 @@
+//! A discrete-event simulation of a serving benchmark: the clients of [`super::workload`] send their requests to
+//! one or more engine instances (one pool, or disaggregated prefill and decode pools), each instance steps through
+//! its engine's scheduling policy ([`policy`]: admission, continuous batching with chunked prefill under the token
+//! budget, `max_num_seqs`, KV blocks with preemption) and each step lasts what the step model says for its shape
+//! ([`steps`]: the steady-state solver's operators, CUDA-graph padding, host overhead and async scheduling). The
+//! answer is what the benchmark client measures ([`stats`]): TTFT, TPOT, ITL and end-to-end latency of every
+//! request, the throughput over the run, KV-cache occupancy and preemptions.
+//!
+//! Peers: Vidur (Agrawal et al., MLSys 2024) and LLMServingSim simulate the scheduler step by step the same way;
+//! BLIS (llm-d) is a discrete-event simulator of vLLM. Time only advances by steps: a step's tokens are visible to
+//! the client when it ends (streaming latency, detokenization and the network are not modelled).
+//!
+//! **Events.** A request is sent when it arrives and a client slot is free (closed loop: `concurrency` slots, each
+//! freed when its request's last token arrives). It goes to the instance of its pool with the fewest outstanding
+//! requests (round robin among equals; SGLang's router and Dynamo's default are round robin / least-loaded). An
+//! instance with work steps back to back: a step starts when the previous ends (or when work arrives at an idle
+//! instance), its policy picks the batch, and its end time applies it. A disaggregated request leaves its prefill
+//! instance when its first token is sampled and arrives at a decode instance after its KV cache's transfer.
+//!
+//! **Bounded cost.** Every loop is bounded: at most `max_steps` steps (an error beyond), and every step moves a
+//! request forward or drops one that can never run (a prompt larger than the KV cache: counted as failed).
+
+pub mod instance;
+pub mod policy;
+pub mod stats;
+pub mod steps;
+#[cfg(test)]
+mod tests;
+pub mod trace;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use instance::{Instance, InstanceSettings, Req, Role};
+use stats::Weighted;
+use steps::StepTimer;
+
+use super::workload::SimRequest;
+use crate::llm::config::{bad, ConfigError};
+
+/// The server's caps on one simulation (configuration `serving_max_requests`, `serving_max_concurrency`,
+/// `serving_max_simulated_tokens`, `serving_max_simulated_steps`), so that no request pins a core: a request beyond
+/// them is refused with a 422 naming the workload field to change ([`super::validate::check_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimLimits {
+    /// Most requests one simulation sends.
+    pub max_requests: u32,
+    /// Most closed-loop clients.
+    pub max_concurrency: u32,
+    /// Most generated tokens over all requests (each costs the simulator a few nanoseconds).
+    pub max_tokens: u64,
+    /// Most engine steps.
+    pub max_steps: u64,
+}
+
+impl SimLimits {
+    /// The defaults: 20,000 requests, 10,000 clients, 20 million generated tokens, 2 million steps — about a
+    /// quarter of a second of one core at the largest.
+    pub const DEFAULT: SimLimits =
+        SimLimits { max_requests: 20_000, max_concurrency: 10_000, max_tokens: 20_000_000, max_steps: 2_000_000 };
+}
+
+/// One pool of identical instances and the timer of their steps.
+pub struct Pool<'a> {
+    pub settings: InstanceSettings,
+    /// Instances in the pool.
+    pub workers: u32,
+    pub timer: &'a mut dyn StepTimer,
+}
+
+/// One simulated step, for the timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepRecord {
+    /// Pool (0 = aggregated or prefill, 1 = decode) and instance in it.
+    pub pool: u8,
+    pub instance: u32,
+    /// Start and duration, s.
+    pub start_s: f64,
+    pub dur_s: f64,
+    /// Requests given one token (decodes) and prompt tokens prefilled.
+    pub decodes: u32,
+    pub prefill_tokens: u32,
+    /// Requests waiting and running after the step was scheduled.
+    pub waiting: u32,
+    pub running: u32,
+    /// KV-cache blocks in use over the instance's total.
+    pub kv_usage: f64,
+}
+
+/// Simulation limits and options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimOptions {
+    /// Most steps (all instances together); beyond it the simulation stops with an error naming
+    /// `workload.num_requests`.
+    pub max_steps: u64,
+    /// Keep at most this many [`StepRecord`]s (0: none).
+    pub trace_steps: usize,
+    /// The front end's time per request, s: a request reaches its first instance this long after the client sent
+    /// it ([`crate::llm::serving::engine::HostCost::request_us`]).
+    pub frontend_s: f64,
+}
+
+/// What the benchmark client measures, and what the engine saw.
+#[derive(Debug, Clone, Default)]
+pub struct SimOutcome {
+    /// Per completed request: time to first token, s.
+    pub ttft_s: Vec<f64>,
+    /// Per completed request with more than one output token: (end-to-end − TTFT)/(output − 1), s.
+    pub tpot_s: Vec<f64>,
+    /// Per completed request: from sending to its last token, s.
+    pub e2e_s: Vec<f64>,
+    /// Per completed request: TPOT as goodput counts it (0 for a single output token), s.
+    pub tpot_or_zero_s: Vec<f64>,
+    /// Per completed request: its output tokens.
+    pub outputs: Vec<u32>,
+    /// Gaps between consecutive tokens of a request, s (runs of equal values).
+    pub itl_s: Weighted,
+    /// Requests completed, and dropped because they could never run.
+    pub completed: u32,
+    pub failed: u32,
+    /// From the start to the last token, s.
+    pub duration_s: f64,
+    /// Prompt and generated tokens of the completed requests.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Steps simulated (all instances).
+    pub steps: u64,
+    pub preemptions: u64,
+    /// KV-cache blocks in use over the total, time-weighted over busy steps, and the largest.
+    pub kv_usage_mean: f64,
+    pub kv_usage_max: f64,
+    /// Requests per step (decodes and prefill chunks), time-weighted over busy steps.
+    pub batch_mean: f64,
+    /// Per pool: busy time over the run's duration × instances.
+    pub busy_fraction: Vec<f64>,
+    /// The first `trace_steps` steps.
+    pub trace: Vec<StepRecord>,
+    /// More steps ran than the trace kept.
+    pub trace_truncated: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+struct Time(f64);
+impl Eq for Time {}
+impl Ord for Time {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// The instance of `pool` (instances `range`) with the fewest outstanding requests (the lowest index among equals).
+fn route(instances: &[Instance], range: std::ops::Range<usize>) -> usize {
+    range.min_by_key(|&i| (instances[i].outstanding(), i)).expect("a pool has an instance")
+}
+
+/// Simulates `requests` sent by at most `concurrency` clients at once (`None`: unlimited) to `pools` (one pool:
+/// aggregated serving; two: prefill then decode, `transfer_s(prompt tokens)` being the KV cache's transfer time).
+///
+/// Errors: more than `options.max_steps` steps (`workload.num_requests`); a step time that is not a positive
+/// finite number, or the step model's own errors.
+pub fn simulate(
+    pools: &mut [Pool],
+    requests: &[SimRequest],
+    concurrency: Option<u32>,
+    transfer_s: &dyn Fn(u32) -> f64,
+    options: SimOptions,
+) -> Result<SimOutcome, ConfigError> {
+    let n = requests.len();
+    let mut reqs: Vec<Req> = requests.iter().map(|r| Req::new(r.input, r.output.max(1), r.arrival_s)).collect();
+    let mut instances: Vec<Instance> = Vec::new();
+    let mut pool_of: Vec<(usize, u32)> = Vec::new();
+    let mut ranges = Vec::new();
+    for (p, pool) in pools.iter().enumerate() {
+        let start = instances.len();
+        for w in 0..pool.workers.max(1) {
+            instances.push(Instance::new(pool.settings.clone()));
+            pool_of.push((p, w));
+        }
+        ranges.push(start..instances.len());
+    }
+    let decode_pool = if pools.len() > 1 { Some(1) } else { None };
+    // Client slots: the times they free up (a min-heap of `concurrency` entries).
+    let mut slots: BinaryHeap<Reverse<Time>> = BinaryHeap::new();
+    if let Some(c) = concurrency {
+        for _ in 0..c.min(n as u32).max(1) {
+            slots.push(Reverse(Time(0.0)));
+        }
+    }
+    // Requests on their way to a pool: (arrival, request, pool) — past the front end, or a KV transfer.
+    let mut transfers: BinaryHeap<Reverse<(Time, u32, usize)>> = BinaryHeap::new();
+    let mut out = SimOutcome { busy_fraction: vec![0.0; pools.len()], ..SimOutcome::default() };
+    let (mut next, mut finished) = (0usize, 0usize);
+    let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
+    let mut done: Vec<u32> = Vec::new();
+    while finished < n {
+        // The next event: a send, a transfer's arrival, or an instance's step (sends and arrivals first on ties).
+        let send_at = (next < n).then(|| {
+            let free = slots.peek().map_or(0.0, |s| s.0 .0);
+            if concurrency.is_some() && slots.is_empty() {
+                f64::INFINITY
+            } else {
+                reqs[next].sent_s.max(free)
+            }
+        });
+        let arrive_at = transfers.peek().map(|t| t.0 .0 .0);
+        let step = (0..instances.len())
+            .filter(|&i| instances[i].outstanding() > 0)
+            .min_by(|&a, &b| instances[a].free_at.total_cmp(&instances[b].free_at).then(a.cmp(&b)));
+        let step_at = step.map_or(f64::INFINITY, |i| instances[i].free_at);
+        let send_t = send_at.unwrap_or(f64::INFINITY);
+        let arrive_t = arrive_at.unwrap_or(f64::INFINITY);
+        if send_t.is_finite() && send_t <= step_at && send_t <= arrive_t {
+            if concurrency.is_some() {
+                slots.pop();
+            }
+            let r = next;
+            next += 1;
+            reqs[r].sent_s = send_t;
+            if options.frontend_s > 0.0 {
+                transfers.push(Reverse((Time(send_t + options.frontend_s), r as u32, 0)));
+                continue;
+            }
+            let i = route(&instances, ranges[0].clone());
+            let inst = &mut instances[i];
+            inst.free_at = inst.free_at.max(send_t);
+            inst.waiting.push_back(r as u32);
+            continue;
+        }
+        if arrive_t.is_finite() && arrive_t <= step_at {
+            let Reverse((Time(t), r, pool)) = transfers.pop().expect("peeked");
+            if pool > 0 {
+                // The decode worker has the prompt's cache but the last token's; it samples the first output token.
+                let q = &mut reqs[r as usize];
+                (q.tokens, q.computed, q.generated, q.blocks, q.reserved) = (q.input, q.input - 1, 0, 0, 0);
+            }
+            let i = route(&instances, ranges[pool].clone());
+            let inst = &mut instances[i];
+            inst.free_at = inst.free_at.max(t);
+            inst.waiting.push_back(r);
+            continue;
+        }
+        let Some(i) = step else {
+            return Err(bad("workload", "the simulation has requests left but no instance can run them"));
+        };
+        let (pool, worker) = pool_of[i];
+        let start = instances[i].free_at;
+        let preempted_before = instances[i].preemptions;
+        instances[i].schedule(&mut reqs);
+        if instances[i].batch.is_empty() {
+            // Nothing can run: a request larger than the KV cache (or one the policy can never admit). Drop it.
+            let inst = &mut instances[i];
+            if inst.preemptions > preempted_before && inst.running.is_empty() {
+                continue;
+            }
+            let victim = inst.running.pop().or_else(|| inst.waiting.pop_front()).expect("outstanding work");
+            let q = &mut reqs[victim as usize];
+            inst.free_blocks += q.blocks as u64 + q.reserved as u64;
+            (q.blocks, q.reserved) = (0, 0);
+            out.failed += 1;
+            finished += 1;
+            if concurrency.is_some() {
+                slots.push(Reverse(Time(start)));
+            }
+            continue;
+        }
+        let load = instances[i].load(&reqs);
+        let dt = pools[pool].timer.step_s(&load)?;
+        if !(dt.is_finite() && dt > 0.0) {
+            return Err(bad("model", format!("a step of {load:?} was timed at {dt} s")));
+        }
+        let end = start + dt;
+        out.steps += 1;
+        if out.steps > options.max_steps {
+            return Err(bad(
+                "workload.num_requests",
+                format!(
+                    "the simulation needs more than {} engine steps (the server's serving_max_simulated_steps): send \
+                     fewer or shorter requests",
+                    options.max_steps
+                ),
+            ));
+        }
+        let inst = &mut instances[i];
+        let usage = inst.used_blocks() as f64 / inst.settings.kv_blocks.max(1) as f64;
+        kv_area += usage * dt;
+        batch_area += inst.batch.len() as f64 * dt;
+        busy += dt;
+        out.busy_fraction[pool] += dt;
+        out.kv_usage_max = out.kv_usage_max.max(usage);
+        if out.trace.len() < options.trace_steps {
+            let decodes = inst.batch.iter().filter(|b| b.1 == 1).count() as u32;
+            out.trace.push(StepRecord {
+                pool: pool as u8,
+                instance: worker,
+                start_s: start,
+                dur_s: dt,
+                decodes,
+                prefill_tokens: inst.batch.iter().filter(|b| b.1 > 1).map(|b| b.1).sum(),
+                waiting: inst.waiting.len() as u32,
+                running: inst.running.len() as u32,
+                kv_usage: usage,
+            });
+        } else if options.trace_steps > 0 {
+            out.trace_truncated = true;
+        }
+        done.clear();
+        inst.apply(&mut reqs, end, &mut out.itl_s, &mut done);
+        inst.free_at = end;
+        for &r in &done {
+            if inst.settings.role == Role::Prefill {
+                let pool = decode_pool.expect("a prefill role only in disaggregated runs");
+                transfers.push(Reverse((Time(end + transfer_s(reqs[r as usize].input)), r, pool)));
+                continue;
+            }
+            finished += 1;
+            let q = &reqs[r as usize];
+            out.completed += 1;
+            out.input_tokens += q.input as u64;
+            out.output_tokens += q.generated as u64;
+            let (ttft, e2e) = (q.first_s - q.sent_s, q.done_s - q.sent_s);
+            out.ttft_s.push(ttft);
+            out.e2e_s.push(e2e);
+            let tpot = if q.generated > 1 { (e2e - ttft) / (q.generated - 1) as f64 } else { 0.0 };
+            if q.generated > 1 {
+                out.tpot_s.push(tpot);
+            }
+            out.tpot_or_zero_s.push(tpot);
+            out.outputs.push(q.generated);
+            out.duration_s = out.duration_s.max(q.done_s);
+            if concurrency.is_some() {
+                slots.push(Reverse(Time(q.done_s)));
+            }
+        }
+    }
+    out.preemptions = instances.iter().map(|i| i.preemptions).sum();
+    if busy > 0.0 {
+        out.kv_usage_mean = kv_area / busy;
+        out.batch_mean = batch_area / busy;
+    }
+    for (p, pool) in pools.iter().enumerate() {
+        out.busy_fraction[p] /= (out.duration_s * pool.workers.max(1) as f64).max(1e-12);
+    }
+    Ok(out)
+}
+
+impl Instance {
+    /// Applies the step in `self.batch`, ending at `end`: tokens computed, tokens sampled (the first sets the
+    /// request's TTFT, the others add an ITL), and the requests that leave (done, or handed to a decode worker)
+    /// pushed to `done` with their blocks freed.
+    pub fn apply(&mut self, reqs: &mut [Req], end: f64, itl: &mut Weighted, done: &mut Vec<u32>) {
+        let prefill_role = self.settings.role == Role::Prefill;
+        for k in 0..self.batch.len() {
+            let (r, n) = self.batch[k];
+            let q = &mut reqs[r as usize];
+            q.computed += n;
+            if q.computed < q.tokens {
+                continue;
+            }
+            if prefill_role {
+                self.free_blocks += q.blocks as u64 + q.reserved as u64;
+                (q.blocks, q.reserved) = (0, 0);
+                done.push(r);
+                continue;
+            }
+            q.generated += 1;
+            q.tokens += 1;
+            if q.generated == 1 {
+                q.first_s = end;
+            } else {
+                itl.push(end - q.last_s, 1);
+            }
+            q.last_s = end;
+            if q.generated >= q.output {
+                q.done_s = end;
+                self.free_blocks += q.blocks as u64 + q.reserved as u64;
+                (q.blocks, q.reserved) = (0, 0);
+                done.push(r);
+            }
+        }
+        if !done.is_empty() {
+            let leaving = |r: &u32| done.contains(r);
+            if done.len() <= 4 {
+                self.running.retain(|r| !leaving(r));
+            } else {
+                let set: std::collections::HashSet<u32> = done.iter().copied().collect();
+                self.running.retain(|r| !set.contains(r));
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Hand-worked simulations with constant step times (every number in the comments).
+
+use super::instance::{InstanceSettings, Role};
+use super::steps::ConstantSteps;
+use super::*;
+use crate::llm::serving::request::Engine;
+
+fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
+    InstanceSettings {
+        engine,
+        role: Role::Both,
+        max_num_seqs: 256,
+        token_budget: budget,
+        chunked_prefill: true,
+        max_prefill_tokens: 16384,
+        block_tokens,
+        kv_blocks,
+        graph_sizes: Vec::new(),
+        dp: 1,
+    }
+}
+
+fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
+    vec![SimRequest { input, output, arrival_s: 0.0 }; n]
+}
+
+const OPTS: SimOptions = SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0 };
+const STEPS: ConstantSteps = ConstantSteps { decode_s: 0.010, prefill_s: 0.050 };
+
+fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: s, workers: 1, timer: &mut timer }];
+    simulate(&mut pools, reqs, concurrency, &|_| 0.0, OPTS).unwrap()
+}
+
+fn close(a: &[f64], b: &[f64]) {
+    assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() < 1e-9, "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn four_closed_loop_clients_queue_behind_each_others_prefill() {
+    // 4 clients, 8 requests of 100 prompt tokens and 3 output tokens; vLLM with a 202-token budget: a step holds
+    // two prompts and two decodes. Prefill steps 50 ms, decode steps 10 ms.
+    // Step 1 [0, 50]: prompts 1, 2 and the first 2 tokens of prompt 3 (chunked) → 1, 2's first tokens at 50 ms.
+    // Step 2 [50, 100]: decodes of 1, 2 (token 2), the other 98 tokens of 3 and prompt 4 → 3, 4's first tokens at
+    // 100 ms (TTFT 100).
+    // Step 3 [100, 110]: four decodes: 1, 2 finish (token 3) at 110 ms; clients 1, 2 send requests 5, 6.
+    // Step 4 [110, 160]: decodes of 3, 4 (they finish at 160 ms) and prompts 5, 6 (TTFT 50); clients send 7, 8.
+    // Step 5 [160, 210]: decodes of 5, 6 and prompts 7, 8 (TTFT 50). Step 6 [210, 220]: 5, 6 finish at 220.
+    // Step 7 [220, 230]: 7, 8 finish at 230 ms.
+    let o = run(settings(Engine::Vllm, 202, 16, 1000), &same(8, 100, 3), Some(4));
+    close(&o.ttft_s, &[0.05, 0.05, 0.10, 0.10, 0.05, 0.05, 0.05, 0.05]);
+    // End to end: 110, 110, 160, 160, 220 − 110, 220 − 110, 230 − 160, 230 − 160 ms.
+    close(&o.e2e_s, &[0.11, 0.11, 0.16, 0.16, 0.11, 0.11, 0.07, 0.07]);
+    // TPOT = (e2e − TTFT)/2: 30 ms but for 7, 8 (10 ms).
+    close(&o.tpot_s, &[0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.01, 0.01]);
+    assert_eq!((o.completed, o.steps, o.preemptions, o.output_tokens), (8, 7, 0, 24));
+    assert!((o.duration_s - 0.23).abs() < 1e-9);
+    // ITL: tokens 2 and 3 of each request. 1, 2: 50, 10; 3, 4: 10, 50; 5, 6: 50, 10; 7, 8: 10, 10.
+    let itl = o.itl_s.stats(1e3);
+    assert_eq!(itl.count, 16);
+    assert!((itl.mean_ms - (6.0 * 50.0 + 10.0 * 10.0) / 16.0).abs() < 1e-9, "{itl:?}");
+    // The trace: 7 steps, the first a prefill of 202 tokens with 3 running and 1 waiting.
+    assert_eq!(o.trace.len(), 7);
+    assert_eq!((o.trace[0].prefill_tokens, o.trace[0].running, o.trace[0].waiting), (202, 3, 1));
+}
+
+#[test]
+fn a_full_kv_cache_preempts_the_last_request_and_recomputes_it() {
+    // vLLM, 16-token blocks, 5 blocks (80 tokens). Two requests of 16 prompt tokens and 40 output tokens.
+    // Step 1 (prefill, 50 ms): both cache 16 tokens (1 block each). Decode step j ≥ 2 caches token 16 + j − 1, so
+    // at step 18 each needs a 3rd block (33 tokens): A takes the last free one, B finds none and, being the last
+    // running request, preempts itself (recompute). A decodes alone to its 40th token at step 40:
+    // 50 + 39·10 = 440 ms. B (17 tokens out, its 17th at 50 + 16·10 = 210 ms) needs 3 blocks again and only
+    // 5 − 3 or 5 − 4 are free while A runs, so it waits: step 41 recomputes its 33 tokens (50 ms) and samples token
+    // 18 at 490 ms (an ITL of 280 ms), then 22 decodes end it at 490 + 220 = 710 ms.
+    let o = run(settings(Engine::Vllm, 8192, 16, 5), &same(2, 16, 40), Some(2));
+    assert_eq!(o.preemptions, 1);
+    close(&o.e2e_s, &[0.44, 0.71]);
+    close(&o.ttft_s, &[0.05, 0.05]);
+    let itl = o.itl_s.stats(1e3);
+    assert!((itl.max_ms - 280.0).abs() < 1e-9, "{itl:?}");
+    // The fullest step: 4 of 5 blocks (A and B at 2 blocks each before step 18, A at 4 from step 34).
+    assert!((o.kv_usage_max - 0.8).abs() < 1e-12, "{}", o.kv_usage_max);
+    // TensorRT-LLM reserves a whole request (56 tokens = 2 blocks of 32) on admission: with 3 blocks of 32 the
+    // second request waits for the first instead of being preempted. A: prefill 50 + 39 decodes = 440 ms; B then
+    // prefills (TTFT 440 + 50 = 490 ms) and ends at 490 + 390 = 880 ms.
+    let t = run(settings(Engine::Trtllm, 8192, 32, 3), &same(2, 16, 40), Some(2));
+    assert_eq!(t.preemptions, 0);
+    close(&t.e2e_s, &[0.44, 0.88]);
+    close(&t.ttft_s, &[0.05, 0.49]);
+}
+
+#[test]
+fn sglang_prefills_first_and_stalls_the_decodes() {
+    // SGLang, 200-token chunk: 2 prompts of 100 per prefill batch, decodes wait while prompts are waiting.
+    // 4 requests at once, output 2: batch 1 [0, 50] prompts 1, 2 (TTFT 50); batch 2 [50, 100] prompts 3, 4 (TTFT
+    // 100) — no decode in it; batch 3 [100, 110] decodes all four: their second tokens at 110 ms.
+    let o = run(settings(Engine::Sglang, 200, 1, 100_000), &same(4, 100, 2), None);
+    close(&o.ttft_s, &[0.05, 0.05, 0.10, 0.10]);
+    close(&o.e2e_s, &[0.11, 0.11, 0.11, 0.11]);
+    // vLLM (202-token budget) mixes them: step 1 prefills 1, 2 and 2 tokens of 3; step 2 carries the decodes of 1,
+    // 2 with the rest of 3 and all of 4, so 1, 2 end at 100 ms, 3, 4 after one more decode at 110 ms.
+    let v = run(settings(Engine::Vllm, 202, 16, 100_000), &same(4, 100, 2), None);
+    close(&v.e2e_s, &[0.10, 0.10, 0.11, 0.11]);
+}
+
+#[test]
+fn a_prompt_larger_than_the_cache_fails_instead_of_hanging_and_steps_are_capped() {
+    // 2 blocks of 16 tokens cannot hold a 100-token prompt: the request is dropped, the next runs.
+    let reqs =
+        [SimRequest { input: 100, output: 2, arrival_s: 0.0 }, SimRequest { input: 10, output: 2, arrival_s: 0.0 }];
+    let o = run(settings(Engine::Vllm, 8192, 16, 2), &reqs, Some(1));
+    assert_eq!((o.failed, o.completed), (1, 1));
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let e = simulate(
+        &mut pools,
+        &same(10, 10, 100),
+        Some(1),
+        &|_| 0.0,
+        SimOptions { max_steps: 50, trace_steps: 0, frontend_s: 0.0 },
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "workload.num_requests");
+}
+
+#[test]
+fn disaggregated_requests_wait_for_their_kv_transfer() {
+    // One prefill and one decode worker, a 30 ms transfer: prefill ends at 50 ms, the decode worker gets the
+    // request at 80 ms and samples the first token in its first step (10 ms): TTFT 90 ms; 2 more decodes: 110 ms.
+    let mut pt = STEPS;
+    let mut dt = STEPS;
+    let mut p = settings(Engine::Vllm, 8192, 16, 1000);
+    p.role = Role::Prefill;
+    let mut d = p.clone();
+    d.role = Role::Decode;
+    let mut pools =
+        [Pool { settings: p, workers: 1, timer: &mut pt }, Pool { settings: d, workers: 1, timer: &mut dt }];
+    let o = simulate(&mut pools, &same(1, 64, 3), Some(1), &|input| 0.030 * input as f64 / 64.0, OPTS).unwrap();
+    close(&o.ttft_s, &[0.09]);
+    close(&o.e2e_s, &[0.11]);
+}
+
+#[test]
+fn the_front_end_delays_every_request_and_its_ttft() {
+    // A 5 ms front end: request 1 reaches the engine at 5 ms, prefills to 55 ms (TTFT 55), decodes to 65 ms;
+    // the client's next request is sent at 65, reaches the engine at 70, first token at 120 (TTFT 55 again).
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let o = simulate(&mut pools, &same(2, 10, 2), Some(1), &|_| 0.0, SimOptions { frontend_s: 0.005, ..OPTS }).unwrap();
+    close(&o.ttft_s, &[0.055, 0.055]);
+    close(&o.e2e_s, &[0.065, 0.065]);
+    assert!((o.duration_s - 0.130).abs() < 1e-12);
+}
