@@ -1,8 +1,8 @@
 //! The dashboard (`/ui/`) in a real headless Chromium against the real server (the application over TCP on a
 //! temporary SQLite file, with a trained model and an upload): each page loads without errors, the predict form
 //! is driven with the keyboard and shows the API's own numbers and timeline for the same request, the serve page
-//! shows the API's serving prediction and search (with its Pareto front) and the latency percentiles once an
-//! answer carries them, the operator page shows the API's analytic and learned estimates with their source, the
+//! shows the API's serving prediction (with the simulated benchmark's latency percentiles) and search (with its
+//! Pareto front), the operator page shows the API's analytic and learned estimates with their source, the
 //! models and data pages list what the database holds, and a server that needs keys for reads works once a key is
 //! pasted. Screenshots (1280 × 800 window, whole page) go to `out/ui-*.png`.
 
@@ -374,8 +374,21 @@ fn serve_page(page: &Page, base: &str, want: &Expected) {
         let names: Vec<String> = ops.into_iter().map(|(_, n)| n).collect();
         assert_eq!(steps[i], json!(names), "{kind}");
     }
-    // Today's answer has no latency percentiles: no table.
-    assert_eq!(page.eval("document.getElementById('percentiles-section').hidden"), true);
+    // The simulated benchmark's percentiles, as the API's answer gives them (ms, two decimals).
+    let sim = &a["simulation"];
+    assert!(sim.is_object(), "the default serving answer simulates the benchmark: {a}");
+    let mut want_table = vec![json!(["Metric", "mean", "p50", "p90", "p99", "max"])];
+    for (k, label) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e_latency", "Request latency")] {
+        let mut row = vec![json!(label)];
+        for c in ["mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"] {
+            row.push(json!(format!("{:.2}", sim[k][c].as_f64().unwrap())));
+        }
+        want_table.push(json!(row));
+    }
+    assert_eq!(page.eval("document.getElementById('percentiles-section').hidden"), false);
+    let table = page
+        .eval("[...document.querySelectorAll('#percentiles-table tr')].map(r => [...r.cells].map(c => c.textContent))");
+    assert_eq!(table, json!(want_table));
 
     // The search: the API's best configurations in its order, one point each, the front marked.
     let hits = want.search_answer["best"].as_array().unwrap();
@@ -417,32 +430,22 @@ fn serve_page(page: &Page, base: &str, want: &Expected) {
     page.assert_no_problems("serve");
     page.screenshot(&out("ui-serve.png"));
 
-    // An answer with latency percentiles (what the serving simulation adds) shows them: the same answer with
-    // `percentiles` added on its way to the page.
+    // An answer without the simulation (`workload.simulate: false`) has no percentiles: no table.
     page.eval(
         r#"(() => { const real = window.fetch; window.fetch = async (...args) => {
             const res = await real(...args);
             if (!String(args[0]).endsWith('/v1/predictions/inference')) return res;
             const answer = await res.json();
-            answer.percentiles = { ttft_ms: { p50: 11, p90: 22, p99: 33 }, itl_ms: { p50: 4, p90: 5, p99: 6.5 } };
+            delete answer.simulation;
             return new Response(JSON.stringify(answer), { status: 200, headers: { 'Content-Type': 'application/json' } });
         }; return true; })()"#,
     );
     page.eval("(() => { delete document.getElementById('result').dataset.state; return true; })()");
     page.focus("#predict");
     page.press("Enter");
-    page.wait_until("document.getElementById('result').dataset.state", "the prediction with percentiles");
-    let table = page
-        .eval("[...document.querySelectorAll('#percentiles-table tr')].map(r => [...r.cells].map(c => c.textContent))");
-    assert_eq!(
-        table,
-        json!([
-            ["Metric", "p50", "p90", "p99"],
-            ["ttft_ms", "11.00", "22.00", "33.00"],
-            ["itl_ms", "4.00", "5.00", "6.50"]
-        ])
-    );
-    page.assert_no_problems("serve with percentiles");
+    page.wait_until("document.getElementById('result').dataset.state", "the prediction without a simulation");
+    assert_eq!(page.eval("document.getElementById('percentiles-section').hidden"), true);
+    page.assert_no_problems("serve without a simulation");
 }
 
 /// Operator: the GPU and precision chosen, M retyped with the keyboard; the analytic and learned answers side by

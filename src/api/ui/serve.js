@@ -50,33 +50,25 @@
     $('interval').hidden = !i;
   }
 
-  /** Latency percentiles, when the answer has them: every object with a `p50` (the intervals' bands have none),
-   *  at the top level or one level down, e.g. {ttft_ms: {p50, p90, p99}, …} or {percentiles: {ttft_ms: {…}}}. */
-  function percentiles(p) {
-    const found = [];
-    const look = (obj, prefix) => {
-      for (const [k, v] of Object.entries(obj)) {
-        if (k === 'interval' || !v || typeof v !== 'object' || Array.isArray(v)) continue;
-        if (typeof v.p50 === 'number') found.push([(prefix + k).replace(/_percentiles$/, ''), v]);
-        else if (!prefix) look(v, k === 'percentiles' || k === 'latency' ? '' : k + '.');
-      }
-    };
-    look(p, '');
-    return found;
-  }
+  /** The simulated benchmark's latency distributions (`simulation.{ttft,tpot,itl,e2e_latency}`, each with
+   *  `mean_ms`, `p50_ms`, `p90_ms`, `p99_ms`, `max_ms` — `vllm bench serve`'s statistics), when the answer has them
+   *  (absent when the request sets `workload.simulate: false`). */
+  const LATENCY_METRICS = [['ttft', 'TTFT'], ['tpot', 'TPOT'], ['itl', 'ITL'], ['e2e_latency', 'Request latency']];
+  const LATENCY_COLUMNS = [['mean_ms', 'mean'], ['p50_ms', 'p50'], ['p90_ms', 'p90'], ['p99_ms', 'p99'], ['max_ms', 'max']];
 
   function showPercentiles(p) {
-    const rows = percentiles(p);
+    const sim = p.simulation;
+    const rows = sim ? LATENCY_METRICS.filter(([k]) => sim[k] && typeof sim[k].p50_ms === 'number') : [];
     $('percentiles-section').hidden = rows.length === 0;
     if (!rows.length) return;
-    const cols = [...new Set(rows.flatMap(([, v]) => Object.keys(v).filter(k => /^p\d+$/.test(k))))]
-      .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+    $('percentiles-note').textContent = 'Over ' + fmt.int(sim.completed) + ' of ' + fmt.int(sim.requests) +
+      ' simulated requests (ITL over tokens), ms.';
     const t = $('percentiles-table');
     t.tHead.replaceChildren(el('tr', {}, el('th', { scope: 'col', text: 'Metric' }),
-      ...cols.map(c => el('th', { scope: 'col', class: 'num', text: c }))));
-    t.tBodies[0].replaceChildren(...rows.map(([name, v]) => el('tr', { 'data-metric': name },
-      el('th', { scope: 'row', text: name }),
-      ...cols.map(c => el('td', { class: 'num', text: typeof v[c] === 'number' ? v[c].toFixed(2) : '' })))));
+      ...LATENCY_COLUMNS.map(([, label]) => el('th', { scope: 'col', class: 'num', text: label }))));
+    t.tBodies[0].replaceChildren(...rows.map(([k, label]) => el('tr', { 'data-metric': k },
+      el('th', { scope: 'row', text: label }),
+      ...LATENCY_COLUMNS.map(([c]) => el('td', { class: 'num', 'data-field': c, text: sim[k][c].toFixed(2) })))));
   }
 
   function showMemory(m) {
