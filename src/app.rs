@@ -18,8 +18,12 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::jobs::{RetrainParams, WorkerConfig, WorkerHandle};
+use crate::service::startup::{Phase, Startup};
 use crate::service::Service;
 use crate::store::{Store, StoreError};
+
+mod show;
+pub use show::Show;
 
 /// Header carrying the request id (taken from the client when present, else generated), echoed in responses and
 /// logged in every request span.
@@ -50,6 +54,7 @@ pub fn build(service: Service, config: &Config) -> Router {
         auth: api::auth::AuthState::new(config.auth_reads, config.rate_limit_per_s, config.rate_limit_burst),
     };
     api.route_layer(middleware::from_fn_with_state(state.clone(), api::auth::authenticate))
+        .route_layer(middleware::from_fn_with_state(state.clone(), api::hold_while_starting))
         .with_state(state)
         // SwaggerUi serves both the UI (vendored assets, no CDN) and the document at /openapi.json.
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
@@ -109,19 +114,54 @@ pub fn sim_limits(config: &Config) -> crate::llm::serving::SimLimits {
     }
 }
 
-/// Starts the application over an open store: installs the bundled measurements and models when the database
-/// lacks them (`bundled_models`), loads the active models, spawns the worker, builds the router.
+/// Starts the application over an open store and returns once it is ready ([`prepare`], then [`complete`]
+/// without progress on stderr): the tests' start. `serve` listens between the two.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
-    let service = Service::with(store.clone(), crate::learn::registry::shared(), WorkerHandle::default())
+    let service = prepare(store, config).await?;
+    let worker = complete(&service, config, Show::Quiet).await?;
+    Ok(Started { router: build(service.clone(), config), service, worker })
+}
+
+/// The quick first half of a start (milliseconds): the service over `store` with its start marked in progress
+/// ([`crate::service::startup`]), and writes made possible ([`provision_key`]). A router built on it answers
+/// `/healthz` at once, and `/readyz` and the requests that need the bundle or the models with 503 and the
+/// progress until [`complete`] is done.
+pub async fn prepare(store: Store, config: &Config) -> Result<Service, AppError> {
+    let service = Service::with(store, crate::learn::registry::shared(), WorkerHandle::default())
         .with_search_inline_max(config.search_inline_max_candidates)
         .with_sim_limits(sim_limits(config));
+    service.startup.begin();
     provision_key(&service, config).await?;
-    if config.bundled_models {
-        install_bundle(&store).await?;
+    Ok(service)
+}
+
+/// The second half of a start: installs the bundled measurements and models when the database lacks them
+/// (`bundled_models`; progress on stderr as `show` says), loads the active models (queueing a retrain for those
+/// trained on another feature list), starts the metrics upkeep, the replica poller and the job runner, and marks
+/// the start ready. Returns the job runner's handle. Errors (the start is marked failed with the reason): a
+/// database error, an unreadable bundle.
+pub async fn complete(service: &Service, config: &Config, show: Show) -> Result<tokio::task::JoinHandle<()>, AppError> {
+    let result = complete_inner(service, config, show).await;
+    match &result {
+        Ok(_) => service.startup.set_phase(Phase::Ready),
+        Err(e) => service.startup.fail(e.to_string()),
     }
-    let loaded = service.load_models().await.map_err(|e| AppError::Start(e.to_string()))?;
-    tracing::info!(models = loaded, "active models loaded");
-    let stale = crate::jobs::stale_models(&store).await?;
+    result
+}
+
+async fn complete_inner(
+    service: &Service,
+    config: &Config,
+    show: Show,
+) -> Result<tokio::task::JoinHandle<()>, AppError> {
+    let store = &service.store;
+    let parsed =
+        if config.bundled_models { install_bundle(store, &service.startup, show).await? } else { Default::default() };
+    service.startup.set_phase(Phase::LoadingModels);
+    let t0 = std::time::Instant::now();
+    let loaded = service.load_models_parsed(parsed.0).await.map_err(|e| AppError::Start(e.to_string()))?;
+    tracing::info!(models = loaded, seconds = format!("{:.2}", t0.elapsed().as_secs_f64()), "active models loaded");
+    let stale = crate::jobs::stale_models(store).await?;
     if !stale.is_empty() {
         let params = RetrainParams { force: true, ..Default::default() };
         let job = service.request_retrain(&params).await.map_err(|e| AppError::Start(e.to_string()))?;
@@ -132,23 +172,49 @@ pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     // Other processes on the database (replicas on PostgreSQL, `perfcast import` on SQLite) commit models and
     // systems too: poll for them, so every replica serves the same versions within seconds.
     crate::service::replicas::spawn_sync(service.clone(), Duration::from_secs(2));
-    let worker = spawn_jobs(&service, config);
-    Ok(Started { router: build(service.clone(), config), service, worker })
+    Ok(spawn_jobs(service, config))
 }
 
 /// Installs the bundle embedded in the binary unless the database has its version ([`crate::bundle::install`]),
-/// logging what it did and how long it took. Errors: a bundle that does not read (a build bug), a database error.
-pub async fn install_bundle(store: &Store) -> Result<(), AppError> {
+/// advancing `progress`, telling on stderr what it does as `show` says, and logging what it did. Returns the
+/// models it activated, parsed (none when nothing was installed), for [`Service::load_models_parsed`]. Errors: a
+/// bundle that does not read (a build bug), a database error.
+pub async fn install_bundle(
+    store: &Store,
+    progress: &std::sync::Arc<Startup>,
+    show: Show,
+) -> Result<crate::bundle::ParsedModels, AppError> {
     let bundle = crate::bundle::Bundle::embedded().map_err(|e| AppError::Start(e.to_string()))?;
-    match crate::bundle::install(store, &bundle, true).await.map_err(|e| AppError::Start(e.to_string()))? {
-        Some(r) => {
-            tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
-            replaced_profiles = r.removed_profiles, seconds = format!("{:.2}", r.seconds),
-            "installed the bundled measurements and models")
-        }
-        None => tracing::debug!(version = %bundle.manifest.version, "bundled measurements already installed"),
+    if store.bundle_installed(&bundle.manifest.version).await? {
+        tracing::debug!(version = %bundle.manifest.version, "bundled measurements already installed");
+        return Ok(Default::default());
     }
-    Ok(())
+    let samples: u64 = bundle.manifest.parts.iter().map(|p| p.samples).sum();
+    let what = format!(
+        "installing bundled measurements: {} samples, {} models",
+        crate::service::startup::thousands(samples),
+        bundle.manifest.models.len()
+    );
+    let reporter = show.report(&what, progress);
+    let result = crate::bundle::install(store, &bundle, true, progress).await;
+    match result.map_err(|e| AppError::Start(e.to_string())) {
+        Ok(Some(r)) => {
+            reporter.finish(&format!("{what} … done in {:.1} s", r.seconds));
+            tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
+                replaced_profiles = r.removed_profiles, seconds = format!("{:.2}", r.seconds),
+                read_seconds = format!("{:.2}", r.read_seconds), "installed the bundled measurements and models");
+            Ok(r.parsed)
+        }
+        Ok(None) => {
+            reporter.finish(&format!("{what} … another process installed them"));
+            tracing::info!(version = %bundle.manifest.version, "another process installed the bundled measurements");
+            Ok(Default::default())
+        }
+        Err(e) => {
+            reporter.finish(&format!("{what} … failed: {e}"));
+            Err(e)
+        }
+    }
 }
 
 /// The job runner's settings from the service configuration.
@@ -205,18 +271,35 @@ pub async fn provision_key(service: &Service, config: &Config) -> Result<(), App
 }
 
 /// Opens the database (creating and migrating it), binds `config.bind` and serves until SIGINT or SIGTERM, then
-/// finishes in-flight requests and closes the database.
+/// finishes in-flight requests and closes the database. The server listens before the start is complete: a first
+/// start installs the bundled measurements and models meanwhile ([`complete`]; `/healthz` answers, `/readyz` says
+/// how far it is). A start that fails ends the server with its error.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     let store = Store::connect(&config.database_url()).await?;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|source| AppError::Bind { addr: config.bind.to_string(), source })?;
     let addr = listener.local_addr().map_err(AppError::Serve)?;
-    let started = start(store.clone(), &config).await?;
+    let service = prepare(store.clone(), &config).await?;
+    let router = build(service.clone(), &config);
     tracing::info!(%addr, db = %store.url(), "perfcast listening; API docs at http://{addr}/docs");
-    axum::serve(listener, started.router).with_graceful_shutdown(shutdown_signal()).await.map_err(AppError::Serve)?;
+    let server =
+        std::future::IntoFuture::into_future(axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()));
+    tokio::pin!(server);
+    let worker = tokio::select! {
+        // A shutdown during the start: the install's transaction is rolled back (the next start installs it).
+        served = &mut server => {
+            served.map_err(AppError::Serve)?;
+            store.close().await;
+            tracing::info!("perfcast stopped before its start was complete");
+            return Ok(());
+        }
+        worker = complete(&service, &config, Show::detect(false)) => worker?,
+    };
+    tracing::info!(%addr, "perfcast ready");
+    server.await.map_err(AppError::Serve)?;
     // A retrain in flight is abandoned: its job stays `running` and is queued again at the next start.
-    started.worker.abort();
+    worker.abort();
     store.close().await;
     tracing::info!("perfcast stopped");
     Ok(())

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::Precision;
-use crate::op::{Collective, Dims, OpClass, Phase};
+use crate::op::{Collective, Dims, KernelFamily, OpClass, Phase};
 
 /// Free-form string attributes of a sample: library versions, kernel names, launch configuration, CI labels.
 pub type Attributes = BTreeMap<String, String>;
@@ -33,6 +33,26 @@ pub struct OpSample {
     pub time_us: f64,
     #[serde(default)]
     pub attributes: Attributes,
+}
+
+impl OpSample {
+    /// The engine whose kernels measured this sample ([`kernel_family`] of its attributes).
+    pub fn kernel_family(&self) -> Option<KernelFamily> {
+        kernel_family(&self.attributes)
+    }
+}
+
+/// The engine whose kernels measured a sample with `attributes`: its `backend` attribute (aiconfigurator's column:
+/// `vllm`, `sglang`, `trtllm`), else its `framework` attribute (the collector's label: `VLLM`, `SGLang`,
+/// `TRTLLM`), when either names one ([`KernelFamily::parse`]); None for an engine-neutral sample.
+pub fn kernel_family(attributes: &Attributes) -> Option<KernelFamily> {
+    ["backend", "framework"].iter().find_map(|k| attributes.get(*k).and_then(|v| KernelFamily::parse(v)))
+}
+
+/// The precision the kernel of a sample with `attributes` computed in when the sample's dtype names another: its
+/// `attn_dtype` attribute (aiconfigurator's attention tables, whose sample dtype is the KV cache's), None otherwise.
+pub fn compute_dtype(attributes: &Attributes) -> Option<Precision> {
+    attributes.get("attn_dtype").and_then(|d| Precision::parse(d))
 }
 
 /// One measured kernel launch (Nsight Compute, rocprof, a PyTorch trace).

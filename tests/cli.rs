@@ -43,7 +43,9 @@ fn predict_reports_bad_requests_as_problems_on_stderr() {
     )
     .unwrap();
     let out = Command::new(BIN)
-        .args(["--db", dir.path().join("cli.db").to_str().unwrap(), "predict", req.to_str().unwrap()])
+        // `--quiet`: on this new database the command installs the bundled measurements first and would say so
+        // on stderr before the problem.
+        .args(["--quiet", "--db", dir.path().join("cli.db").to_str().unwrap(), "predict", req.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -80,20 +82,31 @@ fn http_post_json(port: u16, path: &str, body: &str) -> Option<String> {
     Some(buf)
 }
 
+/// Status code, lowercased head and body of a raw HTTP/1.1 response.
+fn split(reply: &str) -> (u16, String, &str) {
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((reply, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body)
+}
+
 /// The README's first command on a new database, from a directory holding nothing but the binary's database: it
-/// comes up within seconds, answering from the bundled models (embedded in the binary), and stops on SIGTERM.
+/// listens at once — `/healthz` answers while the bundled measurements and models install, `/readyz` answers 503
+/// `starting` with the install's progress, and a prediction meanwhile is answered 503 with `Retry-After` rather
+/// than held until the install ends; stderr says what it does. Then it is ready, answers from the bundled models
+/// (embedded in the binary), and stops on SIGTERM.
 #[test]
-fn serve_uses_the_flags_creates_the_database_and_stops_on_sigterm() {
+fn serve_listens_at_once_on_a_new_database_says_how_far_its_start_is_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("nested/dir/perfcast.db");
     let port = free_port();
+    let stderr = dir.path().join("stderr.log");
     let mut child = Command::new(BIN)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--db", db.to_str().unwrap()])
         .current_dir(dir.path())
         .env_remove("PERFCAST_BUNDLED_MODELS")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
         .spawn()
         .unwrap();
     let start = Instant::now();
@@ -102,15 +115,97 @@ fn serve_uses_the_flags_creates_the_database_and_stops_on_sigterm() {
             break r;
         }
         assert!(start.elapsed() < Duration::from_secs(60), "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(5));
     };
+    let listening = start.elapsed();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains("\"status\":\"ok\""));
     assert!(reply.to_ascii_lowercase().contains("x-request-id:"), "{reply}");
     assert!(db.exists(), "database file not created");
+
+    // The install's size, from the manifest embedded in the binary.
+    let manifest = perfcast::bundle::Bundle::embedded().unwrap().manifest;
+    let samples_total: u64 = manifest.parts.iter().map(|p| p.samples).sum();
+    let models_total = manifest.models.len() as u64;
+    // While it installs (seconds: 231,468 rows), /readyz says how far it is and a prediction is refused at once.
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/perlmutter-a100-40g/gpt-20b_pp4-tp4-dp8.json"
+    ))
+    .unwrap();
+    let (mut progress, mut refused) = (Vec::new(), None);
+    let ready = loop {
+        let r = http_get(port, "/readyz").expect("/readyz answers during the start");
+        let (status, head, body) = split(&r);
+        if status == 200 {
+            break serde_json::from_str::<serde_json::Value>(body).unwrap();
+        }
+        assert_eq!(status, 503, "{r}");
+        assert!(head.contains("content-type: application/problem+json"), "{r}");
+        let p: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(p["type"], "urn:perfcast:problem:starting", "{p}");
+        progress.push(p["startup"].clone());
+        if refused.is_none() {
+            let t = Instant::now();
+            let r = http_post_json(port, "/v1/predictions/training", &example).unwrap();
+            refused = Some((r, t.elapsed()));
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "not ready after 120 s: {:?}", progress.last());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!progress.is_empty(), "/readyz never answered 503 before ready (healthz after {listening:?})");
+    let mut last_done = 0;
+    for p in &progress {
+        let phase = p["phase"].as_str().unwrap();
+        assert!(
+            ["checking", "reading", "writing_samples", "writing_models", "committing", "loading_models"]
+                .contains(&phase),
+            "{p}"
+        );
+        // Totals from the start of the install on (the check for an installed version comes first).
+        if phase != "checking" {
+            assert_eq!(
+                (p["samples_total"].as_u64(), p["models_total"].as_u64()),
+                (Some(samples_total), Some(models_total)),
+                "{p}"
+            );
+        }
+        let done = p["samples_done"].as_u64().unwrap();
+        assert!(done >= last_done && done <= samples_total, "samples written go up to the total: {progress:?}");
+        last_done = done;
+    }
+    let (refused, took) = refused.unwrap();
+    let (status, head, body) = split(&refused);
+    assert_eq!(status, 503, "{refused}");
+    assert!(took < Duration::from_secs(5), "refused at once, not held until the install ends ({took:?})");
+    let retry: u64 = head
+        .lines()
+        .find_map(|l| l.strip_prefix("retry-after:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After: {refused}"));
+    assert!((1..=30).contains(&retry), "{refused}");
+    let p: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!((p["type"].as_str(), p["status"].as_u64()), (Some("urn:perfcast:problem:starting"), Some(503)));
+    // The same progress as /readyz (totals once the check for an installed version is done).
+    let want_total = if p["startup"]["phase"] == "checking" { 0 } else { samples_total };
+    assert_eq!(p["startup"]["samples_total"], want_total, "{p}");
+    assert_eq!(ready["status"], "ready");
+    assert_eq!(ready["active_models"], models_total, "every shipped model is served");
+    let log = std::fs::read_to_string(&stderr).unwrap();
+    let begins = format!(
+        "perfcast: installing bundled measurements: {} samples, {models_total} models …",
+        perfcast::service::startup::thousands(samples_total)
+    );
+    assert!(log.contains(&begins), "stderr says what the start does:\n{log}");
+    assert!(log.contains(&format!("{} models … done in ", models_total)), "and when it is done:\n{log}");
+
     let systems = http_get(port, "/v1/systems").unwrap();
     assert!(systems.contains("perlmutter-a100-40g"));
-    println!("first start on a new database (bundle installed): {:.1} s", start.elapsed().as_secs_f64());
+    println!(
+        "first start on a new database: /healthz after {:.2} s, ready after {:.1} s",
+        listening.as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
     let estimate = http_post_json(
         port,
         "/v1/estimates/operator",

@@ -274,7 +274,8 @@ fn db_copy_moves_a_sqlite_installation_to_postgres() {
         })
     };
     let src = rt.block_on(perfcast::store::Store::connect(&source)).unwrap();
-    rt.block_on(perfcast::app::install_bundle(&src)).unwrap();
+    let startup = std::sync::Arc::default();
+    rt.block_on(perfcast::app::install_bundle(&src, &startup, perfcast::app::Show::Quiet)).unwrap();
     let before = counts(&src);
     rt.block_on(src.close());
     assert!(before.0 > 0 && before.1 > 0, "{before:?}");

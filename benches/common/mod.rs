@@ -45,7 +45,7 @@ pub fn regressor_texts(system: &System, dtype: Precision) -> Vec<(String, String
                 }
             }
             let fitted = fit(&set, Grid::Fast, &mut |_| {}).expect("synthetic fit");
-            out.push((op_key(class, phase, dtype, None), fitted.model_text, fitted.validation.mape));
+            out.push((op_key(class, phase, dtype, None, None), fitted.model_text, fitted.validation.mape));
         }
     }
     out

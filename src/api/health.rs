@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use super::problem::{ApiError, Problem};
 use super::AppState;
+use crate::service::startup::Phase;
 
 /// Liveness answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -39,14 +40,28 @@ pub struct Ready {
     pub active_models: usize,
 }
 
-/// Readiness: the database answers and the registry of active models is loaded.
+/// Readiness: the start is complete (the first start on a new database installs the bundled measurements and
+/// models first), the database answers and the registry of active models is loaded. While the server starts the
+/// 503 is `starting`, with the install's progress in its `startup` member and a `Retry-After`.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Ready", body = Ready),
-        (status = 503, description = "Not ready (database unreachable or models not loaded)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Not ready: starting (the problem's `startup` member says how far the bundle \
+install is; `Retry-After` when to ask again), the start failed, the database is unreachable, or the models are not \
+loaded", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, ApiError> {
     let unavailable = |detail: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready", detail);
+    let startup = state.service.startup.snapshot();
+    match startup.phase {
+        Phase::Failed => {
+            let mut e = unavailable(format!("the start failed: {}", startup.detail.clone().unwrap_or_default()));
+            e.startup = Some(startup);
+            return Err(e);
+        }
+        Phase::Idle | Phase::Ready => {}
+        _ => return Err(ApiError::starting(startup)),
+    }
     state.service.store.ping().await.map_err(|e| unavailable(format!("database: {e}")))?;
     if !state.service.loaded.load(Ordering::SeqCst) {
         return Err(unavailable("the active models are not loaded yet".into()));

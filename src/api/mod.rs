@@ -143,6 +143,21 @@ pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
     )
 }
 
+/// Holds back every `/v1` request while the server starts (the bundle install and the model loading of a first
+/// start, see `crate::service::startup`): 503 `starting` with the progress and `Retry-After`, at once — not a
+/// request that hangs until the install is done, nor one answered without the bundled models. `/healthz`,
+/// `/readyz`, `/metrics`, the dashboard and the API docs are served meanwhile.
+pub async fn hold_while_starting(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    if req.uri().path().starts_with("/v1/") && state.service.startup.in_progress() {
+        return ApiError::starting(state.service.startup.snapshot()).into_response();
+    }
+    next.run(req).await
+}
+
 /// Safety net: any error response that is not already problem+json (a timeout, a caught panic, a layer's
 /// rejection) becomes one, so clients see one error format.
 pub async fn problem_for_every_error(req: Request<Body>, next: Next) -> Response {

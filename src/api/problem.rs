@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::service::startup::StartupProgress;
 use crate::service::ServiceError;
 
 /// Media type of every error body.
@@ -49,6 +50,10 @@ pub struct Problem {
     /// Each offending field or input position.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ProblemLocation>,
+    /// While the server starts (`/readyz`, and the 503 `starting` of every `/v1` request meanwhile): how far the
+    /// start is — the bundle install's phase and samples and models written of their totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<StartupProgress>,
 }
 
 /// An error on its way to becoming a problem response.
@@ -60,12 +65,31 @@ pub struct ApiError {
     pub title: &'static str,
     pub detail: String,
     pub errors: Vec<ProblemLocation>,
+    /// The start's progress (503s while the server starts).
+    pub startup: Option<StartupProgress>,
+    /// Seconds for a `Retry-After` header, when the client should retry.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     /// A problem of `status` with no location.
     pub fn new(status: StatusCode, kind: &'static str, title: &'static str, detail: impl Into<String>) -> ApiError {
-        ApiError { status, kind, title, detail: detail.into(), errors: Vec::new() }
+        ApiError { status, kind, title, detail: detail.into(), errors: Vec::new(), startup: None, retry_after_s: None }
+    }
+
+    /// 503 `starting` for a request that needs what the start is still installing or loading: the progress, and
+    /// `Retry-After` from its rate so far.
+    pub fn starting(progress: StartupProgress) -> ApiError {
+        let retry = progress.retry_after_s();
+        let mut e = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting",
+            "Starting",
+            format!("perfcast is starting ({}); retry in {retry} s", progress.summary()),
+        );
+        e.startup = Some(progress);
+        e.retry_after_s = Some(retry);
+        e
     }
 
     /// Adds a field location.
@@ -103,6 +127,7 @@ impl ApiError {
             status: self.status.as_u16(),
             detail: self.detail.clone(),
             errors: self.errors.clone(),
+            startup: self.startup.clone(),
         }
     }
 }
@@ -112,6 +137,9 @@ impl IntoResponse for ApiError {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default(); // ok: Problem always serializes
         let mut res = (self.status, body).into_response();
         res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(s) = self.retry_after_s {
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
         res
     }
 }

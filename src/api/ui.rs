@@ -1,8 +1,11 @@
-//! The dashboard at `/ui/`: three static pages — predict (`/ui/`), models (`/ui/models`), data (`/ui/data`) — with
-//! one stylesheet and a little plain JavaScript, compiled into the binary (`include_str!`: no CDN, no build step).
-//! The pages call the public API from the browser (with the API key the user pastes, kept in `sessionStorage`,
-//! when reads need one); this module only serves the files, and the example requests of `examples/` the predict
-//! form starts from (`/ui/examples.json`).
+//! The dashboard at `/ui/`: five static pages — predict training (`/ui/`), serve (`/ui/serve`: a serving
+//! prediction and the configuration search with its Pareto chart), operator (`/ui/operator`: one operator's
+//! analytic and learned estimates), models (`/ui/models`), data (`/ui/data`) — with one stylesheet and a little
+//! plain JavaScript, compiled into the binary (`include_str!`: no CDN, no build step). The pages call the public
+//! API from the browser (with the API key the user pastes, kept in `sessionStorage`, when reads need one); this
+//! module only serves the files, the example requests of `examples/` the predict form starts from
+//! (`/ui/examples.json`), and what the serve and operator forms offer (`/ui/choices.json`: the model catalog,
+//! engines, precisions, operator classes with their dim names).
 //!
 //! Every file is answered with its content type, `Cache-Control: no-cache` and a content-hash `ETag` (a
 //! conditional request gets `304`), `X-Content-Type-Options: nosniff`, and the pages with a Content Security Policy
@@ -43,8 +46,20 @@ struct Page {
 /// `{{current PATH}}` marks the navigation link of the page being shown (`aria-current="page"`).
 const LAYOUT: &str = include_str!("ui/layout.html");
 
-const PAGES: [Page; 3] = [
+const PAGES: [Page; 5] = [
     Page { path: "/ui/", title: "Predict · perfcast", script: "/ui/predict.js", main: include_str!("ui/index.html") },
+    Page {
+        path: "/ui/serve",
+        title: "Serving · perfcast",
+        script: "/ui/serve.js",
+        main: include_str!("ui/serve.html"),
+    },
+    Page {
+        path: "/ui/operator",
+        title: "Operator · perfcast",
+        script: "/ui/operator.js",
+        main: include_str!("ui/operator.html"),
+    },
     Page {
         path: "/ui/models",
         title: "Models · perfcast",
@@ -79,6 +94,8 @@ pub fn assets() -> &'static [Asset] {
             Asset { path: "/ui/predict.js", content_type: JS, body: include_str!("ui/predict.js") },
             Asset { path: "/ui/models.js", content_type: JS, body: include_str!("ui/models.js") },
             Asset { path: "/ui/data.js", content_type: JS, body: include_str!("ui/data.js") },
+            Asset { path: "/ui/serve.js", content_type: JS, body: include_str!("ui/serve.js") },
+            Asset { path: "/ui/operator.js", content_type: JS, body: include_str!("ui/operator.js") },
         ]);
         v
     })
@@ -126,6 +143,38 @@ pub fn examples_json() -> &'static str {
     })
 }
 
+/// What the serve and operator forms offer (built once): `models` (the serving catalog: `name`, `params_b` =
+/// parameters in billions, `moe`), `engines`, `serving_precisions`, `operators` (each class's `op`, its `dims`
+/// names in slot order and whether it is `forward_only`) and `dtypes` (every precision an operator estimate takes).
+pub fn choices_json() -> &'static str {
+    use crate::hw::Precision;
+    use crate::llm::serving::catalog::catalog;
+    use crate::llm::serving::request::{Engine, ServingPrecision};
+    use crate::op::OpClass;
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let models: Vec<serde_json::Value> = catalog()
+            .iter()
+            .map(|e| {
+                serde_json::json!({"name": e.model.name, "params_b": e.model.params_total() / 1e9,
+                    "moe": e.model.moe.is_some()})
+            })
+            .collect();
+        let operators: Vec<serde_json::Value> = OpClass::ALL
+            .iter()
+            .map(|c| serde_json::json!({"op": c.as_str(), "dims": c.dim_names(), "forward_only": c.is_serving()}))
+            .collect();
+        serde_json::json!({
+            "models": models,
+            "engines": Engine::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+            "serving_precisions": [ServingPrecision::Bf16, ServingPrecision::Fp16, ServingPrecision::Fp8],
+            "operators": operators,
+            "dtypes": Precision::ALL,
+        })
+        .to_string()
+    })
+}
+
 /// The strong `ETag` of `body`: the first 16 hex digits of its SHA-256, quoted.
 fn etag(body: &[u8]) -> String {
     format!("\"{}\"", &hex::encode(Sha256::digest(body))[..16])
@@ -157,7 +206,8 @@ fn serve(request: &HeaderMap, content_type: &'static str, body: &'static str) ->
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let mut r = Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
-        .route("/ui/examples.json", get(|h: HeaderMap| async move { serve(&h, "application/json", examples_json()) }));
+        .route("/ui/examples.json", get(|h: HeaderMap| async move { serve(&h, "application/json", examples_json()) }))
+        .route("/ui/choices.json", get(|h: HeaderMap| async move { serve(&h, "application/json", choices_json()) }));
     for a in assets() {
         r = r.route(a.path, get(move |h: HeaderMap| async move { serve(&h, a.content_type, a.body) }));
     }
@@ -200,7 +250,10 @@ mod tests {
     #[test]
     fn every_page_is_the_layout_around_its_main_with_its_own_link_marked() {
         let pages: Vec<&Asset> = assets().iter().filter(|a| a.content_type == HTML).collect();
-        assert_eq!(pages.iter().map(|a| a.path).collect::<Vec<_>>(), ["/ui/", "/ui/models", "/ui/data"]);
+        assert_eq!(
+            pages.iter().map(|a| a.path).collect::<Vec<_>>(),
+            ["/ui/", "/ui/serve", "/ui/operator", "/ui/models", "/ui/data"]
+        );
         for (a, p) in pages.iter().zip(&PAGES) {
             assert!(!a.body.contains("{{"), "{}: a placeholder is left", a.path);
             assert!(a.body.starts_with("<!doctype html>") && a.body.ends_with("</main>\n</body>\n</html>\n"));

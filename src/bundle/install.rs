@@ -11,16 +11,30 @@ use super::{gunzip, Bundle, BundleError, ShippedModel};
 use crate::hw::lookup;
 use crate::ingest::{self, Context, Format};
 use crate::jobs::{follow_up, CalibrateParams, Job, RetrainJob};
+use crate::learn::lgbm::Model;
 use crate::learn::registry::is_stale;
 use crate::samples::Sample;
 use crate::service::profiles::split_key;
+use crate::service::startup::{Phase, Startup};
 use crate::store::bundles::{BundleInstall, BundleProfile};
 use crate::store::profiles::{NewProfile, SampleBatch};
 use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::Store;
 
+/// The LightGBM models of the versions an install activated, parsed while its samples were written, by stored
+/// regressor id (`RegressorRecord::id`): the start's registry takes them instead of parsing the same texts again
+/// after the commit ([`crate::jobs::load_registry_at_start`]).
+#[derive(Default)]
+pub struct ParsedModels(pub HashMap<i64, Model>);
+
+impl std::fmt::Debug for ParsedModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ParsedModels({} models)", self.0.len())
+    }
+}
+
 /// What [`install`] did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct InstallReport {
     /// The bundle version installed.
     pub version: String,
@@ -34,49 +48,94 @@ pub struct InstallReport {
     pub removed_profiles: u64,
     /// Wall-clock time of the install (parsing and the transaction), seconds.
     pub seconds: f64,
+    /// Of which reading the bundle (decompressing and parsing its parts and models), seconds.
+    pub read_seconds: f64,
+    /// The activated versions' models, parsed.
+    pub parsed: ParsedModels,
 }
+
+/// One part parsed: its decompressed bytes, its gzip'd bytes as shipped, the part, its samples.
+type ParsedPart = (Vec<u8>, Vec<u8>, super::Part, SampleBatch);
 
 /// The profiles of `bundle`'s parts, parsed exactly as an upload of the part's bytes would be (format
 /// `perfcast_jsonl`, split keys from the bytes' SHA-256 and the sample's index), labelled with their dataset and the
-/// bundle version. A part with a row perfcast refuses, or a GPU outside the catalog, is an error: the bundle is
-/// perfcast's own output.
-fn profiles(bundle: &Bundle) -> Result<Vec<(Vec<u8>, Vec<u8>, super::Part, SampleBatch)>, BundleError> {
+/// bundle version; and, with `with_models`, its shipped models. CPU work (inflating and parsing 231,468 lines and
+/// 40 MB of model JSON): the parts are parsed on every core, largest first, the models beside them. A part with a
+/// row perfcast refuses, or a GPU outside the catalog, is an error: the bundle is perfcast's own output.
+fn read(bundle: &Bundle, with_models: bool) -> Result<(Vec<ParsedPart>, Vec<ShippedModel>), BundleError> {
     let files = bundle.part_files()?;
-    let mut out = Vec::new();
-    for part in &bundle.manifest.parts {
-        let gz = files.get(&part.file).ok_or_else(|| BundleError::Corrupt(format!("no {} in samples.tar", part.file)))?;
-        let raw = gunzip(gz, &part.file)?;
-        let parsed = ingest::parse(Format::PerfcastJsonl, &raw, &Context::default())
-            .map_err(|e| BundleError::Corrupt(format!("{}: {e}", part.file)))?;
-        if let Some(r) = parsed.rejected.first() {
-            return Err(BundleError::Corrupt(format!("{} line {}: {}", part.file, r.line, r.reason)));
+    let parts = &bundle.manifest.parts;
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(parts[i].samples));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    let (parsed, shipped) = std::thread::scope(|scope| {
+        let models = scope.spawn(|| if with_models { bundle.models() } else { Ok(Vec::new()) });
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(&i) = order.get(k) else { return Ok::<_, BundleError>(done) };
+                        done.push((i, read_part(&files, &parts[i])?));
+                    }
+                })
+            })
+            .collect();
+        let mut parsed = Vec::with_capacity(parts.len());
+        for w in workers {
+            parsed.extend(w.join().map_err(|_| BundleError::Corrupt("a part's parser panicked".into()))??);
         }
-        let sha = Sha256::digest(&raw);
-        let mut batch = SampleBatch::default();
-        for (i, sample) in parsed.samples.into_iter().enumerate() {
-            match sample {
-                Sample::Op(mut s) => {
-                    let gpu = lookup(&s.gpu)
-                        .ok_or_else(|| BundleError::Corrupt(format!("{}: GPU {:?} not in the catalog", part.file, s.gpu)))?;
-                    s.gpu = gpu.spec.name.clone();
-                    batch.ops.push((s, split_key(&sha, i)));
-                }
-                Sample::Comm(s) => batch.comms.push(s),
-                Sample::Kernel(s) => batch.kernels.push(s),
-                Sample::Timer(s) => batch.timers.push(s),
-            }
-        }
-        if batch.len() as u64 != part.samples {
-            return Err(BundleError::Corrupt(format!(
-                "{}: {} samples where the manifest says {}",
-                part.file,
-                batch.len(),
-                part.samples
-            )));
-        }
-        out.push((raw, gz.clone(), part.clone(), batch));
+        let shipped = models.join().map_err(|_| BundleError::Corrupt("reading the models panicked".into()))??;
+        Ok::<_, BundleError>((parsed, shipped))
+    })?;
+    let mut parsed = parsed;
+    parsed.sort_by_key(|(i, _)| *i);
+    Ok((parsed.into_iter().map(|(_, p)| p).collect(), shipped))
+}
+
+/// One part of `samples.tar` (`files`), inflated and parsed (see [`read`]).
+fn read_part(files: &BTreeMap<String, Vec<u8>>, part: &super::Part) -> Result<ParsedPart, BundleError> {
+    let gz = files.get(&part.file).ok_or_else(|| BundleError::Corrupt(format!("no {} in samples.tar", part.file)))?;
+    let raw = gunzip(gz, &part.file)?;
+    let parsed = ingest::parse(Format::PerfcastJsonl, &raw, &Context::default())
+        .map_err(|e| BundleError::Corrupt(format!("{}: {e}", part.file)))?;
+    if let Some(r) = parsed.rejected.first() {
+        return Err(BundleError::Corrupt(format!("{} line {}: {}", part.file, r.line, r.reason)));
     }
-    Ok(out)
+    let sha = Sha256::digest(&raw);
+    let mut batch = SampleBatch::default();
+    // A part names a handful of GPUs on 10⁵ rows: resolve each name once (a catalog lookup normalizes every
+    // catalog name and alias; per row it was 40 % of the install's reading).
+    let mut canonical: HashMap<String, String> = HashMap::new();
+    for (i, sample) in parsed.samples.into_iter().enumerate() {
+        match sample {
+            Sample::Op(mut s) => {
+                if let Some(name) = canonical.get(&s.gpu) {
+                    s.gpu.clone_from(name);
+                } else {
+                    let gpu = lookup(&s.gpu).ok_or_else(|| {
+                        BundleError::Corrupt(format!("{}: GPU {:?} not in the catalog", part.file, s.gpu))
+                    })?;
+                    canonical.insert(std::mem::replace(&mut s.gpu, gpu.spec.name.clone()), gpu.spec.name.clone());
+                }
+                batch.ops.push((s, split_key(&sha, i)));
+            }
+            Sample::Comm(s) => batch.comms.push(s),
+            Sample::Kernel(s) => batch.kernels.push(s),
+            Sample::Timer(s) => batch.timers.push(s),
+        }
+    }
+    if batch.len() as u64 != part.samples {
+        return Err(BundleError::Corrupt(format!(
+            "{}: {} samples where the manifest says {}",
+            part.file,
+            batch.len(),
+            part.samples
+        )));
+    }
+    Ok((raw, gz.clone(), part.clone(), batch))
 }
 
 /// The stored version of a shipped model: bundled provenance, activated when `activate`.
@@ -128,15 +187,30 @@ fn new_version(bundle: &Bundle, m: &ShippedModel, activate: bool) -> NewRegresso
 ///
 /// `with_models: false` installs the training set only (`perfcast models bundle` trains the models on it).
 ///
+/// `progress` follows it: phase, totals from the manifest, samples and models written.
+///
 /// Errors: an unreadable bundle, a database error.
-pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Result<Option<InstallReport>, BundleError> {
+pub async fn install(
+    store: &Store,
+    bundle: &Bundle,
+    with_models: bool,
+    progress: &Startup,
+) -> Result<Option<InstallReport>, BundleError> {
     let started = Instant::now();
     let version = &bundle.manifest.version;
+    progress.set_phase(Phase::Checking);
     if store.bundle_installed(version).await? {
         return Ok(None);
     }
-    let parts = profiles(bundle)?;
-    let shipped = if with_models { bundle.models()? } else { Vec::new() };
+    let samples_total = bundle.manifest.parts.iter().map(|p| p.samples).sum();
+    progress.set_totals(samples_total, if with_models { bundle.manifest.models.len() as u64 } else { 0 });
+    progress.set_phase(Phase::Reading);
+    // Off the async runtime: the server answers /healthz and /readyz meanwhile.
+    let owned = bundle.clone();
+    let (parts, shipped) = tokio::task::spawn_blocking(move || read(&owned, with_models))
+        .await
+        .map_err(|e| BundleError::Corrupt(format!("reading the bundle: {e}")))??;
+    let read_seconds = started.elapsed().as_secs_f64();
     let active: HashMap<String, (bool, bool)> = store
         .active_regressors()
         .await?
@@ -150,6 +224,12 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
             new_version(bundle, m, activate)
         })
         .collect();
+    // The activated models' LightGBM texts are parsed on a thread of their own while the transaction writes (the
+    // parse takes as long as the writes); a text that does not parse is left to the registry's load, which logs it.
+    let texts: Vec<Option<String>> = regressors.iter().map(|r| r.activate.then(|| r.model.clone())).collect();
+    let parsing = tokio::task::spawn_blocking(move || {
+        texts.into_iter().map(|t| t.and_then(|t| Model::from_text(&t).ok())).collect::<Vec<Option<Model>>>()
+    });
     let mut follow_ups = Vec::new();
     let calibrate: BTreeSet<&str> =
         parts.iter().filter(|(_, _, _, b)| !b.comms.is_empty()).filter_map(|(_, _, p, _)| p.system.as_deref()).collect();
@@ -160,9 +240,13 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
         follow_ups.push(follow_up(&Job::Retrain(RetrainJob::automatic("bundled measurements installed"))));
     }
     let manifest = serde_json::to_value(&bundle.manifest).map_err(|e| BundleError::Corrupt(e.to_string()))?;
-    let profiles = parts
+    // The samples move into the request; the profiles borrow their bytes.
+    let (raws, rest): (Vec<Vec<u8>>, Vec<_>) =
+        parts.into_iter().map(|(raw, gz, part, batch)| (raw, (gz, part, batch))).unzip();
+    let profiles = raws
         .iter()
-        .map(|(raw, gz, part, batch)| BundleProfile {
+        .zip(rest)
+        .map(|(raw, (gz, part, batch))| BundleProfile {
             profile: NewProfile {
                 sha256: hex::encode(Sha256::digest(raw)),
                 format: Format::PerfcastJsonl.as_str().to_string(),
@@ -176,8 +260,8 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
                 raw,
                 rejected: Vec::new(),
             },
-            raw_gzip: gz.clone(),
-            samples: batch.clone(),
+            raw_gzip: gz,
+            samples: batch,
         })
         .collect();
     let request = BundleInstall {
@@ -188,7 +272,12 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
         regressors: &regressors,
         follow_ups: &follow_ups,
     };
-    let Some(done) = store.install_bundle(&request).await? else { return Ok(None) };
+    let Some(done) = store.install_bundle(&request, progress).await? else {
+        progress.reset_counts();
+        return Ok(None);
+    };
+    let parsed = parsing.await.map_err(|e| BundleError::Corrupt(format!("parsing the shipped models: {e}")))?;
+    let parsed = done.regressors.iter().zip(parsed).filter_map(|(r, m)| Some((r.id, m?))).collect();
     Ok(Some(InstallReport {
         version: version.clone(),
         profiles: done.profiles,
@@ -197,5 +286,7 @@ pub async fn install(store: &Store, bundle: &Bundle, with_models: bool) -> Resul
         activated: done.regressors.iter().filter(|r| r.active).count(),
         removed_profiles: done.removed_profiles,
         seconds: started.elapsed().as_secs_f64(),
+        read_seconds,
+        parsed: ParsedModels(parsed),
     }))
 }

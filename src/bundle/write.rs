@@ -18,21 +18,24 @@ pub fn round_time(t: f64) -> f64 {
 }
 
 /// Operator samples as perfcast JSON lines: `op`, `phase`, `dtype`, `gpu` (as given: write catalog names),
-/// the class's non-zero dims by name, `time_us` ([`round_time`]); no attributes (the profile's `dataset` label
-/// says where they come from).
+/// the class's non-zero dims by name, `time_us` ([`round_time`]), and the sample's attributes when it has any (the
+/// bundle keeps only those that say whose kernel measured it; the profile's `dataset` label says where they come
+/// from).
 pub fn op_jsonl(samples: &[OpSample]) -> Vec<u8> {
     let mut out = Vec::new();
     for s in samples {
-        let dims: Map<String, Value> = s
-            .op
-            .dim_names()
-            .iter()
-            .zip(s.dims)
-            .filter(|(_, v)| *v > 0)
-            .map(|(n, v)| (n.to_string(), json!(v)))
-            .collect();
-        let line = json!({"op": s.op, "phase": s.phase, "dtype": s.dtype, "gpu": s.gpu, "dims": dims,
+        let dims: Map<String, Value> =
+            s.op.dim_names()
+                .iter()
+                .zip(s.dims)
+                .filter(|(_, v)| *v > 0)
+                .map(|(n, v)| (n.to_string(), json!(v)))
+                .collect();
+        let mut line = json!({"op": s.op, "phase": s.phase, "dtype": s.dtype, "gpu": s.gpu, "dims": dims,
             "time_us": round_time(s.time_us)});
+        if !s.attributes.is_empty() {
+            line["attributes"] = json!(s.attributes);
+        }
         out.extend_from_slice(line.to_string().as_bytes());
         out.push(b'\n');
     }
@@ -84,7 +87,12 @@ pub fn tar(files: &[(String, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
 
 /// Writes `manifest.json`, `samples.tar` and `models.json.zst` into `dir` (created when missing), setting the
 /// manifest's version and sizes from the data files. Returns the manifest as written.
-pub fn write_dir(dir: &Path, mut manifest: Manifest, samples_tar: &[u8], models_zst: &[u8]) -> std::io::Result<Manifest> {
+pub fn write_dir(
+    dir: &Path,
+    mut manifest: Manifest,
+    samples_tar: &[u8],
+    models_zst: &[u8],
+) -> std::io::Result<Manifest> {
     std::fs::create_dir_all(dir)?;
     manifest.version = version_of(samples_tar, models_zst);
     manifest.samples_bytes = samples_tar.len() as u64;

@@ -78,6 +78,12 @@ pub(super) enum EvalWhat {
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
         #[arg(long)]
         roofline: bool,
+        /// Whose measured kernels the learned models answer with: `neutral` (the service's: every operator from the
+        /// engine-neutral and vLLM models, fp8 GEMMs included) or `training` (per-tensor fp8 GEMMs from
+        /// TensorRT-LLM's measurements less its measured quantization kernels where bundled; not shipped: it predicts
+        /// the fp8 training runs too fast).
+        #[arg(long, default_value = "neutral")]
+        kernels: String,
         /// With --cross-validate: also fit the contention κ of overlapped communication (to see whether the rows
         /// identify it; the shipped value is cited, not fitted).
         #[arg(long)]
@@ -164,6 +170,13 @@ pub(super) enum EvalWhat {
         /// Also write every held-out row's prediction to this CSV file (for diagnosis).
         #[arg(long)]
         rows_csv: Option<PathBuf>,
+        /// aiconfigurator: whose tables (comma-separated: vllm, sglang, trtllm); each engine's keys carry it.
+        #[arg(long, value_delimiter = ',', default_value = "vllm")]
+        engines: Vec<String>,
+        /// aiconfigurator: also time every SGLang and TensorRT-LLM key's held-out rows with vLLM's model of the same
+        /// operator, fitted without and with the held-out GPU (what those engines' requests were timed by before).
+        #[arg(long)]
+        fallback: bool,
     },
 }
 
@@ -184,9 +197,18 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             iterations,
             fit_sources,
             roofline,
+            kernels,
             fit_contention,
             analytic_only,
         } => {
+            let kernels = match kernels.as_str() {
+                "training" => crate::cost::KernelChoice::Training,
+                "neutral" => crate::cost::KernelChoice::Neutral,
+                other => {
+                    eprintln!("--kernels must be training or neutral, got {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
             let mode = if leave_source_out {
                 Mode::LeaveSourceOut { iterations, fit_sources, contention: fit_contention }
             } else if cross_validate {
@@ -196,10 +218,33 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             } else {
                 Mode::Fixed(Efficiency::CALIBRATED)
             };
-            training(&data, &out, &mode, analytic_only, steps)
+            training(&data, &out, &mode, kernels, analytic_only, steps)
         }
-        EvalWhat::CrossGpu { data, source, out, grid, mask, max_rows, moe_distribution, keys, gpus, rows_csv } => {
+        EvalWhat::CrossGpu {
+            data,
+            source,
+            out,
+            grid,
+            mask,
+            max_rows,
+            moe_distribution,
+            keys,
+            gpus,
+            rows_csv,
+            engines,
+            fallback,
+        } => {
             let Some(grid) = parse_grid(&grid) else { return ExitCode::from(2) };
+            let mut families = Vec::new();
+            for e in &engines {
+                match crate::op::KernelFamily::parse(e) {
+                    Some(f) => families.push(f),
+                    None => {
+                        eprintln!("--engines: {e:?} is not vllm, sglang or trtllm");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let source = if source == "aiconfigurator" { Source::Aiconfigurator } else { Source::Neusight };
             let opts = crate::eval::logo::Options {
                 data,
@@ -211,6 +256,8 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
                 keys,
                 gpus,
                 rows_csv,
+                engines: families,
+                fallback,
             };
             cross_gpu(&opts, &out, steps)
         }
@@ -300,7 +347,14 @@ fn kernels(fixtures: &Path) -> ExitCode {
     }
 }
 
-fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+fn training(
+    data: &Path,
+    out: &Path,
+    mode: &Mode,
+    kernels: crate::cost::KernelChoice,
+    analytic_only: bool,
+    steps: &mut Steps,
+) -> ExitCode {
     let (models, label) = if analytic_only {
         (crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string())
     } else {
@@ -313,7 +367,7 @@ fn training(data: &Path, out: &Path, mode: &Mode, analytic_only: bool, steps: &m
         }
     };
     let models = std::sync::Arc::new(models);
-    let report = match crate::eval::training::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
+    let report = match crate::eval::training::run_with(data, mode, (&models, &label), kernels, &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };

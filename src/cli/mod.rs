@@ -50,8 +50,9 @@ struct Cli {
     /// the config and PERFCAST_DATABASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     database_url: Option<String>,
-    /// No progress bars or progress lines on stderr (`eval`, `import`, `search`). Bars show only when stderr is
-    /// a terminal; elsewhere progress stays plain lines.
+    /// No progress bars or progress lines on stderr (`eval`, `import`, `search`, and the first command on a new
+    /// database, which installs the bundled measurements). Bars show only when stderr is a terminal; elsewhere
+    /// progress stays plain lines.
     #[arg(long, short, global = true)]
     quiet: bool,
     #[command(subcommand)]
@@ -148,11 +149,11 @@ async fn dispatch(cli: Cli) -> ExitCode {
     let progress = progress::Mode::detect(cli.quiet);
     match cli.command {
         Command::Serve { .. } => serve::run(config).await,
-        Command::Predict { request } => predict::run(&request, &config).await,
-        Command::PredictInference { request, timeline } => inference::run(&request, &config, timeline).await,
-        Command::SearchInference { request } => inference::search(&request, &config).await,
+        Command::Predict { request } => predict::run(&request, &config, progress).await,
+        Command::PredictInference { request, timeline } => inference::run(&request, &config, timeline, progress).await,
+        Command::SearchInference { request } => inference::search(&request, &config, progress).await,
         Command::Search { request } => search::run(&request, &config, progress).await,
-        Command::Timeline(args) => timeline::run(&args, &config).await,
+        Command::Timeline(args) => timeline::run(&args, &config, progress).await,
         Command::Openapi => print_json(&crate::api::openapi()),
         Command::Keys { what } => keys::run(what, &config).await,
         Command::Db { what } => db::run(what).await,
@@ -227,24 +228,30 @@ async fn open_store(config: &Config) -> Result<Store, ExitCode> {
 
 /// Reads a JSON request (`-` = stdin) as `T`, runs `run` on a service over the configured database with its
 /// imported GPUs and active models loaded (the bundled ones installed first when the database lacks them and
-/// `bundled_models` is on, as `serve` does), and prints the answer as JSON. A request that cannot be read (exit 2),
+/// `bundled_models` is on, as `serve` does, telling on stderr what it does as `progress` says), and prints the
+/// answer as JSON. A request that cannot be read (exit 2),
 /// does not parse or is refused prints its RFC 9457 problem on stderr (exit 2, whatever the problem's status); a
 /// database that cannot be opened exits 1.
-async fn run_request<T, R, F, Fut>(request: &Path, config: &Config, run: F) -> ExitCode
+async fn run_request<T, R, F, Fut>(request: &Path, config: &Config, progress: progress::Mode, run: F) -> ExitCode
 where
     T: serde::de::DeserializeOwned + serde::Serialize,
     R: serde::Serialize,
     F: FnOnce(Service, T) -> Fut,
     Fut: std::future::Future<Output = Result<R, ServiceError>>,
 {
-    match answer_request(request, config, run).await {
+    match answer_request(request, config, progress, run).await {
         Ok(answer) => print_json(&answer),
         Err(code) => code,
     }
 }
 
 /// [`run_request`] without the printing: the answer, or the exit code after printing why there is none.
-async fn answer_request<T, R, F, Fut>(request: &Path, config: &Config, run: F) -> Result<R, ExitCode>
+async fn answer_request<T, R, F, Fut>(
+    request: &Path,
+    config: &Config,
+    progress: progress::Mode,
+    run: F,
+) -> Result<R, ExitCode>
 where
     T: serde::de::DeserializeOwned + serde::Serialize,
     F: FnOnce(Service, T) -> Fut,
@@ -265,15 +272,20 @@ where
     };
     let store = open_store(config).await?;
     // Answer as the server would on this database: with the bundled models (installed here when it lacks them).
+    let mut parsed = std::collections::HashMap::new();
     if config.bundled_models {
-        if let Err(e) = crate::app::install_bundle(&store).await {
-            eprintln!("error: {e}");
-            store.close().await;
-            return Err(ExitCode::FAILURE);
+        let startup = std::sync::Arc::new(crate::service::startup::Startup::default());
+        match crate::app::install_bundle(&store, &startup, progress.show()).await {
+            Ok(p) => parsed = p.0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                store.close().await;
+                return Err(ExitCode::FAILURE);
+            }
         }
     }
     let service = Service::new(store.clone()).with_sim_limits(crate::app::sim_limits(config));
-    let result = match service.load_models().await {
+    let result = match service.load_models_parsed(parsed).await {
         Ok(_) => run(service, req).await,
         Err(e) => Err(e),
     };

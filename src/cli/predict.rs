@@ -8,11 +8,9 @@ use crate::llm::TrainingRequest;
 
 /// Predicts the [`TrainingRequest`] in `request` (`-` = stdin) and prints the prediction the API returns.
 /// Exit codes as [`super::run_request`].
-pub(super) async fn run(request: &Path, config: &Config) -> ExitCode {
-    super::run_request(
-        request,
-        config,
-        |service, req: TrainingRequest| async move { service.predict_training(&req).await },
-    )
+pub(super) async fn run(request: &Path, config: &Config, progress: super::progress::Mode) -> ExitCode {
+    super::run_request(request, config, progress, |service, req: TrainingRequest| async move {
+        service.predict_training(&req).await
+    })
     .await
 }

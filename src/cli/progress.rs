@@ -29,6 +29,15 @@ impl Mode {
         }
     }
 
+    /// The same choice for a start's install of the bundled measurements (`crate::app::Show`).
+    pub(super) fn show(self) -> crate::app::Show {
+        match self {
+            Mode::Bars => crate::app::Show::Bar,
+            Mode::Lines => crate::app::Show::Lines,
+            Mode::Quiet => crate::app::Show::Quiet,
+        }
+    }
+
     /// A reporter of human-readable steps (a spinner showing the current step and the time spent on it).
     pub(super) fn steps(self) -> Steps {
         let spinner = (self == Mode::Bars).then(|| spinner(""));

@@ -15,7 +15,7 @@ use crate::llm::search::SearchRequest;
 /// Runs the [`SearchRequest`] in `request` (`-` = stdin) in this process and prints the result the API returns,
 /// with a bar of the candidates evaluated on a terminal (`progress`). Exit codes as [`super::run_request`].
 pub(super) async fn run(request: &Path, config: &Config, progress: Mode) -> ExitCode {
-    super::run_request(request, config, |service, req: SearchRequest| async move {
+    super::run_request(request, config, progress, |service, req: SearchRequest| async move {
         let Some(bar) = progress.counter("candidates") else {
             return service.run_search(&req, None).await;
         };

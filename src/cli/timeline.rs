@@ -34,19 +34,20 @@ pub(super) struct TimelineArgs {
 
 /// Renders the timeline of the [`TrainingRequest`] in `args.request` to stdout or `args.output`. Exit codes as
 /// [`super::run_request`]; a file that cannot be written exits 1.
-pub(super) async fn run(args: &TimelineArgs, config: &Config) -> ExitCode {
+pub(super) async fn run(args: &TimelineArgs, config: &Config, progress: super::progress::Mode) -> ExitCode {
     let format = match args.format {
         Format::Chrome => TraceFormat::Chrome,
         Format::Svg => TraceFormat::Svg,
     };
-    let body = match super::answer_request(&args.request, config, |service, req: TrainingRequest| async move {
-        service.training_timeline(&req, format).await
-    })
-    .await
-    {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
+    let body =
+        match super::answer_request(&args.request, config, progress, |service, req: TrainingRequest| async move {
+            service.training_timeline(&req, format).await
+        })
+        .await
+        {
+            Ok(b) => b,
+            Err(code) => return code,
+        };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &body).map_err(|e| format!("cannot write {}: {e}", path.display())),
         // A closed pipe (`| head`) is not an error worth reporting.

@@ -7,12 +7,13 @@
 //! except two corrections for training: a learned compute-bound time (GEMM, batched GEMM, flash attention, MoE) is
 //! divided by the sustained clock fraction of a power-capped training run ([`Efficiency::sustained_clock`]: the
 //! regressors learned short microbenchmarks at boost clocks), and a learned fp8 GEMM first loses the activation
-//! cast the microbenchmark timed inside the call ([`fp8_quantize_us`]), which Transformer Engine fuses into the
-//! preceding kernel. [`Derated`] is the training backend only (serving uses its own, the operator estimate endpoint
-//! the learned backend directly).
+//! quantization the microbenchmark timed inside the call, which Transformer Engine fuses into the preceding kernel:
+//! TensorRT-LLM's as its engine measured it (its learned `quantize` and `quantize_scale` kernels,
+//! [`Derated::measured_quantization_us`]), vLLM's as the analytic cast ([`fp8_quantize_us`]). [`Derated`] is the
+//! training backend only (serving uses its own, the operator estimate endpoint the learned backend directly).
 //!
 //! t_compute = (t_roofline − launches) / η + kernels · τ_kernel, η = η_gemm(precision) for matrix classes, η_mem
-//! otherwise; learned: t_compute = (t_learned − t_fp8 cast) / f_clock for compute-bound classes;
+//! otherwise; learned: t_compute = (t_learned − t_fp8 quantization) / f_clock for compute-bound classes;
 //! t_collective = t_α–β / η_net + α_extra.
 
 use serde::{Deserialize, Serialize};
@@ -271,6 +272,37 @@ impl<B: CostBackend> Derated<B> {
     pub fn efficiency(&self) -> &Efficiency {
         &self.eff
     }
+
+    /// The activation quantization a learned fp8 `linear` time `t` includes, as its engine measured it, µs: for a
+    /// time from TensorRT-LLM's measurements (its `Linear` with `QuantAlgo.FP8` quantizes the input dynamically
+    /// inside the call, `tensorrt_llm/_torch/modules/linear.py`), the inner backend's learned `quantize` (the static
+    /// cast) and `quantize_scale` (the dynamic scale's amax) of every operand the call quantizes — forward X[M,K],
+    /// backward dY[M,N] and Xᵀ[K,M] as [`fp8_quantize_us`] counts them — which aiconfigurator measured with the
+    /// same TensorRT-LLM ops (`scale_matrix_perf`, `computescale_perf`) and itself subtracts from the GEMM when the
+    /// input comes quantized (`sdk/operations/gemm.py`, `low_precision_input`), as Transformer Engine's does. None
+    /// when `t` is not TensorRT-LLM's or the inner backend has no learned answer for either quantization kernel.
+    pub fn measured_quantization_us(&self, shape: &OpShape, t: &Timed) -> Option<f64> {
+        if t.source.kernel_family() != Some(crate::op::KernelFamily::Trtllm) {
+            return None;
+        }
+        let [b, m, n, k, _] = shape.dims;
+        let m = b.max(1) * m;
+        let operands: &[[u64; 2]] = match shape.phase {
+            Phase::Fwd => &[[m, k]],
+            Phase::Bwd => &[[m, n], [k, m]],
+        };
+        let mut total = 0.0;
+        for dims in operands {
+            for class in [OpClass::Quantize, OpClass::QuantizeScale] {
+                let q = self.inner.compute(&OpShape::new(class, Phase::Fwd, dims), Precision::Fp8).ok()?;
+                if !matches!(q.source, Source::Regressor { .. }) {
+                    return None;
+                }
+                total += q.time_us;
+            }
+        }
+        Some(total)
+    }
 }
 
 impl<B: CostBackend> CostBackend for Derated<B> {
@@ -288,7 +320,10 @@ impl<B: CostBackend> CostBackend for Derated<B> {
             }
             let mut time_us = t.time_us;
             if self.eff.fused_fp8_quantize && dtype == Precision::Fp8 && shape.class == OpClass::Linear {
-                time_us = (time_us - fp8_quantize_us(shape, &self.system().gpu)).max(t.analytic_us.min(time_us));
+                let cast_us = self
+                    .measured_quantization_us(shape, &t)
+                    .unwrap_or_else(|| fp8_quantize_us(shape, &self.system().gpu));
+                time_us = (time_us - cast_us).max(t.analytic_us.min(time_us));
             }
             time_us /= self.clock;
             return Ok(Timed { time_us, host_us, ..t });
@@ -366,7 +401,8 @@ mod tests {
             &self.0
         }
         fn compute(&self, _: &OpShape, _: Precision) -> Result<Timed, UnsupportedPrecision> {
-            Ok(Timed::new(1000.0, 500.0, Source::Regressor { key: "k".into(), version: 1 }).with_kernels(1))
+            Ok(Timed::new(1000.0, 500.0, Source::Regressor { key: "k".into(), version: 1, instead_of: None })
+                .with_kernels(1))
         }
         fn collective(&self, _: Collective, _: f64, _: Group, _: u32) -> Timed {
             Timed::new(0.0, 0.0, Source::Analytic)

@@ -22,21 +22,33 @@ use crate::comm::Group;
 
 use crate::hw::{Precision, System};
 use crate::op::Collective;
-use crate::op::OpShape;
+use crate::op::{KernelFamily, OpShape};
 use roofline::UnsupportedPrecision;
 
 pub use analytic::AnalyticBackend;
 pub use derate::{Derated, Efficiency};
 
 /// Where a time came from: the analytic model, the system's communication calibration, or a learned regressor
-/// `<key>` at version `n`.
+/// `<key>` at version `n` — standing in for the kernels of `instead_of` when the engine asked for
+/// ([`KernelChoice`]) has no model of this operator and a closer engine's (or the engine-neutral one) answered.
 ///
-/// Serialized as `"analytic"`, `"calibrated:<system>"` or `"regressor:<key>@v<n>"`.
+/// Serialized as `"analytic"`, `"calibrated:<system>"`, `"regressor:<key>@v<n>"` or
+/// `"regressor:<key>@v<n> (<engine> not measured)"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     Analytic,
     Calibrated { system: String },
-    Regressor { key: String, version: i64 },
+    Regressor { key: String, version: i64, instead_of: Option<KernelFamily> },
+}
+
+impl Source {
+    /// The engine whose measured kernels trained the regressor that answered (its key's engine segment: none is
+    /// vLLM's and the engine-neutral measurements, [`KernelFamily::key_segment`]); None for other sources.
+    pub fn kernel_family(&self) -> Option<KernelFamily> {
+        let Source::Regressor { key, .. } = self else { return None };
+        let mut parts = key.split('.').skip(3);
+        Some(parts.next().and_then(KernelFamily::parse).unwrap_or(KernelFamily::Vllm))
+    }
 }
 
 impl fmt::Display for Source {
@@ -44,7 +56,64 @@ impl fmt::Display for Source {
         match self {
             Source::Analytic => f.write_str("analytic"),
             Source::Calibrated { system } => write!(f, "calibrated:{system}"),
-            Source::Regressor { key, version } => write!(f, "regressor:{key}@v{version}"),
+            Source::Regressor { key, version, instead_of: None } => write!(f, "regressor:{key}@v{version}"),
+            Source::Regressor { key, version, instead_of: Some(e) } => {
+                write!(f, "regressor:{key}@v{version} ({e} not measured)")
+            }
+        }
+    }
+}
+
+/// Whose measured kernels a learned backend times operators with (the request's engine, or training's
+/// framework), chosen by whoever builds the backend: the domain core asks any [`CostBackend`] the same questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KernelChoice {
+    /// The models without an engine in their key (engine-neutral and vLLM measurements) and nothing else.
+    #[default]
+    Neutral,
+    /// A serving engine's: its own models where they exist, else the closest engine's, in
+    /// [`KernelFamily::closest`]'s order (vLLM's being the models without an engine segment); the answer's
+    /// [`Source`] names the stand-in.
+    Engine(KernelFamily),
+    /// Training with Transformer Engine: per-tensor fp8 GEMMs (and the quantization kernels around them) from
+    /// TensorRT-LLM's measurements first — cuBLASLt FP8 GEMMs as Transformer Engine calls them
+    /// (`transformer_engine/common/gemm/cublaslt_gemm.cu`; TensorRT-LLM's `Linear` with `QuantAlgo.FP8` calls
+    /// `cublas_scaled_mm`), whose activation quantization aiconfigurator times as separate kernels — falling back
+    /// to the neutral ones; every other operator as [`KernelChoice::Neutral`].
+    Training,
+}
+
+/// Whose measured kernels training predictions are timed with (the service's training backend and
+/// `perfcast eval training`): [`KernelChoice::Neutral`] — vLLM's fp8 GEMMs less the analytic activation cast, as
+/// before TensorRT-LLM's were bundled. [`KernelChoice::Training`] (TensorRT-LLM's fp8 GEMMs less its measured
+/// quantization kernels) predicted the only fp8 training runs too fast: in-sample, with the shipped efficiencies,
+/// NeMo's 16 H100 fp8 rows 10.7 % (−10.7 %) against 6.0 % (+3.3 %), DGX Cloud's 117 rows 7.9 % (−7.9 %) against
+/// 5.0 % (−1.2 %) (`perfcast eval training --kernels training` / `neutral`, 2026-11-26): Transformer Engine does not
+/// hide all of the quantization the measured kernels stand for. It stays selectable for that comparison.
+pub const TRAINING_KERNELS: KernelChoice = KernelChoice::Neutral;
+
+impl KernelChoice {
+    /// The engines to ask, in order, for an operator of `class` in `dtype` (vLLM's = the models without an engine
+    /// segment).
+    pub fn families(self, class: crate::op::OpClass, dtype: Precision) -> &'static [KernelFamily] {
+        use crate::op::OpClass;
+        const NEUTRAL: [KernelFamily; 1] = [KernelFamily::Vllm];
+        const TRT_FIRST: [KernelFamily; 2] = [KernelFamily::Trtllm, KernelFamily::Vllm];
+        const VLLM: [KernelFamily; 3] = [KernelFamily::Vllm, KernelFamily::Sglang, KernelFamily::Trtllm];
+        const SGLANG: [KernelFamily; 3] = [KernelFamily::Sglang, KernelFamily::Vllm, KernelFamily::Trtllm];
+        const TRTLLM: [KernelFamily; 3] = [KernelFamily::Trtllm, KernelFamily::Sglang, KernelFamily::Vllm];
+        match self {
+            KernelChoice::Neutral => &NEUTRAL,
+            KernelChoice::Engine(KernelFamily::Vllm) => &VLLM,
+            KernelChoice::Engine(KernelFamily::Sglang) => &SGLANG,
+            KernelChoice::Engine(KernelFamily::Trtllm) => &TRTLLM,
+            KernelChoice::Training
+                if dtype == Precision::Fp8
+                    && matches!(class, OpClass::Linear | OpClass::Quantize | OpClass::QuantizeScale) =>
+            {
+                &TRT_FIRST
+            }
+            KernelChoice::Training => &NEUTRAL,
         }
     }
 }

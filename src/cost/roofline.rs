@@ -212,7 +212,8 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// 3 [1]; fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and
 /// k); elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
 /// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
-/// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy). GEMMs: forward one GEMM,
+/// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy); quantize 2 B + e per
+/// element [1] (e the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM,
 /// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
 /// ([`activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
 /// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e — the forward
@@ -350,6 +351,16 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         OpClass::Optimizer => {
             let p = d[0] as f64;
             vector(&mut acc, p, 12.0, 28.0 * p, gpu);
+        }
+        OpClass::Quantize => {
+            // Read the 16-bit element, scale, write it in `dtype` (fp8: 1 B).
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, n, 2.0, 2.0 * n + n * e, gpu);
+        }
+        OpClass::QuantizeScale => {
+            // The absolute maximum of the 16-bit tensor: one read.
+            let n = (d[0] * d[1]) as f64;
+            vector(&mut acc, n, 1.0, 2.0 * n, gpu);
         }
     }
     let launch_us = acc.kernels as f64 * LAUNCH_OVERHEAD_US;

@@ -2,8 +2,10 @@
 //! split of `../shared/data` (DATA.md).
 //!
 //! What goes in:
-//! - operators: aiconfigurator's GEMM, prefill / decode attention and MoE tables of all six GPUs (their
-//!   leave-one-GPU-out rule is for *evaluation*; a shipped model may train on all six), NeuSight's train split
+//! - operators: aiconfigurator's GEMM, prefill / decode attention and MoE tables of all six GPUs as vLLM,
+//!   TensorRT-LLM and SGLang measured them, and the latter two's fp8 activation quantization tables (their
+//!   leave-one-GPU-out rule is for *evaluation*; a shipped model may train on all six), each sample keeping its
+//!   engine, kernel and attention compute precision (the per-engine keys train on them); NeuSight's train split
 //!   (`train_collect`, `train_processed`, AMD `train_processed_*`), DeepBench's GEMMs and XLA's sm_90 matmul table —
 //!   the files `perfcast eval operators` trains on, plus aiconfigurator;
 //! - collectives: the train rows `perfcast eval comm` calibrates on (vTrain's A100/V100 all-reduce LUT, SuperBench's
@@ -13,7 +15,8 @@
 //!   `comm.all_reduce` model has no feature that tells the implementations apart — mixing them would teach the
 //!   NCCL model vLLM's small-message times.
 //!
-//! Thinning: per regressor key (class, phase, dtype) at most `max_rows_per_key` samples, shared out evenly over the
+//! Thinning: per regressor key (class, phase, dtype, engine), on the kernel the engine runs where a shape was
+//! measured by several ([`kernel_mask`], as the retrain does), at most `max_rows_per_key` samples, shared out evenly over the
 //! key's GPUs (a GPU with fewer rows keeps all of them, the rest go to the others), and within a GPU a uniform
 //! sample by a hash of the row's content ([`thin_by_key`]: no aliasing with the tables' grid order); per
 //! communication system and collective the same cap. Times keep five significant digits.
@@ -32,14 +35,15 @@ use super::datasets;
 use super::operators::{parse_neusight, training_files};
 use crate::bundle::write::{comm_jsonl, compress_models, gzip, op_jsonl, tar, write_dir};
 use crate::bundle::{self, Bundle, Manifest, ModelEntry, Part, ShippedModel};
-use crate::hw::{lookup, GpuRef, Link, SystemSpec};
+use crate::hw::{lookup, GpuRef, Link, Precision, SystemSpec};
 use crate::ingest::{self, Context, Format};
 use crate::jobs::retrain::retrain;
 use crate::jobs::{self, Job, JobKind, RetrainJob, RetrainParams, WorkerConfig};
 use crate::learn::fit::thin_by_key;
+use crate::learn::op_data::{kernel_mask, KernelView};
 use crate::learn::{op_key, registry, Grid};
 use crate::op::Collective;
-use crate::samples::{CommSample, OpSample, Sample};
+use crate::samples::{compute_dtype, CommSample, OpSample, Sample};
 use crate::store::Store;
 
 /// How to build the bundle.
@@ -63,16 +67,49 @@ pub struct Options {
 /// The aiconfigurator GPU folders (DATA.md: all six are train data for a shipped model).
 pub const AIC_GPUS: [&str; 6] = ["a100_sxm", "h100_sxm", "b200_sxm", "gb200", "b300_sxm", "l40s"];
 
-/// The aiconfigurator operator tables.
+/// The aiconfigurator operator tables of the vLLM folders (`<gpu>/<table>.csv.gz`).
 const AIC_OP_TABLES: [&str; 4] = ["gemm_perf", "context_attention_perf", "generation_attention_perf", "moe_perf"];
+
+/// The operator tables of the TensorRT-LLM and SGLang folders (`<gpu>/<engine>/<table>.csv.gz`, where present):
+/// vLLM's four and the activation quantization kernels (`scale_matrix_perf`, `computescale_perf`).
+const AIC_ENGINE_TABLES: [&str; 6] = [
+    "gemm_perf",
+    "context_attention_perf",
+    "generation_attention_perf",
+    "moe_perf",
+    "scale_matrix_perf",
+    "computescale_perf",
+];
+
+/// The file of `table` in `engine`'s folder of `gpu`: on B200, B300 and GB200 TensorRT-LLM's full MoE table is
+/// `moe_perf_1.3.0rc20.csv.gz` (its `moe_perf.csv.gz` holds only DeepSeek-V4 shapes: DATA.md).
+fn aic_engine_table(data: &Path, gpu: &str, engine: &str, table: &str) -> PathBuf {
+    let dir = data.join("aiconfigurator").join(gpu).join(engine);
+    let full_moe = dir.join("moe_perf_1.3.0rc20.csv.gz");
+    if engine == "trtllm" && table == "moe_perf" && full_moe.exists() {
+        return full_moe;
+    }
+    dir.join(format!("{table}.csv.gz"))
+}
+
+/// The attributes a bundled sample keeps: whose kernels measured it and which (the `engine`, `kernel_source` and
+/// `compute_dtype` columns a first start stores, `crate::store::profiles::engine_columns`).
+const KEPT_ATTRIBUTES: [&str; 3] = ["backend", "kernel_source", "attn_dtype"];
 
 /// A stable hash of a sample's content (FNV-1a over its debug form): its rank when thinning.
 fn content_key(s: &impl std::fmt::Debug) -> u64 {
     format!("{s:?}").bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// [`content_key`] of an operator sample without its attributes: the rank a row had before bundled samples kept
+/// their engine, so the engine-neutral and vLLM keys thin to the same rows as then.
+fn op_content_key(s: &OpSample) -> u64 {
+    let bare = OpSample { attributes: Default::default(), gpu: s.gpu.clone(), ..*s };
+    content_key(&bare)
+}
+
 /// Operator samples of one dataset, GPUs resolved to catalog names (rows on GPUs outside the catalog dropped),
-/// attributes dropped.
+/// attributes dropped but for [`KEPT_ATTRIBUTES`].
 struct Dataset {
     name: &'static str,
     description: String,
@@ -85,39 +122,68 @@ fn keep_known_gpus(samples: Vec<OpSample>) -> Vec<OpSample> {
         .into_iter()
         .filter_map(|mut s| {
             s.gpu = lookup(&s.gpu)?.spec.name.clone();
-            s.attributes.clear();
+            s.attributes.retain(|k, _| KEPT_ATTRIBUTES.contains(&k.as_str()));
             Some(s)
         })
         .collect()
 }
 
-fn aiconfigurator_ops(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Dataset, String> {
-    let mut samples = Vec::new();
+fn read_ops(path: &Path, progress: &mut dyn FnMut(&str)) -> Result<Vec<OpSample>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let parsed = ingest::parse(Format::Aiconfigurator, &bytes, &Context::default())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let ops: Vec<OpSample> =
+        parsed.samples.into_iter().filter_map(|s| if let Sample::Op(o) = s { Some(o) } else { None }).collect();
+    progress(&format!("{}: {} operator samples", path.display(), ops.len()));
+    Ok(keep_known_gpus(ops))
+}
+
+/// aiconfigurator's operator tables: vLLM's folders (dataset `aiconfigurator`), TensorRT-LLM's
+/// (`aiconfigurator-trtllm`) and SGLang's (`aiconfigurator-sglang`).
+fn aiconfigurator_ops(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Vec<Dataset>, String> {
+    let mut vllm = Vec::new();
     for gpu in AIC_GPUS {
         for table in AIC_OP_TABLES {
-            let path = data.join("aiconfigurator").join(gpu).join(format!("{table}.csv.gz"));
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let parsed = ingest::parse(Format::Aiconfigurator, &bytes, &Context::default())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let ops: Vec<OpSample> =
-                parsed.samples.into_iter().filter_map(|s| if let Sample::Op(o) = s { Some(o) } else { None }).collect();
-            progress(&format!("{gpu}/{table}: {} operator samples", ops.len()));
-            samples.extend(keep_known_gpus(ops));
+            vllm.extend(read_ops(&data.join("aiconfigurator").join(gpu).join(format!("{table}.csv.gz")), progress)?);
         }
     }
-    let n = samples.len() as u64;
-    Ok(Dataset {
+    let mut out = vec![Dataset {
         name: "aiconfigurator",
-        description: "NVIDIA aiconfigurator's performance database (Apache-2.0): GEMM (bf16, fp8, fp8_block, nvfp4), \
-                      prefill and decode attention, fused MoE on A100-SXM, H100-SXM, B200, GB200, B300 and L40S"
+        description: "NVIDIA aiconfigurator's performance database (Apache-2.0), vLLM's kernels: GEMM (bf16, fp8, \
+                      fp8_block, nvfp4), prefill and decode attention, fused MoE on A100-SXM, H100-SXM, B200, GB200, \
+                      B300 and L40S"
             .into(),
-        samples,
-        source_rows: n,
-    })
+        source_rows: vllm.len() as u64,
+        samples: vllm,
+    }];
+    for (engine, name, label) in
+        [("trtllm", "aiconfigurator-trtllm", "TensorRT-LLM's"), ("sglang", "aiconfigurator-sglang", "SGLang's")]
+    {
+        let mut samples = Vec::new();
+        for gpu in AIC_GPUS {
+            for table in AIC_ENGINE_TABLES {
+                let path = aic_engine_table(data, gpu, engine, table);
+                if path.exists() {
+                    samples.extend(read_ops(&path, progress)?);
+                }
+            }
+        }
+        out.push(Dataset {
+            name,
+            description: format!(
+                "NVIDIA aiconfigurator's performance database (Apache-2.0), {label} kernels: GEMM (bf16, fp8, \
+                 fp8_block, nvfp4), prefill and decode attention (fp8 KV and FP8 FMHA), fused MoE, the fp8 \
+                 activation quantization kernels, on the same six GPUs"
+            ),
+            source_rows: samples.len() as u64,
+            samples,
+        });
+    }
+    Ok(out)
 }
 
 fn operator_datasets(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Vec<Dataset>, String> {
-    let mut out = vec![aiconfigurator_ops(data, progress)?];
+    let mut out = aiconfigurator_ops(data, progress)?;
     let (mut neusight, mut deepbench, mut xla) = (Vec::new(), Vec::new(), Vec::new());
     for (path, kind) in training_files(data) {
         match kind {
@@ -162,21 +228,46 @@ pub fn share_out(sizes: &[usize], budget: usize) -> Vec<usize> {
     allowed
 }
 
-/// Thins every dataset's samples to at most `max` per key (over all datasets), shared out over the key's GPUs.
+/// Thins every dataset's samples to at most `max` per key (over all datasets; the key's engine included), shared
+/// out over the key's GPUs, after keeping one kernel per measured shape as training does ([`kernel_mask`]).
 fn thin_operators(sets: &mut [Dataset], max: usize) {
-    // (key, gpu) → (dataset index, sample index) of its rows.
-    let mut groups: BTreeMap<String, BTreeMap<String, Vec<(usize, usize)>>> = BTreeMap::new();
+    // key → (dtype, its rows as (dataset index, sample index)).
+    let mut keys: BTreeMap<String, (Precision, Vec<(usize, usize)>)> = BTreeMap::new();
     for (d, set) in sets.iter().enumerate() {
         for (i, s) in set.samples.iter().enumerate() {
-            let key = op_key(s.op, s.phase, s.dtype, None);
-            groups.entry(key).or_default().entry(s.gpu.clone()).or_default().push((d, i));
+            let key = op_key(s.op, s.phase, s.dtype, s.kernel_family(), None);
+            keys.entry(key).or_insert_with(|| (s.dtype, Vec::new())).1.push((d, i));
+        }
+    }
+    let compute: Vec<Vec<&'static str>> = sets
+        .iter()
+        .map(|set| set.samples.iter().map(|s| compute_dtype(&s.attributes).map_or("", |p| p.as_str())).collect())
+        .collect();
+    let mut groups: BTreeMap<String, BTreeMap<String, Vec<(usize, usize)>>> = BTreeMap::new();
+    for (key, (dtype, rows)) in keys {
+        let views: Vec<KernelView> = rows
+            .iter()
+            .map(|&(d, i)| {
+                let s = &sets[d].samples[i];
+                KernelView {
+                    gpu: &s.gpu,
+                    dims: s.dims,
+                    kernel: s.attributes.get("kernel_source").map_or("", |k| k.as_str()),
+                    compute_dtype: compute[d][i],
+                }
+            })
+            .collect();
+        let keep = kernel_mask(&views, dtype);
+        let by_gpu = groups.entry(key).or_default();
+        for (&(d, i), _) in rows.iter().zip(keep).filter(|(_, k)| *k) {
+            by_gpu.entry(sets[d].samples[i].gpu.clone()).or_default().push((d, i));
         }
     }
     let mut keep: Vec<Vec<bool>> = sets.iter().map(|s| vec![false; s.samples.len()]).collect();
     for by_gpu in groups.values() {
         let sizes: Vec<usize> = by_gpu.values().map(Vec::len).collect();
         for (rows, allowed) in by_gpu.values().zip(share_out(&sizes, max)) {
-            let kept = thin_by_key(rows.clone(), allowed, |&(d, i)| content_key(&sets[d].samples[i]));
+            let kept = thin_by_key(rows.clone(), allowed, |&(d, i)| op_content_key(&sets[d].samples[i]));
             for (d, i) in kept {
                 keep[d][i] = true;
             }
@@ -255,7 +346,14 @@ fn comm_sets(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Vec<CommSet>
         let samples: Vec<CommSample> = parsed
             .samples
             .into_iter()
-            .filter_map(|s| if let Sample::Comm(mut c) = s { c.attributes.clear(); Some(c) } else { None })
+            .filter_map(|s| {
+                if let Sample::Comm(mut c) = s {
+                    c.attributes.clear();
+                    Some(c)
+                } else {
+                    None
+                }
+            })
             .collect();
         let system = aic_system(gpu).ok_or(format!("no system for {gpu}"))?;
         progress(&format!("{gpu}/nccl_perf: {} samples", samples.len()));
@@ -359,7 +457,8 @@ async fn train(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<ShippedModel>, String), String> {
     let unversioned = Bundle { manifest: manifest.clone(), samples_tar: samples_tar.to_vec(), models_zst: Vec::new() };
-    let report = bundle::install(store, &unversioned, false).await.map_err(|e| e.to_string())?;
+    let startup = crate::service::startup::Startup::default();
+    let report = bundle::install(store, &unversioned, false, &startup).await.map_err(|e| e.to_string())?;
     progress(&format!("installed {:?}", report.map(|r| (r.profiles, r.samples, r.seconds))));
     for s in &manifest.systems {
         crate::jobs::calibrate::calibrate_system(store, &s.name).await.map_err(|e| e.to_string())?;
@@ -376,8 +475,7 @@ async fn train(
         ..WorkerConfig::default()
     };
     let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
-    let result =
-        retrain(store, &registry::shared(), &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
+    let result = retrain(store, &registry::shared(), &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
     progress(&format!(
         "trained {} versions, {} active, in {:.0} s",
         result.trained,

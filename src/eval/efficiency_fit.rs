@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use crate::cost::{Derated, Efficiency};
+use crate::cost::{Derated, Efficiency, KernelChoice};
 use crate::hw::System;
 use crate::learn::backend::LearnedBackend;
 use crate::learn::Registry;
@@ -34,12 +34,15 @@ pub struct Prepared {
     /// The learned models the operators and collectives are timed with where one covers them (the bundled ones: a
     /// fresh install's), the rest analytic and derated; an empty registry times everything analytically.
     pub models: Arc<Registry>,
+    /// Whose measured kernels the learned models answer with (the service's [`crate::cost::TRAINING_KERNELS`]).
+    pub kernels: KernelChoice,
 }
 
 /// The predicted time of `row` under `eff` (`None` when the predictor refuses it): the service's training backend
 /// (learned where `row.models` covers an operator or collective, analytic answers derated by `eff`).
 pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
-    let backend = Derated::new(LearnedBackend::new(row.system.clone(), row.models.clone()), *eff);
+    let learned = LearnedBackend::new(row.system.clone(), row.models.clone()).with_kernels(row.kernels);
+    let backend = Derated::new(learned, *eff);
     let p = predict(&row.cfg, &backend).ok()?;
     Some(if row.without_update { p.iteration_time_s - p.timeline.update_s } else { p.iteration_time_s })
 }

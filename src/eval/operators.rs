@@ -151,9 +151,9 @@ pub async fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Repor
     // GPUs with training samples per operator class.
     // GPUs with training samples per operator class and precision (the test rows are fp32).
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (op, _, dtype, gpu, _) in store.op_sample_counts().await.map_err(|e| e.to_string())? {
-        if dtype == "fp32" {
-            seen.entry(op).or_default().insert(gpu);
+    for c in store.op_sample_counts().await.map_err(|e| e.to_string())? {
+        if c.dtype == "fp32" {
+            seen.entry(c.op).or_default().insert(c.gpu);
         }
     }
     progress("indexing the train split's own measurements (the train-neighbour reference)");

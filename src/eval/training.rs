@@ -13,6 +13,7 @@ use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, leave_source_out, predict_with, Prepared};
 use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
 use super::output::{coverage_table, summary_table};
+use crate::cost::{KernelChoice, TRAINING_KERNELS};
 use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::ResidualClass;
@@ -123,6 +124,7 @@ pub fn prepare(
                     measured_s: row.measured_s,
                     without_update: row.without_update,
                     models: models.clone(),
+                    kernels: TRAINING_KERNELS,
                 };
                 out.push((row, p));
             }
@@ -145,7 +147,23 @@ pub fn run(
     models: (&Arc<Registry>, &str),
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, String> {
-    let (rows, mut skipped) = prepare(data, models.0)?;
+    run_with(data, mode, models, TRAINING_KERNELS, progress)
+}
+
+/// [`run`] with the learned models answering with `kernels`' measurements instead of the service's
+/// ([`TRAINING_KERNELS`]): `KernelChoice::Training` times training's fp8 GEMMs with TensorRT-LLM's less its measured
+/// quantization kernels (`perfcast eval training --kernels training`).
+pub fn run_with(
+    data: &std::path::Path,
+    mode: &Mode,
+    models: (&Arc<Registry>, &str),
+    kernels: KernelChoice,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
+    let (mut rows, mut skipped) = prepare(data, models.0)?;
+    for (_, p) in rows.iter_mut() {
+        p.kernels = kernels;
+    }
     progress(&format!("{} measured configurations to predict", rows.len()));
     let prepared: Vec<Prepared> = rows.iter().map(|(_, p)| p.clone()).collect();
     let classes: Vec<ResidualClass> = prepared.iter().map(|p| ResidualClass::of(&p.system, p.cfg.gpus())).collect();

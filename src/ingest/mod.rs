@@ -328,6 +328,8 @@ pub fn op_class(name: &str) -> Option<OpClass> {
         "attention_prefill" | "context_attention" | "prefill_attention" => OpClass::AttentionPrefill,
         "attention_decode" | "generation_attention" | "decode_attention" => OpClass::AttentionDecode,
         "moe" | "fused_moe" | "fusedmoe" => OpClass::Moe,
+        "quantize" | "scale_matrix" | "static_quantize" => OpClass::Quantize,
+        "quantize_scale" | "compute_scale" | "computescale" => OpClass::QuantizeScale,
         _ => return None,
     })
 }

@@ -26,7 +26,7 @@ pub mod retrain;
 pub mod runner;
 pub mod search;
 
-pub use models::{load_registry, stale_models, REGISTRY_SWAP};
+pub use models::{load_registry, load_registry_at_start, stale_models, REGISTRY_SWAP};
 pub use runner::spawn;
 
 /// The kinds of job, as stored in the `kind` column.

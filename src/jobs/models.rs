@@ -1,6 +1,8 @@
 //! The stored models the service serves: loading the active versions into a registry, and finding those this
 //! build cannot serve (trained on another feature list).
 
+use std::collections::HashMap;
+
 use crate::learn::lgbm::Model;
 use crate::learn::registry::is_stale;
 use crate::learn::{ActiveRegressor, Registry};
@@ -38,8 +40,26 @@ pub async fn load_registry(store: &Store) -> Result<Registry, StoreError> {
     Ok(registry.with_fingerprint(fingerprint))
 }
 
+/// [`load_registry`] at normal priority (on the blocking pool, off the async workers): for a start, which serves
+/// nothing that needs the models until they are loaded, so a niced load would only make it wait for whatever
+/// else runs on the machine. `parsed` holds models parsed already, by regressor id (the ones a first start's
+/// install activated); the other active versions' texts are parsed here.
+pub async fn load_registry_at_start(store: &Store, parsed: HashMap<i64, Model>) -> Result<Registry, StoreError> {
+    let records = store.active_regressors().await?;
+    let fingerprint = (records.iter().map(|r| r.id).max().unwrap_or(0), records.len() as i64);
+    let registry = tokio::task::spawn_blocking(move || registry_with(records, parsed))
+        .await
+        .map_err(|e| StoreError::Corrupt(format!("loading the models: {e}")))?;
+    Ok(registry.with_fingerprint(fingerprint))
+}
+
 /// The registry of `records` (active versions with their model texts); see [`load_registry`].
 fn registry_of(records: Vec<RegressorRecord>) -> Registry {
+    registry_with(records, HashMap::new())
+}
+
+/// [`registry_of`], taking the models of `parsed` (by regressor id) instead of parsing their texts.
+fn registry_with(records: Vec<RegressorRecord>, mut parsed: HashMap<i64, Model>) -> Registry {
     let mut models = Vec::with_capacity(records.len());
     for r in records {
         if stale(&r) {
@@ -47,7 +67,11 @@ fn registry_of(records: Vec<RegressorRecord>) -> Registry {
                 "stored model was trained on another feature list; skipped until the next retrain replaces it");
             continue;
         }
-        match Model::from_text(r.model.as_deref().unwrap_or("")) {
+        let model = match parsed.remove(&r.id) {
+            Some(m) => Ok(m),
+            None => Model::from_text(r.model.as_deref().unwrap_or("")),
+        };
+        match model {
             Ok(model) => models.push(ActiveRegressor {
                 key: r.key,
                 version: r.version,

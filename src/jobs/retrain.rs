@@ -18,7 +18,7 @@ use crate::learn::fit::{FitError, Fitted};
 use crate::learn::op_key;
 use crate::learn::promotion::Promotion;
 use crate::learn::SharedRegistry;
-use crate::op::{OpClass, Phase};
+use crate::op::{KernelFamily, OpClass, Phase};
 use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::{Store, StoreError};
 
@@ -110,8 +110,24 @@ struct KeyGroup {
     class: OpClass,
     phase: Phase,
     dtype: Precision,
+    /// The engine of the key ([`op_key`]: None for the models of engine-neutral and vLLM measurements).
+    family: Option<KernelFamily>,
     total: u64,
     per_gpu: BTreeMap<String, u64>,
+}
+
+/// The engine segment of the key a sample stored with `engine` (the `engine` column) trains: SGLang's and
+/// TensorRT-LLM's samples their own keys, vLLM's and engine-neutral ones ('') the keys without a segment.
+fn key_family(engine: &str) -> Option<KernelFamily> {
+    KernelFamily::parse(engine).filter(|f| f.key_segment().is_some())
+}
+
+/// The `engine` column values a key of `family` trains on (the inverse of [`key_family`]).
+pub(crate) fn stored_engines(family: Option<KernelFamily>) -> Vec<&'static str> {
+    match family.filter(|f| f.key_segment().is_some()) {
+        Some(f) => vec![f.as_str()],
+        None => vec!["", KernelFamily::Vllm.as_str()],
+    }
 }
 
 fn parse_group(op: &str, phase: &str, dtype: &str) -> Option<(OpClass, Phase, Precision)> {
@@ -189,12 +205,14 @@ pub async fn retrain(
 ) -> Result<RetrainResult, RetrainError> {
     let grid = params.grid.unwrap_or(config.grid);
     let mut groups: BTreeMap<String, KeyGroup> = BTreeMap::new();
-    for (op, phase, dtype, gpu, n) in store.op_sample_counts().await? {
-        let Some((class, phase, dtype)) = parse_group(&op, &phase, &dtype) else { continue };
-        let key = op_key(class, phase, dtype, None);
-        let g = groups.entry(key).or_insert(KeyGroup { class, phase, dtype, total: 0, per_gpu: BTreeMap::new() });
-        g.total += n;
-        *g.per_gpu.entry(gpu).or_default() += n;
+    for c in store.op_sample_counts().await? {
+        let Some((class, phase, dtype)) = parse_group(&c.op, &c.phase, &c.dtype) else { continue };
+        let family = key_family(&c.engine);
+        let key = op_key(class, phase, dtype, family, None);
+        let g =
+            groups.entry(key).or_insert(KeyGroup { class, phase, dtype, family, total: 0, per_gpu: BTreeMap::new() });
+        g.total += c.samples;
+        *g.per_gpu.entry(c.gpu).or_default() += c.samples;
     }
     if let Some(keys) = &params.keys {
         groups.retain(|k, _| keys.iter().any(|want| want == k || want.starts_with(&format!("{k}."))));
@@ -219,8 +237,9 @@ pub async fn retrain(
             report.push(KeyReport::skipped(key, "samples unchanged since the last version"));
             continue;
         }
-        let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
-        let datasets = store.op_datasets(g.class.as_str(), g.phase.as_str(), g.dtype.as_str()).await?;
+        let engines = stored_engines(g.family);
+        let rows = store.op_rows(g.class.as_str(), g.phase.as_str(), g.dtype.as_str(), &engines).await?;
+        let datasets = store.op_datasets(g.class.as_str(), g.phase.as_str(), g.dtype.as_str(), &engines).await?;
         for r in &rows {
             gpu_cache.entry(r.gpu.clone()).or_insert_with(|| directory.spec(&r.gpu));
         }
@@ -228,7 +247,7 @@ pub async fn retrain(
             g.per_gpu.keys().map(|name| (name.clone(), gpu_cache.get(name).cloned().flatten())).collect();
         let mut active_per_gpu = HashMap::new();
         for spec in gpus.values().flatten() {
-            let gkey = op_key(g.class, g.phase, g.dtype, Some(&spec.name));
+            let gkey = op_key(g.class, g.phase, g.dtype, g.family, Some(&spec.name));
             if let Some((_, text)) = store.active_holdout(&gkey).await? {
                 active_per_gpu.insert(gkey, text);
             }
@@ -238,6 +257,7 @@ pub async fn retrain(
             class: g.class,
             phase: g.phase,
             dtype: g.dtype,
+            family: g.family,
             total: g.total,
             per_gpu: g.per_gpu.clone(),
             rows,

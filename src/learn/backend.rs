@@ -1,9 +1,16 @@
 //! The learned backend: the analytic time corrected by an active regressor, t = t_analytic · exp(r̂)
 //! (MODELS.md §4; S1's per-operator regressors, hardware-aware as in DESIGN.md "The hybrid model").
 //!
-//! Lookup order for an operator on GPU g: the per-GPU model of (class, phase, dtype, g), else — fp16 on a GPU
-//! whose fp16 and bf16 peaks are equal — its per-GPU bf16 model, else the cross-GPU model of (class, phase, dtype)
-//! ([`Registry::op_on`]). A GEMM's backward with no backward model of its own is timed as its two GEMMs
+//! Lookup order for an operator on GPU g, for each engine the backend's [`KernelChoice`] asks in turn (a serving
+//! engine's own kernels, then the closest engine's, [`crate::op::KernelFamily::closest`]; vLLM's are the models
+//! without an engine in their key, with the engine-neutral measurements): the per-GPU model of (class, phase,
+//! dtype, engine, g), else — fp16 on a GPU whose fp16 and bf16 peaks are equal — its per-GPU bf16 model, else the
+//! cross-GPU model of (class, phase, dtype, engine) ([`Registry::op_on_family`]); an answer from another engine
+//! than the first asked names it (`… (trtllm not measured)`). TensorRT-LLM serves FP8 checkpoints with static
+//! activation scales (ModelOpt's FP8 checkpoints carry `input_scale`; `tensorrt_llm/_torch/modules/linear.py`
+//! quantizes with them when present), while aiconfigurator timed its fp8 GEMMs with dynamic scales: a TensorRT-LLM
+//! fp8 `linear` for a TensorRT-LLM request loses the measured scale computation (its `quantize_scale` model), as
+//! aiconfigurator's own `GEMM.query` does for `fp8_static` on TensorRT-LLM (`sdk/operations/gemm.py`). A GEMM's backward with no backward model of its own is timed as its two GEMMs
 //! (dX = dY·Wᵀ, dW = Xᵀ·dY), each through the forward model: they are forward GEMMs of other shapes. Training's
 //! flash attention with no `flash_attention` model of its own is timed through the `attention_prefill` forward
 //! model of its precision: the prefill of the same B, L, A, G, D is the same causal flash-attention forward (plus
@@ -18,13 +25,13 @@ use std::sync::Arc;
 use crate::comm::calibrated::{CalibrationUse, SystemCalibration};
 use crate::comm::{self, CommEstimate, Group, GroupLinks};
 use crate::cost::roofline::{self, UnsupportedPrecision};
-use crate::cost::{AnalyticBackend, CostBackend, Source, Timed};
+use crate::cost::{AnalyticBackend, CostBackend, KernelChoice, Source, Timed};
 use crate::hw::{Precision, System};
 use crate::learn::comm_features::{comm_features, comm_key};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
 use crate::learn::{features::op_features, ActiveRegressor, Registry};
 use crate::op::Collective;
-use crate::op::{OpClass, OpShape, Phase};
+use crate::op::{KernelFamily, OpClass, OpShape, Phase};
 
 /// Analytic times corrected by the registry's active models.
 #[derive(Debug, Clone)]
@@ -33,13 +40,44 @@ pub struct LearnedBackend {
     registry: Arc<Registry>,
     gpu_hash: u64,
     calibration: Option<Arc<SystemCalibration>>,
+    kernels: KernelChoice,
 }
 
 impl LearnedBackend {
-    /// A backend for `system` reading `registry` (a snapshot: it does not change under the backend).
+    /// A backend for `system` reading `registry` (a snapshot: it does not change under the backend), answering with
+    /// the engine-neutral models ([`KernelChoice::Neutral`]).
     pub fn new(system: System, registry: Arc<Registry>) -> LearnedBackend {
         let gpu_hash = gpu_hash(&system.gpu);
-        LearnedBackend { analytic: AnalyticBackend::new(system), registry, gpu_hash, calibration: None }
+        LearnedBackend {
+            analytic: AnalyticBackend::new(system),
+            registry,
+            gpu_hash,
+            calibration: None,
+            kernels: KernelChoice::Neutral,
+        }
+    }
+
+    /// Answers with the models of `kernels` (a serving engine's, or training's; see the module doc).
+    pub fn with_kernels(mut self, kernels: KernelChoice) -> LearnedBackend {
+        self.kernels = kernels;
+        self
+    }
+
+    /// The model that answers (class, phase, dtype) on this GPU under the backend's [`KernelChoice`], and the engine
+    /// it stands in for when it is not the first asked.
+    fn model_for(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+    ) -> Option<(&Arc<ActiveRegressor>, Option<KernelFamily>)> {
+        let gpu = &self.analytic.system().gpu;
+        let families = self.kernels.families(class, dtype);
+        let asked = families.first().copied()?;
+        families.iter().find_map(|&f| {
+            let segment = f.key_segment().map(|_| f);
+            self.registry.op_on_family(class, phase, dtype, segment, gpu).map(|m| (m, (f != asked).then_some(asked)))
+        })
     }
 
     /// Uses the system's communication calibration for collectives (see [`SystemCalibration::estimate`]).
@@ -73,6 +111,7 @@ impl LearnedBackend {
         shape: &OpShape,
         dtype: Precision,
         model: &ActiveRegressor,
+        instead_of: Option<KernelFamily>,
     ) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu;
         let cost = roofline::estimate(shape, dtype, gpu)?;
@@ -84,7 +123,35 @@ impl LearnedBackend {
                 return Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic).with_kernels(cost.kernels));
             }
         };
-        Ok(Timed::new(time_us, cost.time_us, model.source()).with_kernels(cost.kernels))
+        Ok(Timed::new(time_us, cost.time_us, source_of(model, instead_of)).with_kernels(cost.kernels))
+    }
+
+    /// A TensorRT-LLM fp8 `linear` for a TensorRT-LLM request with static activation scales: the measured call
+    /// (dynamic scales) less the measured scale computation of its input X[rows, k] (`quantize_scale`, TensorRT-LLM's
+    /// own model only), never below the analytic time (see the module doc). Unchanged when no such model is active.
+    fn static_activation_scale(&self, shape: &OpShape, dtype: Precision, t: Timed) -> Timed {
+        let applies = self.kernels == KernelChoice::Engine(KernelFamily::Trtllm)
+            && dtype == Precision::Fp8
+            && shape.class == OpClass::Linear
+            && shape.phase == Phase::Fwd
+            && t.source.kernel_family() == Some(KernelFamily::Trtllm);
+        if !applies {
+            return t;
+        }
+        let gpu = &self.analytic.system().gpu;
+        let [b, m, _, k, _] = shape.dims;
+        let scale = OpShape::new(OpClass::QuantizeScale, Phase::Fwd, &[b.max(1) * m, k]);
+        let Some(model) =
+            self.registry.op_on_family(OpClass::QuantizeScale, Phase::Fwd, dtype, Some(KernelFamily::Trtllm), gpu)
+        else {
+            return t;
+        };
+        match self.corrected(&scale, dtype, model, None) {
+            Ok(q) if q.source != Source::Analytic => {
+                Timed { time_us: (t.time_us - q.time_us).max(t.analytic_us.min(t.time_us)), ..t }
+            }
+            _ => t,
+        }
     }
 
     /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
@@ -96,14 +163,14 @@ impl LearnedBackend {
         if shape.phase != Phase::Bwd || !matches!(shape.class, OpClass::Linear | OpClass::Bmm) {
             return None;
         }
-        let gpu = &self.analytic.system().gpu;
-        let fwd = self.registry.op_on(shape.class, Phase::Fwd, dtype, gpu)?;
+        let (fwd, instead_of) = self.model_for(shape.class, Phase::Fwd, dtype)?;
         let [b, m, n, k, _] = shape.dims;
         let (b, m) = if shape.class == OpClass::Linear { (1, b.max(1) * m) } else { (b, m) };
         let dgrad = OpShape::new(shape.class, Phase::Fwd, &[b, m, k, n]);
         let wgrad = OpShape::new(shape.class, Phase::Fwd, &[b, k, n, m]);
         Some((|| {
-            let (a, c) = (self.corrected(&dgrad, dtype, fwd)?, self.corrected(&wgrad, dtype, fwd)?);
+            let (a, c) =
+                (self.corrected(&dgrad, dtype, fwd, instead_of)?, self.corrected(&wgrad, dtype, fwd, instead_of)?);
             let analytic = roofline::estimate(shape, dtype, &self.analytic.system().gpu)?.time_us;
             Ok(Timed::new(a.time_us + c.time_us, analytic, a.source).with_kernels(a.kernels + c.kernels))
         })())
@@ -123,23 +190,34 @@ impl LearnedBackend {
             return None;
         }
         let gpu = &self.analytic.system().gpu;
-        let model = self.registry.op_on(OpClass::AttentionPrefill, Phase::Fwd, dtype, gpu)?;
+        let (model, instead_of) = self.model_for(OpClass::AttentionPrefill, Phase::Fwd, dtype)?;
         let [b, l, a, d, g] = shape.dims;
         let prefill = OpShape::new(OpClass::AttentionPrefill, Phase::Fwd, &[b, l, a, if g == 0 { a } else { g }, d]);
-        let learned = match self.corrected(&prefill, dtype, model) {
+        let learned = match self.corrected(&prefill, dtype, model, instead_of) {
             Ok(t) if t.source != Source::Analytic && t.analytic_us > 0.0 => t,
             Ok(_) => return None,
             Err(e) => return Some(Err(e)),
         };
         let ratio = learned.time_us / learned.analytic_us;
-        Some(roofline::estimate(shape, dtype, gpu).map(|flash| {
-            Timed::new(flash.time_us * ratio, flash.time_us, learned.source).with_kernels(flash.kernels)
-        }))
+        Some(
+            roofline::estimate(shape, dtype, gpu).map(|flash| {
+                Timed::new(flash.time_us * ratio, flash.time_us, learned.source).with_kernels(flash.kernels)
+            }),
+        )
     }
 }
 
-/// Key of a cached operator time: the registry generation, the GPU description's hash, the operator and precision.
-type CacheKey = (u64, u64, OpShape, Precision);
+/// Key of a cached operator time: the registry generation, the GPU description's hash, whose kernels, the operator
+/// and precision.
+type CacheKey = (u64, u64, KernelChoice, OpShape, Precision);
+
+/// The source of `model`'s answers, standing in for `instead_of`'s kernels when given.
+fn source_of(model: &ActiveRegressor, instead_of: Option<KernelFamily>) -> Source {
+    match model.source() {
+        Source::Regressor { key, version, .. } => Source::Regressor { key, version, instead_of },
+        other => other,
+    }
+}
 
 /// Operator times already computed, shared by every request: repeated predictions (schedulers polling, searches
 /// over configurations) re-use the shapes they share. Bounded; a registry swap changes the generation, so stale
@@ -160,9 +238,9 @@ fn gpu_hash(gpu: &crate::hw::GpuSpec) -> u64 {
 impl LearnedBackend {
     /// [`CostBackend::compute`] without the process-wide cache: what a shape costs the first time.
     pub fn compute_uncached(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
-        let gpu = &self.analytic.system().gpu;
-        if let Some(model) = self.registry.op_on(shape.class, shape.phase, dtype, gpu) {
-            return self.corrected(shape, dtype, model);
+        if let Some((model, instead_of)) = self.model_for(shape.class, shape.phase, dtype) {
+            let t = self.corrected(shape, dtype, model, instead_of)?;
+            return Ok(self.static_activation_scale(shape, dtype, t));
         }
         if let Some(t) = self.gemm_backward_via_forward(shape, dtype) {
             return t;
@@ -184,7 +262,7 @@ impl CostBackend for LearnedBackend {
     }
 
     fn compute(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
-        let key = (self.registry.generation(), self.gpu_hash, *shape, dtype);
+        let key = (self.registry.generation(), self.gpu_hash, self.kernels, *shape, dtype);
         if let Some(t) = cache().get(&key) {
             return Ok(t);
         }
@@ -220,32 +298,42 @@ impl CostBackend for LearnedBackend {
     fn prefetch(&self, ops: &[(OpShape, Precision)]) {
         let gpu = &self.analytic.system().gpu;
         let generation = self.registry.generation();
-        let mut groups: HashMap<
-            *const ActiveRegressor,
-            (&ActiveRegressor, Vec<(OpShape, Precision, f64, u32)>, Vec<f64>),
-        > = HashMap::new();
+        type Group<'m> = (&'m ActiveRegressor, Option<KernelFamily>, Vec<(OpShape, Precision, f64, u32)>, Vec<f64>);
+        let mut groups: HashMap<(*const ActiveRegressor, Option<KernelFamily>), Group> = HashMap::new();
         let mut seen = std::collections::HashSet::new();
         for &(shape, dtype) in ops {
-            let key = (generation, self.gpu_hash, shape, dtype);
+            let key = (generation, self.gpu_hash, self.kernels, shape, dtype);
             if !seen.insert(key) || cache().contains_key(&key) {
                 continue;
             }
-            let Some(model) = self.registry.op_on(shape.class, shape.phase, dtype, gpu) else { continue };
+            let Some((model, instead_of)) = self.model_for(shape.class, shape.phase, dtype) else { continue };
+            // Answers [`LearnedBackend::static_activation_scale`] adjusts are left to `compute`.
+            if self.kernels == KernelChoice::Engine(KernelFamily::Trtllm)
+                && dtype == Precision::Fp8
+                && shape.class == OpClass::Linear
+            {
+                continue;
+            }
             let Ok(cost) = roofline::estimate(&shape, dtype, gpu) else { continue };
-            let entry = groups.entry(Arc::as_ptr(model)).or_insert_with(|| (model.as_ref(), Vec::new(), Vec::new()));
-            entry.1.push((shape, dtype, cost.time_us, cost.kernels));
-            entry.2.extend_from_slice(&op_features(&shape, dtype, gpu, &cost));
+            let entry = groups
+                .entry((Arc::as_ptr(model), instead_of))
+                .or_insert_with(|| (model.as_ref(), instead_of, Vec::new(), Vec::new()));
+            entry.2.push((shape, dtype, cost.time_us, cost.kernels));
+            entry.3.extend_from_slice(&op_features(&shape, dtype, gpu, &cost));
         }
-        for (model, rows, x) in groups.into_values() {
+        for (model, instead_of, rows, x) in groups.into_values() {
             let Ok(r) = model.model.predict(&x) else { continue };
             for ((shape, dtype, analytic_us, kernels), r) in rows.into_iter().zip(r) {
                 let time_us = analytic_us * r.clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
-                let t = Timed::new(time_us, analytic_us, model.source()).with_kernels(kernels);
-                cache().insert((generation, self.gpu_hash, shape, dtype), t);
+                let t = Timed::new(time_us, analytic_us, source_of(model, instead_of)).with_kernels(kernels);
+                cache().insert((generation, self.gpu_hash, self.kernels, shape, dtype), t);
             }
         }
     }
 }
+
+#[cfg(test)]
+mod kernel_tests;
 
 #[cfg(test)]
 mod tests {
@@ -275,7 +363,7 @@ mod tests {
         }
         let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
         let model = ActiveRegressor {
-            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Bf16, None),
+            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Bf16, None, None),
             version: 1,
             model: Model::from_text(&fitted.model_text).unwrap(),
             feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
@@ -315,7 +403,7 @@ mod tests {
         }
         let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
         let model = ActiveRegressor {
-            key: op_key(OpClass::AttentionPrefill, Phase::Fwd, Precision::Bf16, None),
+            key: op_key(OpClass::AttentionPrefill, Phase::Fwd, Precision::Bf16, None, None),
             version: 3,
             model: Model::from_text(&fitted.model_text).unwrap(),
             feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
@@ -337,8 +425,14 @@ mod tests {
             assert_eq!(analytic.compute_uncached(&flash, Precision::Bf16).unwrap().time_us, bare);
         }
         // The backward is FlashAttention-2's 2.5× the forward FLOPs: compute-bound at this size, so about 2.5×.
-        let f = learned.compute_uncached(&OpShape::new(OpClass::FlashAttention, Phase::Fwd, &[2, 4096, 16, 128, 4]), Precision::Bf16);
-        let b = learned.compute_uncached(&OpShape::new(OpClass::FlashAttention, Phase::Bwd, &[2, 4096, 16, 128, 4]), Precision::Bf16);
+        let f = learned.compute_uncached(
+            &OpShape::new(OpClass::FlashAttention, Phase::Fwd, &[2, 4096, 16, 128, 4]),
+            Precision::Bf16,
+        );
+        let b = learned.compute_uncached(
+            &OpShape::new(OpClass::FlashAttention, Phase::Bwd, &[2, 4096, 16, 128, 4]),
+            Precision::Bf16,
+        );
         let ratio = b.unwrap().time_us / f.unwrap().time_us;
         assert!((2.3..2.6).contains(&ratio), "{ratio}");
     }

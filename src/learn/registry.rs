@@ -8,11 +8,11 @@ use arc_swap::ArcSwap;
 
 use super::lgbm::Model;
 use crate::hw::{GpuSpec, Precision};
-use crate::op::{OpClass, Phase};
+use crate::op::{KernelFamily, OpClass, Phase};
 
 /// Model families: what a regressor corrects.
 pub mod family {
-    /// Operator regressors (S1): `<class>.<phase>.<dtype>[.<gpu>]`.
+    /// Operator regressors (S1): `<class>.<phase>.<dtype>[.<engine>][.<gpu>]` ([`super::op_key`]).
     pub const OP: &str = "op";
     /// Communication corrections (S0): `comm.<collective>`.
     pub const COMM: &str = "comm";
@@ -59,7 +59,7 @@ impl ActiveRegressor {
 
     /// `regressor:<key>@v<n>`.
     pub fn source(&self) -> crate::cost::Source {
-        crate::cost::Source::Regressor { key: self.key.clone(), version: self.version }
+        crate::cost::Source::Regressor { key: self.key.clone(), version: self.version, instead_of: None }
     }
 }
 
@@ -95,12 +95,27 @@ pub fn shared() -> SharedRegistry {
     Arc::new(ArcSwap::from_pointee(Registry::default()))
 }
 
-/// Key of the operator regressor for (class, phase, dtype), all GPUs (`gpu` = None) or one GPU (catalog name).
-pub fn op_key(class: OpClass, phase: Phase, dtype: Precision, gpu: Option<&str>) -> String {
-    match gpu {
-        None => format!("{class}.{}.{dtype}", phase.as_str()),
-        Some(g) => format!("{class}.{}.{dtype}.{g}", phase.as_str()),
+/// Key of the operator regressor for (class, phase, dtype) measured by `family`'s kernels, all GPUs (`gpu` = None)
+/// or one GPU (catalog name): `<class>.<phase>.<dtype>[.<engine>][.<gpu>]`, the engine segment only for the engines
+/// that have one ([`KernelFamily::key_segment`]: SGLang's and TensorRT-LLM's; vLLM's measurements train the models
+/// without one, with the engine-neutral samples). `linear.fwd.fp8`, `linear.fwd.fp8.trtllm.H100-SXM5-80GB`.
+pub fn op_key(
+    class: OpClass,
+    phase: Phase,
+    dtype: Precision,
+    family: Option<KernelFamily>,
+    gpu: Option<&str>,
+) -> String {
+    let mut key = format!("{class}.{}.{dtype}", phase.as_str());
+    if let Some(segment) = family.and_then(KernelFamily::key_segment) {
+        key.push('.');
+        key.push_str(segment);
     }
+    if let Some(g) = gpu {
+        key.push('.');
+        key.push_str(g);
+    }
+    key
 }
 
 impl Registry {
@@ -136,28 +151,53 @@ impl Registry {
         self.by_key.get(key)
     }
 
-    /// The operator model for `gpu`: its per-GPU model where one is active, else the cross-GPU one.
+    /// The operator model for `gpu`: its per-GPU model where one is active, else the cross-GPU one (engine-neutral
+    /// and vLLM measurements).
     pub fn op(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &str) -> Option<&Arc<ActiveRegressor>> {
-        self.get(&op_key(class, phase, dtype, Some(gpu))).or_else(|| self.get(&op_key(class, phase, dtype, None)))
+        self.get(&op_key(class, phase, dtype, None, Some(gpu)))
+            .or_else(|| self.get(&op_key(class, phase, dtype, None, None)))
     }
 
-    /// The operator model for `gpu` as [`Registry::op`], except that an fp16 operator on a GPU whose fp16 and bf16
-    /// matrix peaks are equal (the same tensor cores at the same rate: Ampere and later) takes the GPU's own bf16
-    /// model before any cross-GPU fp16 one — a model measured on this GPU at the same rate knows it better than one
-    /// of other GPUs (the bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100). Its features are the
-    /// same for both precisions (2 bytes per element, the same peak). A cross-GPU fp16 model whose training set holds
-    /// rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it) still comes first: it
-    /// was measured here at the asked precision.
-    pub fn op_on(&self, class: OpClass, phase: Phase, dtype: Precision, gpu: &GpuSpec) -> Option<&Arc<ActiveRegressor>> {
-        let own = |p: Precision| self.get(&op_key(class, phase, p, Some(&gpu.name)));
+    /// [`Registry::op_on_family`] of the engine-neutral (and vLLM) models.
+    pub fn op_on(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        self.op_on_family(class, phase, dtype, None, gpu)
+    }
+
+    /// The operator model of `family`'s measurements (None or vLLM: the models without an engine segment) for
+    /// `gpu`: its per-GPU model where one is active, else — fp16 on a GPU whose fp16 and bf16 matrix peaks are
+    /// equal (the same tensor cores at the same rate: Ampere and later) — the GPU's own bf16 model before any
+    /// cross-GPU fp16 one (a model measured on this GPU at the same rate knows it better than one of other GPUs: the
+    /// bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100; its features are the same for both
+    /// precisions, 2 bytes per element and the same peak), else the cross-GPU model. A cross-GPU fp16 model whose
+    /// training set holds rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it)
+    /// still comes first: it was measured here at the asked precision.
+    pub fn op_on_family(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        family: Option<KernelFamily>,
+        gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        let own = |p: Precision| self.get(&op_key(class, phase, p, family, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
             gpu.peak_matmul_flops(a).is_some() && gpu.peak_matmul_flops(a) == gpu.peak_matmul_flops(b)
         };
-        let cross = self.get(&op_key(class, phase, dtype, None));
+        let cross = self.get(&op_key(class, phase, dtype, family, None));
         let cross_knows_gpu = cross.is_some_and(|m| m.summary.get("gpus").and_then(|g| g.get(&gpu.name)).is_some());
         own(dtype)
             .or_else(|| cross.filter(|_| cross_knows_gpu))
-            .or_else(|| (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16)).then(|| own(Precision::Bf16)).flatten())
+            .or_else(|| {
+                (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16))
+                    .then(|| own(Precision::Bf16))
+                    .flatten()
+            })
             .or(cross)
     }
 

@@ -10,6 +10,7 @@
 //! | `layernorm`, `rmsnorm`, `softmax`, `fused_softmax`, `fillmask`, `gelu`, `swiglu` | B, H | B rows of H elements (swiglu: H = output width, input 2H) |
 //! | `elementwise` | B, H, I | B rows of H elements, I input tensors (1 unary, 2 binary; 0 means 2) |
 //! | `rope` | B, H | B = tokens·heads rows of H = head_dim elements, applied to q and k |
+//! | `quantize`, `quantize_scale` | B, H | B rows (tokens) of H elements of a GEMM's 16-bit input quantized to the sample's precision (static cast; the dynamic scale's amax) |
 //! | `flash_attention` | B, L, A, D, G | batch, sequence, query heads (on this GPU), head dim, key/value heads on this GPU (GQA; optional, 0 = A); causal (training: forward and backward) |
 //! | `attention_prefill` | B, L, A, G, D | B sequences of L new tokens each, A query heads and G key/value heads on this GPU, head dim D; causal, writes the new K/V into the KV cache |
 //! | `attention_decode` | B, C, A, G, D | B sequences decoding one token each, attending C cached tokens (history + the new one), A query heads, G key/value heads on this GPU, head dim D |
@@ -28,10 +29,12 @@
 //! The serving classes (`attention_prefill`, `attention_decode`, `moe`) are forward only; their samples come from
 //! NVIDIA aiconfigurator's performance database (the `aiconfigurator` upload format).
 //!
-//! Owns the vocabulary of timed work: operator classes, phases, shapes and collectives. May import: `hw`. Must not
+//! Owns the vocabulary of timed work: operator classes, phases, shapes, collectives, and whose kernels measured
+//! an operator ([`KernelFamily`]). May import: `hw`. Must not
 //! import anything else of the crate.
 
 mod collective;
+mod kernels;
 
 use std::collections::BTreeMap;
 
@@ -39,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use collective::Collective;
+pub use kernels::KernelFamily;
 
 /// Number of dims of every [`OpShape`] (the widest class, `attention_*` and `moe`, needs five).
 pub const DIMS: usize = 5;
@@ -89,11 +93,20 @@ pub enum OpClass {
     Optimizer,
     /// Any other element-wise op (add, mul, pow, relu, tanh, dropout, …): one read per input, one write.
     Elementwise,
+    /// Static per-tensor quantization of B rows of H 16-bit elements into the sample's precision (fp8): one kernel
+    /// reading 2 B and writing the low-precision element (TensorRT-LLM's `static_quantize_e4m3_per_tensor`,
+    /// aiconfigurator's `scale_matrix`): what a low-precision GEMM's input costs when no earlier kernel produced it
+    /// quantized.
+    Quantize,
+    /// The scale computation of dynamic per-tensor quantization over B rows of H 16-bit elements (an absolute-
+    /// maximum reduction): dynamic quantization's time less static quantization's (TensorRT-LLM's
+    /// `quantize_e4m3_per_tensor` against `static_quantize_e4m3_per_tensor`, aiconfigurator's `compute_scale`).
+    QuantizeScale,
 }
 
 impl OpClass {
     /// Every class.
-    pub const ALL: [OpClass; 18] = [
+    pub const ALL: [OpClass; 20] = [
         OpClass::Linear,
         OpClass::Bmm,
         OpClass::LayerNorm,
@@ -112,6 +125,8 @@ impl OpClass {
         OpClass::AttentionPrefill,
         OpClass::AttentionDecode,
         OpClass::Moe,
+        OpClass::Quantize,
+        OpClass::QuantizeScale,
     ];
 
     /// The wire name (`"fused_softmax"`).
@@ -135,6 +150,8 @@ impl OpClass {
             OpClass::AttentionPrefill => "attention_prefill",
             OpClass::AttentionDecode => "attention_decode",
             OpClass::Moe => "moe",
+            OpClass::Quantize => "quantize",
+            OpClass::QuantizeScale => "quantize_scale",
         }
     }
 
@@ -169,10 +186,18 @@ impl OpClass {
 }
 
 impl OpClass {
-    /// True for the serving classes (`attention_prefill`, `attention_decode`, `moe`): forward only, measured by
-    /// serving frameworks rather than by perfcast's training collector.
+    /// True for the serving classes (`attention_prefill`, `attention_decode`, `moe`, and the fp8 activation
+    /// quantization kernels `quantize`, `quantize_scale`): forward only, measured by serving frameworks rather than
+    /// by perfcast's training collector.
     pub fn is_serving(self) -> bool {
-        matches!(self, OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe)
+        matches!(
+            self,
+            OpClass::AttentionPrefill
+                | OpClass::AttentionDecode
+                | OpClass::Moe
+                | OpClass::Quantize
+                | OpClass::QuantizeScale
+        )
     }
 }
 

@@ -5,11 +5,11 @@ use utoipa::ToSchema;
 
 use super::{Service, ServiceError};
 use crate::cost::roofline::{self, AnalyticCost};
-use crate::cost::CostBackend;
+use crate::cost::{CostBackend, KernelChoice};
 use crate::hw::{GpuRef, Link, Precision, System};
 
 use crate::learn::backend::LearnedBackend;
-use crate::op::{place_dims, Dims, OpClass, OpShape, Phase};
+use crate::op::{place_dims, Dims, KernelFamily, OpClass, OpShape, Phase};
 
 /// `POST /v1/estimates/operator`: one operator call on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -29,8 +29,14 @@ pub struct OperatorEstimateRequest {
     /// `B, L, A, D[, G]` for flash_attention (G = key/value heads, default A); `T, V, H` embedding; `T, V`
     /// cross_entropy; `P` optimizer; serving (forward only): `B, L, A, G, D` attention_prefill (sequences, new
     /// tokens each, query heads, key/value heads, head dim), `B, C, A, G, D` attention_decode (C = cached tokens
-    /// attended), `T, H, F, E, K` moe (tokens, hidden, expert FFN width and experts on this GPU, top-k).
+    /// attended), `T, H, F, E, K` moe (tokens, hidden, expert FFN width and experts on this GPU, top-k); `B, H`
+    /// quantize / quantize_scale (tokens, elements per token of a GEMM's input).
     pub dims: std::collections::BTreeMap<String, u64>,
+    /// Whose measured kernels to answer with: `vllm`, `sglang` or `trtllm` — that engine's model where one exists,
+    /// else the closest engine's, named in `source` (as a serving request of that engine). Default: the
+    /// engine-neutral models (vLLM's measurements and the engine-neutral ones), as training reads them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<KernelFamily>,
 }
 
 fn fwd() -> Phase {
@@ -52,7 +58,8 @@ pub struct OperatorEstimate {
     pub analytic_us: f64,
     /// Learned prediction (= analytic when no regressor covers it), µs.
     pub predicted_us: f64,
-    /// `analytic` or `regressor:<key>@v<n>`.
+    /// `analytic`, `regressor:<key>@v<n>`, or `regressor:<key>@v<n> (<engine> not measured)` when another engine's
+    /// model stood in for the asked one.
     pub source: String,
     /// The analytic model's quantities (FLOPs, bytes, bound, waves, …).
     pub analytic: AnalyticCost,
@@ -90,7 +97,9 @@ impl Service {
             intra_node: link.clone(),
             inter_node: link,
         };
+        let kernels = req.engine.map_or(KernelChoice::Neutral, KernelChoice::Engine);
         let timed = LearnedBackend::new(system, self.registry.load_full())
+            .with_kernels(kernels)
             .compute(&shape, req.dtype)
             .map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
         if !(analytic.time_us.is_finite() && timed.time_us.is_finite()) {

@@ -2,19 +2,23 @@
 
 use super::systems::SystemContext;
 use super::{Service, ServiceError};
+use crate::cost::KernelChoice;
 use crate::learn::backend::LearnedBackend;
+use crate::llm::serving::request::Engine;
 use crate::llm::serving::search::{InferenceSearchRequest, InferenceSearchResult};
 use crate::llm::serving::{self, InferencePrediction, InferenceRequest, ServingConstants, ServingDerated};
 use crate::llm::trace::chrome::ChromeTrace;
 
 impl Service {
     /// The backend serving predictions cost with: every operator through its active regressor where one covers it
-    /// (the serving classes `attention_prefill`, `attention_decode` and `moe` included), collectives through the
+    /// (the serving classes `attention_prefill`, `attention_decode` and `moe` included) — `engine`'s measured
+    /// kernels where they exist, else the closest engine's ([`KernelChoice::Engine`]) —, collectives through the
     /// system's communication calibration when it has one, and what stays analytic derated by the serving
     /// constants ([`ServingConstants::CALIBRATED`]).
-    fn serving_backend(&self, context: &SystemContext) -> ServingDerated<LearnedBackend> {
+    fn serving_backend(&self, context: &SystemContext, engine: Engine) -> ServingDerated<LearnedBackend> {
         let learned = LearnedBackend::new(context.system.clone(), self.registry.load_full())
-            .with_calibration(context.calibration.clone());
+            .with_calibration(context.calibration.clone())
+            .with_kernels(KernelChoice::Engine(engine.kernels()));
         ServingDerated::new(learned, ServingConstants::CALIBRATED)
     }
 
@@ -26,7 +30,7 @@ impl Service {
         let context = self.system_context(&req.system, "system").await?;
         let cfg = serving::validate(req, &context.system)?;
         serving::check_limits(&cfg, &self.sim_limits)?;
-        let backend = self.serving_backend(&context);
+        let backend = self.serving_backend(&context, req.engine);
         let limits = self.sim_limits;
         blocking(move || serving::predict_with(&cfg, &backend, ServingConstants::CALIBRATED, &limits)).await
     }
@@ -37,7 +41,7 @@ impl Service {
         let context = self.system_context(&req.system, "system").await?;
         let cfg = serving::validate(req, &context.system)?;
         serving::check_limits(&cfg, &self.sim_limits)?;
-        let backend = self.serving_backend(&context);
+        let backend = self.serving_backend(&context, req.engine);
         let limits = self.sim_limits;
         blocking(move || serving::timeline(&cfg, &backend, ServingConstants::CALIBRATED, &limits, TIMELINE_STEPS)).await
     }
@@ -46,7 +50,7 @@ impl Service {
     /// (it is CPU-bound). Errors as [`Service::predict_inference`], fields of [`InferenceSearchRequest`].
     pub async fn search_inference(&self, req: &InferenceSearchRequest) -> Result<InferenceSearchResult, ServiceError> {
         let context = self.system_context(&req.system, "system").await?;
-        let backend = self.serving_backend(&context);
+        let backend = self.serving_backend(&context, req.engine);
         let req = req.clone();
         blocking(move || serving::search::search(&req, &backend, ServingConstants::CALIBRATED)).await
     }

@@ -14,6 +14,7 @@ pub mod learning;
 pub mod predictions;
 pub mod profiles;
 pub mod replicas;
+pub mod startup;
 pub mod systems;
 
 use std::sync::Arc;
@@ -93,6 +94,9 @@ pub struct Service {
     pub search_inline_max: u64,
     /// Resolved systems with their calibrations (invalidated by writes; see [`systems::SystemCache`]).
     pub systems: Arc<systems::SystemCache>,
+    /// Where the start is (the bundle install and the model loading that `app::start` runs while the server
+    /// already listens); [`startup::Phase::Idle`] for a service nobody started.
+    pub startup: Arc<startup::Startup>,
     /// Caps of one simulated serving benchmark.
     pub sim_limits: llm::serving::SimLimits,
 }
@@ -114,6 +118,7 @@ impl Service {
             loaded: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             search_inline_max: crate::config::Config::default().search_inline_max_candidates,
             systems: Arc::default(),
+            startup: Arc::default(),
             sim_limits: llm::serving::SimLimits::DEFAULT,
         }
     }
@@ -133,8 +138,17 @@ impl Service {
     /// Loads the imported GPUs and the stored active models (startup, and the CLI before predicting); returns
     /// the number of active models.
     pub async fn load_models(&self) -> Result<usize, ServiceError> {
+        self.load_models_parsed(std::collections::HashMap::new()).await
+    }
+
+    /// [`Service::load_models`], taking the models of `parsed` (by regressor id: those a first start's install
+    /// activated and parsed already) instead of parsing their texts again.
+    pub async fn load_models_parsed(
+        &self,
+        parsed: std::collections::HashMap<i64, crate::learn::lgbm::Model>,
+    ) -> Result<usize, ServiceError> {
         self.gpus.store(Arc::new(self.store.gpu_directory().await?));
-        let reg = crate::jobs::load_registry(&self.store).await?;
+        let reg = crate::jobs::load_registry_at_start(&self.store, parsed).await?;
         let n = reg.len();
         self.registry.store(Arc::new(reg));
         self.loaded.store(true, std::sync::atomic::Ordering::SeqCst);

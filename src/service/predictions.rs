@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::systems::SystemContext;
 use super::{Service, ServiceError};
-use crate::cost::{Derated, Efficiency};
+use crate::cost::{Derated, Efficiency, TRAINING_KERNELS};
 use crate::jobs::search::{BoxFuture, SearchProgress, SearchRunner};
 use crate::jobs::{self, Job};
 use crate::learn::backend::LearnedBackend;
@@ -29,11 +29,13 @@ pub enum SearchOutcome {
 
 impl Service {
     /// The backend training predictions and searches cost with: every operator through its active regressor where
-    /// one covers it, collectives through the system's communication calibration when it has one, and what stays
-    /// analytic derated by the calibrated achievable efficiencies ([`Efficiency::CALIBRATED`]).
+    /// one covers it (training's kernels, [`TRAINING_KERNELS`]), collectives through the system's communication
+    /// calibration when it has one, and what stays analytic derated by the calibrated achievable efficiencies
+    /// ([`Efficiency::CALIBRATED`]).
     fn training_backend(&self, context: &SystemContext) -> Derated<LearnedBackend> {
         let learned = LearnedBackend::new(context.system.clone(), self.registry.load_full())
-            .with_calibration(context.calibration.clone());
+            .with_calibration(context.calibration.clone())
+            .with_kernels(TRAINING_KERNELS);
         Derated::new(learned, Efficiency::CALIBRATED)
     }
 

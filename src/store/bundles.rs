@@ -8,6 +8,9 @@ use super::regressors::{insert_regressors_in, NewRegressor, RegressorRecord};
 use super::{Store, StoreError};
 use crate::hw::SystemSpec;
 
+/// SQLite page cache of the connection that installs a bundle, KiB: room for the whole install's pages.
+const INSTALL_CACHE_KIB: u64 = 128 * 1024;
+
 /// One profile of a bundle: the profile (its `raw` = the decompressed part), its gzip'd bytes as shipped, and its
 /// samples.
 #[derive(Debug, Clone)]
@@ -33,6 +36,24 @@ pub struct BundleInstall<'a> {
     /// Jobs to queue with it (calibrations of its systems, a retrain).
     pub follow_ups: &'a [FollowUpJob],
 }
+
+/// What an install reports while it runs (the caller shows it: `service::startup`). Every method defaults to
+/// doing nothing.
+pub trait InstallObserver: Sync {
+    /// Another process holds the install lock (a replica installing the same bundle on PostgreSQL); this one waits.
+    fn waiting_for_replica(&self) {}
+    /// The lock is held: writing begins.
+    fn writing(&self) {}
+    /// `n` more samples were written (inside the transaction).
+    fn samples_written(&self, _n: u64) {}
+    /// `n` more model versions were written (inside the transaction).
+    fn models_written(&self, _n: u64) {}
+    /// Everything is written; the commit runs.
+    fn committing(&self) {}
+}
+
+/// An observer that ignores everything.
+impl InstallObserver for () {}
 
 /// What an install wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,12 +87,48 @@ impl Store {
 
     /// Installs a bundle in one `BEGIN IMMEDIATE` transaction: a crash leaves the database as it was before or
     /// with the whole bundle, and a start that finds it missing installs it again. Installing a version that is
-    /// installed already is a no-op (returns `None`).
-    pub async fn install_bundle(&self, b: &BundleInstall<'_>) -> Result<Option<BundleInstalled>, StoreError> {
-        let mut tx = self.begin().await?;
+    /// installed already is a no-op (returns `None`). `observer` hears the progress.
+    pub async fn install_bundle(
+        &self,
+        b: &BundleInstall<'_>,
+        observer: &dyn InstallObserver,
+    ) -> Result<Option<BundleInstalled>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        if self.engine() != super::Engine::Sqlite {
+            return self.install_bundle_on(&mut conn, b, observer).await;
+        }
+        // SQLite's page cache (2 MiB by default) spills dirty pages into the WAL while the transaction writes and
+        // writes them again when they change: this connection gets room for the whole install (76 MB of pages)
+        // while it runs, then the default again (or is closed, if that fails).
+        sqlx::query(&format!("PRAGMA cache_size = -{INSTALL_CACHE_KIB}")).execute(&mut *conn).await?;
+        let result = self.install_bundle_on(&mut conn, b, observer).await;
+        if sqlx::query("PRAGMA cache_size = -2000").execute(&mut *conn).await.is_err() {
+            let _ = conn.close().await;
+        }
+        result
+    }
+
+    /// [`Store::install_bundle`] on connection `conn`.
+    async fn install_bundle_on(
+        &self,
+        conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+        b: &BundleInstall<'_>,
+        observer: &dyn InstallObserver,
+    ) -> Result<Option<BundleInstalled>, StoreError> {
+        let mut tx = match self.engine() {
+            super::Engine::Sqlite => sqlx::Connection::begin_with(&mut **conn, "BEGIN IMMEDIATE").await?,
+            super::Engine::Postgres => sqlx::Connection::begin(&mut **conn).await?,
+        };
         if self.engine() == super::Engine::Postgres {
             // Replicas starting at once on a new database: one installs, the others wait here, then find the row.
-            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::BUNDLE_LOCK).execute(&mut *tx).await?;
+            let free: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(super::replicas::BUNDLE_LOCK)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !free {
+                observer.waiting_for_replica();
+                sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::BUNDLE_LOCK).execute(&mut *tx).await?;
+            }
         }
         let installed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
             .bind(b.version)
@@ -80,6 +137,7 @@ impl Store {
         if installed > 0 {
             return Ok(None);
         }
+        observer.writing();
         let bundle = self.engine().json_text("labels", "bundle");
         let removed = sqlx::query(&format!("DELETE FROM profiles WHERE {bundle} IS NOT NULL AND {bundle} <> $1"))
         .bind(b.version)
@@ -96,12 +154,19 @@ impl Store {
         }
         let (mut profiles, mut samples) = (0, 0);
         for p in &b.profiles {
-            if let Stored::Created(r) = insert_profile_in(&mut tx, self.engine(), &p.profile, p.raw_gzip.clone(), &p.samples).await? {
+            let written = &|n| observer.samples_written(n);
+            if let Stored::Created(r) =
+                insert_profile_in(&mut tx, self.engine(), &p.profile, p.raw_gzip.clone(), &p.samples, written).await?
+            {
                 profiles += 1;
                 samples += r.samples;
             }
         }
-        let regressors = insert_regressors_in(&mut tx, None, b.regressors).await?;
+        let mut regressors = Vec::with_capacity(b.regressors.len());
+        for r in b.regressors {
+            regressors.extend(insert_regressors_in(&mut tx, None, std::slice::from_ref(r)).await?);
+            observer.models_written(1);
+        }
         for job in b.follow_ups {
             create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
@@ -110,6 +175,7 @@ impl Store {
             .bind(b.manifest.to_string())
             .execute(&mut *tx)
             .await?;
+        observer.committing();
         tx.commit().await?;
         self.note_system_change();
         Ok(Some(BundleInstalled { profiles, samples, removed_profiles: removed, regressors }))

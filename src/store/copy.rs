@@ -17,10 +17,14 @@ const TABLES: &[(&str, &str)] = &[
         "id:i kind:t state:t progress:f message:t params:t result:t attempts:i created_at:t started_at:t \
          finished_at:t owner:t lease_until:t",
     ),
-    ("profiles", "id:t sha256:t format:t system:t gpu:t labels:t raw_gzip:b raw_bytes:i samples:i rejected:t created_at:t"),
+    (
+        "profiles",
+        "id:t sha256:t format:t system:t gpu:t labels:t raw_gzip:b raw_bytes:i samples:i rejected:t created_at:t",
+    ),
     (
         "op_samples",
-        "id:i profile_id:t op:t phase:t dtype:t gpu:t d0:i d1:i d2:i d3:i d4:i time_us:f attributes:t split_key:i",
+        "id:i profile_id:t op:t phase:t dtype:t gpu:t d0:i d1:i d2:i d3:i d4:i time_us:f attributes:t split_key:i \
+         engine:t kernel_source:t compute_dtype:t",
     ),
     (
         "comm_samples",
@@ -109,7 +113,7 @@ pub async fn copy_database(from: &Store, to: &Store) -> Result<Vec<(String, u64)
             let Some(last) = rows.last() else { break };
             after = Some(read(last, 0, first_kind)?);
             for chunk in rows.chunks(BATCH) {
-                let sql = super::values_sql(&format!("INSERT INTO {table} ({names})"), columns.len(), chunk.len())
+                let sql = super::values_sql(to.engine(), &format!("INSERT INTO {table} ({names})"), columns.len(), chunk.len())
                     + conflict;
                 let mut q = sqlx::query::<Any>(&sql);
                 for row in chunk {

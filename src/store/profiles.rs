@@ -77,6 +77,21 @@ pub struct OpRow {
     pub dims: Dims,
     pub time_us: f64,
     pub split_key: u64,
+    /// The kernel or code path that measured it (`kernel_source`, '' when unknown).
+    pub kernel_source: String,
+    /// The precision its kernel computed in when the sample's dtype names another (attention's `attn_dtype`), ''
+    /// otherwise.
+    pub compute_dtype: String,
+}
+
+/// The columns an operator sample's engine and kernel are stored in, from its attributes (migration
+/// `0011_op_sample_engine.sql`): the engine's wire name or '' ([`crate::samples::kernel_family`]), the
+/// `kernel_source` attribute or '', and the `attn_dtype` attribute as a perfcast precision name or ''.
+pub fn engine_columns(attributes: &crate::samples::Attributes) -> (&'static str, String, &'static str) {
+    let engine = crate::samples::kernel_family(attributes).map_or("", |f| f.as_str());
+    let kernel = attributes.get("kernel_source").cloned().unwrap_or_default();
+    let compute = crate::samples::compute_dtype(attributes).map_or("", |p| p.as_str());
+    (engine, kernel, compute)
 }
 
 /// A stored sample as `GET /v1/profiles/{id}/samples` shows it.
@@ -128,7 +143,6 @@ pub const MAX_DATASETS: usize = 25;
 /// 65,535 bound values per statement).
 const BATCH: usize = 500;
 
-
 impl Store {
     /// Stores an upload — compressed raw bytes, profile row and every sample — in one `BEGIN IMMEDIATE`
     /// transaction, or finds the identical earlier upload. Either everything is committed or nothing is.
@@ -140,7 +154,7 @@ impl Store {
     ) -> Result<Stored, StoreError> {
         let raw_gzip = gzip(p.raw)?;
         let mut tx = self.begin().await?;
-        let stored = insert_profile_in(&mut tx, self.engine(), p, raw_gzip, samples).await?;
+        let stored = insert_profile_in(&mut tx, self.engine(), p, raw_gzip, samples, &|_| {}).await?;
         if let (Stored::Created(_), Some(job)) = (&stored, follow_up) {
             create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
@@ -148,10 +162,22 @@ impl Store {
         Ok(stored)
     }
 
-    /// The datasets of an operator key's samples (see [`Store::datasets_of`]).
-    pub async fn op_datasets(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<String>, StoreError> {
-        let ids = "SELECT DISTINCT profile_id FROM op_samples WHERE op = $1 AND phase = $2 AND dtype = $3";
-        self.datasets_of(ids, &[op, phase, dtype]).await
+    /// The datasets of an operator key's samples, those of (op, phase, dtype) measured by one of `engines` (the
+    /// `engine` column's values; see [`Store::datasets_of`]).
+    pub async fn op_datasets(
+        &self,
+        op: &str,
+        phase: &str,
+        dtype: &str,
+        engines: &[&str],
+    ) -> Result<Vec<String>, StoreError> {
+        let ids = format!(
+            "SELECT DISTINCT profile_id FROM op_samples WHERE op = $1 AND phase = $2 AND dtype = $3 AND engine IN ({})",
+            placeholders(4, engines.len())
+        );
+        let mut binds = vec![op, phase, dtype];
+        binds.extend_from_slice(engines);
+        self.datasets_of(&ids, &binds).await
     }
 
     /// The datasets of a collective's samples (see [`Store::datasets_of`]).
@@ -242,11 +268,11 @@ impl Store {
     ) -> Result<(Vec<SampleRow>, u64), StoreError> {
         let profile = self.get_profile(id).await?;
         let rows = sqlx::query(&samples_sql(self.engine()))
-        .bind(id)
-        .bind(limit as i64)
-        .bind(offset as i64)
-        .fetch_all(self.pool())
-        .await?;
+            .bind(id)
+            .bind(limit as i64)
+            .bind(offset as i64)
+            .fetch_all(self.pool())
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let kind: String = r.try_get("kind")?;
@@ -265,36 +291,48 @@ impl Store {
         Ok((out, profile.samples))
     }
 
-    /// Operator-sample counts per (op, phase, dtype, gpu).
-    pub async fn op_sample_counts(&self) -> Result<Vec<(String, String, String, String, u64)>, StoreError> {
+    /// Operator-sample counts per (op, phase, dtype, engine, gpu), `engine` as stored (vllm, sglang, trtllm or ''
+    /// for engine-neutral samples).
+    pub async fn op_sample_counts(&self) -> Result<Vec<OpCount>, StoreError> {
         let rows = sqlx::query(
-            "SELECT op, phase, dtype, gpu, COUNT(*) AS n FROM op_samples GROUP BY op, phase, dtype, gpu ORDER BY 1, 2, 3, 4",
+            "SELECT op, phase, dtype, engine, gpu, COUNT(*) AS n FROM op_samples \
+             GROUP BY op, phase, dtype, engine, gpu ORDER BY 1, 2, 3, 4, 5",
         )
         .fetch_all(self.pool())
         .await?;
         rows.iter()
             .map(|r| {
-                Ok((
-                    r.try_get("op")?,
-                    r.try_get("phase")?,
-                    r.try_get("dtype")?,
-                    r.try_get("gpu")?,
-                    r.try_get::<i64, _>("n")? as u64,
-                ))
+                Ok(OpCount {
+                    op: r.try_get("op")?,
+                    phase: r.try_get("phase")?,
+                    dtype: r.try_get("dtype")?,
+                    engine: r.try_get("engine")?,
+                    gpu: r.try_get("gpu")?,
+                    samples: r.try_get::<i64, _>("n")? as u64,
+                })
             })
             .collect()
     }
 
-    /// Every operator sample of (op, phase, dtype), for training.
-    pub async fn op_rows(&self, op: &str, phase: &str, dtype: &str) -> Result<Vec<OpRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT gpu, d0, d1, d2, d3, d4, time_us, split_key FROM op_samples WHERE op = $1 AND phase = $2 AND dtype = $3 ORDER BY id",
-        )
-        .bind(op)
-        .bind(phase)
-        .bind(dtype)
-        .fetch_all(self.pool())
-        .await?;
+    /// Every operator sample of (op, phase, dtype) measured by one of `engines` (the `engine` column's values, ''
+    /// for engine-neutral samples), for training.
+    pub async fn op_rows(
+        &self,
+        op: &str,
+        phase: &str,
+        dtype: &str,
+        engines: &[&str],
+    ) -> Result<Vec<OpRow>, StoreError> {
+        let sql = format!(
+            "SELECT gpu, d0, d1, d2, d3, d4, time_us, split_key, kernel_source, compute_dtype FROM op_samples \
+             WHERE op = $1 AND phase = $2 AND dtype = $3 AND engine IN ({}) ORDER BY id",
+            placeholders(4, engines.len())
+        );
+        let mut q = sqlx::query(&sql).bind(op).bind(phase).bind(dtype);
+        for e in engines {
+            q = q.bind(*e);
+        }
+        let rows = q.fetch_all(self.pool()).await?;
         rows.iter()
             .map(|r| {
                 Ok(OpRow {
@@ -308,10 +346,32 @@ impl Store {
                     ],
                     time_us: r.try_get("time_us")?,
                     split_key: r.try_get::<i64, _>("split_key")? as u64,
+                    kernel_source: r.try_get("kernel_source")?,
+                    compute_dtype: r.try_get("compute_dtype")?,
                 })
             })
             .collect()
     }
+}
+
+/// `$first, $first+1, …` for `n` binds (at least one: an empty list binds nothing a row can equal).
+fn placeholders(first: usize, n: usize) -> String {
+    if n == 0 {
+        return "NULL".into();
+    }
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Operator samples of one (op, phase, dtype, engine, gpu) ([`Store::op_sample_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpCount {
+    pub op: String,
+    pub phase: String,
+    pub dtype: String,
+    /// vllm, sglang, trtllm, or '' for engine-neutral samples.
+    pub engine: String,
+    pub gpu: String,
+    pub samples: u64,
 }
 
 /// The query of [`Store::profile_samples`]: every sample of profile `$1` as (kind, sid, data) with `data` its JSON
@@ -355,7 +415,8 @@ fn samples_sql(engine: super::Engine) -> String {
 }
 
 /// Inserts a profile — its compressed raw bytes (`raw_gzip`, a gzip stream of `p.raw`), its row and every sample —
-/// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits.
+/// inside `tx`, or finds the identical earlier upload (nothing written). The caller commits. `written` hears the
+/// samples written so far, a statement at a time.
 ///
 /// On PostgreSQL, replicas storing the same bytes at once are serialized by a transaction-scoped advisory lock on
 /// the hash: the second waits for the first to commit, then finds its profile (one profile; both are answered
@@ -366,10 +427,14 @@ pub(crate) async fn insert_profile_in(
     p: &NewProfile<'_>,
     raw_gzip: Vec<u8>,
     samples: &SampleBatch,
+    written: &(dyn Fn(u64) + Sync),
 ) -> Result<Stored, StoreError> {
     let id: String = p.sha256.chars().take(16).collect();
     if engine == super::Engine::Postgres {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::replicas::upload_lock(&p.sha256)).execute(&mut **tx).await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(super::replicas::upload_lock(&p.sha256))
+            .execute(&mut **tx)
+            .await?;
     }
     let existing = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE sha256 = $1"))
         .bind(&p.sha256)
@@ -396,9 +461,10 @@ pub(crate) async fn insert_profile_in(
     .await?;
     let sql = |chunk: usize| {
         super::values_sql(
+            engine,
             "INSERT INTO op_samples (profile_id, op, phase, dtype, gpu, d0, d1, d2, d3, d4, time_us, attributes, \
-             split_key)",
-            13,
+             split_key, engine, kernel_source, compute_dtype)",
+            16,
             chunk,
         )
     };
@@ -420,11 +486,15 @@ pub(crate) async fn insert_profile_in(
                 .bind(s.time_us)
                 .bind(json(&s.attributes)?)
                 .bind(*key as i64);
+            let (engine, kernel, compute) = engine_columns(&s.attributes);
+            q = q.bind(engine).bind(kernel).bind(compute);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.comms.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO comm_samples (profile_id, system, collective, bytes, ranks, nodes, gpus_per_node, \
              time_us, algbw_gbs, busbw_gbs, dtype, attributes)",
             12,
@@ -447,9 +517,11 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.kernels.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO kernel_samples (profile_id, gpu, name, duration_us, grid, block, metrics, attributes)",
             8,
             chunk.len(),
@@ -467,9 +539,11 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     for chunk in samples.timers.chunks(BATCH) {
         let sql = super::values_sql(
+            engine,
             "INSERT INTO timer_samples (profile_id, name, grp, rank, thread, calls, exclusive_us, inclusive_us, \
              attributes)",
             9,
@@ -489,6 +563,7 @@ pub(crate) async fn insert_profile_in(
                 .bind(json(&s.attributes)?);
         }
         q.execute(&mut **tx).await?;
+        written(chunk.len() as u64);
     }
     let row = sqlx::query(&format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE id = $1"))
         .bind(&id)
@@ -522,12 +597,18 @@ mod tests {
                 comms: vec![CommSample::timed(Collective::AllReduce, 1 << 20, 8, 50.0)],
                 ..SampleBatch::default()
             };
-            let job =
-                FollowUpJob { kind: "calibrate".into(), params: serde_json::json!({"system": "dgx-h100"}), dedupe: true };
+            let job = FollowUpJob {
+                kind: "calibrate".into(),
+                params: serde_json::json!({"system": "dgx-h100"}),
+                dedupe: true,
+            };
             let first = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
             assert!(matches!(first, Stored::Created(_)));
             let queued = store.get_job(1).await.unwrap();
-            assert_eq!((queued.kind.as_str(), queued.state, &queued.params), ("calibrate", JobState::Queued, &job.params));
+            assert_eq!(
+                (queued.kind.as_str(), queued.state, &queued.params),
+                ("calibrate", JobState::Queued, &job.params)
+            );
             // The same bytes again: a duplicate, no second job; other bytes: deduplicated onto the queued job.
             let again = store.insert_profile(&upload(b"run 1"), &batch, Some(&job)).await.unwrap();
             assert!(matches!(again, Stored::Duplicate(_)));

@@ -1,8 +1,10 @@
 //! The dashboard (`/ui/`) in a real headless Chromium against the real server (the application over TCP on a
 //! temporary SQLite file, with a trained model and an upload): each page loads without errors, the predict form
-//! is driven with the keyboard and shows the API's own numbers and timeline for the same request, the models and
-//! data pages list what the database holds, and a server that needs keys for reads works once a key is pasted.
-//! Screenshots go to `out/ui-*.png`.
+//! is driven with the keyboard and shows the API's own numbers and timeline for the same request, the serve page
+//! shows the API's serving prediction (with the simulated benchmark's latency percentiles) and search (with its
+//! Pareto front), the operator page shows the API's analytic and learned estimates with their source, the
+//! models and data pages list what the database holds, and a server that needs keys for reads works once a key is
+//! pasted. Screenshots (1280 × 800 window, whole page) go to `out/ui-*.png`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,6 +39,45 @@ struct Expected {
     keys: Vec<String>,
     systems: Vec<String>,
     profiles: Vec<String>,
+    /// The serve page's requests as its form builds them (defaults, concurrency typed as 64) and the API's answers.
+    serve: Value,
+    serve_answer: Value,
+    search_answer: Value,
+    /// The operator page's request (A100 PCIe, linear fp32 with M typed as 2048) and the API's answer; and the same
+    /// in bf16, which no learned model covers.
+    operator: Value,
+    operator_answer: Value,
+    operator_bf16_answer: Value,
+}
+
+/// The configuration label the serve page gives a search hit (`tp4 pp1 bf16`).
+fn config_label(h: &Value) -> String {
+    let mut s = format!("tp{} pp{}", h["tp"], h["pp"]);
+    if h["ep"].as_u64().unwrap() > 1 {
+        s.push_str(&format!(" ep{}", h["ep"]));
+    }
+    if h["dp_attention"] == true {
+        s.push_str(" dp-attention");
+    }
+    format!("{s} {}", h["precision"].as_str().unwrap())
+}
+
+/// The hits on the Pareto front of (tokens/s per user, tokens/s per GPU), both to maximize: a hit is on it when
+/// no other hit is at least as good on both and better on one. Quadratic and independent of the page's sweep.
+fn pareto_front(hits: &[Value]) -> Vec<String> {
+    let point = |h: &Value| {
+        (h["prediction"]["throughput"]["per_user"].as_f64().unwrap(), h["tokens_per_s_per_gpu"].as_f64().unwrap())
+    };
+    hits.iter()
+        .filter(|h| {
+            let (u, g) = point(h);
+            !hits.iter().any(|o| {
+                let (ou, og) = point(o);
+                ou >= u && og >= g && (ou > u || og > g)
+            })
+        })
+        .map(config_label)
+        .collect()
 }
 
 fn rects(svg: &str) -> usize {
@@ -70,6 +111,27 @@ async fn dashboard_pages_in_a_real_browser() {
     let mut keys = names(app.get("/v1/regressors").await.json(), "", "key");
     keys.dedup();
     assert!(keys.contains(&"linear.fwd.fp32".to_string()), "{keys:?}");
+    // The serve page's defaults (examples/serving/llama-3.1-70b_tp4_h100.json with concurrency 64; the search
+    // example's target with 10 configurations).
+    let serve_requests = json!({
+        "predict": {"system": "dgx-h100", "model": "Llama-3.1-70B", "engine": "vllm", "precision": "bf16",
+            "parallelism": {"tp": 4, "pp": 1},
+            "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 64}},
+        "search": {"system": "dgx-h100", "model": "Llama-3.1-70B", "engine": "vllm", "gpus": 8,
+            "workload": {"input_tokens": 1024, "output_tokens": 256}, "slo": {"ttft_ms": 500, "tpot_ms": 30},
+            "top_k": 10},
+    });
+    let serve_answer = app.post_json("/v1/predictions/inference", &serve_requests["predict"]).await.json();
+    let search_answer = app.post_json("/v1/predictions/inference/search", &serve_requests["search"]).await.json();
+    assert!(search_answer["best"].as_array().unwrap().len() >= 2, "{search_answer}");
+    let operator = json!({"gpu": "A100-PCIE-40GB", "op": "linear", "phase": "fwd", "dtype": "fp32",
+        "dims": {"B": 1, "M": 2048, "N": 4096, "K": 4096}});
+    let operator_answer = app.post_json("/v1/estimates/operator", &operator).await.json();
+    assert!(operator_answer["source"].as_str().unwrap().starts_with("regressor:linear.fwd.fp32"), "{operator_answer}");
+    let mut bf16 = operator.clone();
+    bf16["dtype"] = json!("bf16");
+    let operator_bf16_answer = app.post_json("/v1/estimates/operator", &bf16).await.json();
+    assert_eq!(operator_bf16_answer["source"], "analytic");
     let expected = Expected {
         request,
         answer,
@@ -77,6 +139,12 @@ async fn dashboard_pages_in_a_real_browser() {
         keys,
         systems: names(app.get("/v1/systems").await.json(), "", "name"),
         profiles: names(app.get("/v1/profiles").await.json(), "profiles", "id"),
+        serve: serve_requests,
+        serve_answer,
+        search_answer,
+        operator,
+        operator_answer,
+        operator_bf16_answer,
     };
     assert_eq!(expected.profiles.len(), 1);
 
@@ -104,7 +172,7 @@ async fn dashboard_pages_in_a_real_browser() {
 fn drive(base: &str, locked_base: &str, key: &str, want: &Expected) {
     let t0 = Instant::now();
     let step = |what: &str| eprintln!("dashboard: {what} at {:.1} s", t0.elapsed().as_secs_f64());
-    let page = Page::launch(1280, 900);
+    let page = Page::launch(1280, 800);
     step("browser started");
 
     // Predict: the form starts from the default example; micro_batch is retyped with the keyboard, the form
@@ -180,6 +248,11 @@ fn drive(base: &str, locked_base: &str, key: &str, want: &Expected) {
     let status = page.eval("document.getElementById('status').textContent");
     assert!(status.as_str().unwrap().contains("no-such-system"), "{status}");
 
+    serve_page(&page, base, want);
+    step("serve checked and saved");
+    operator_page(&page, base, want);
+    step("operator checked and saved");
+
     // Models: every key the API lists, with the active version's plot (the API's 900 × 800 SVG).
     page.open(&format!("{base}/ui/models"));
     accessible(&page, "models");
@@ -230,6 +303,201 @@ fn drive(base: &str, locked_base: &str, key: &str, want: &Expected) {
     step("key flow checked");
 }
 
+/// The shown `data-value` of every `[data-field]` element under `scope` (a CSS selector), by field.
+fn shown_values(page: &Page, scope: &str) -> Value {
+    page.eval(&format!(
+        "Object.fromEntries([...document.querySelectorAll('{scope} [data-field]')].map(d => [d.dataset.field, d.dataset.value ?? d.textContent]))"
+    ))
+}
+
+/// The shown number of `field` (read with the API answer's parser, see the predict page's check).
+fn shown(values: &Value, field: &str) -> f64 {
+    let text = values[field].as_str().unwrap_or_else(|| panic!("no {field} shown: {values}"));
+    serde_json::from_str::<f64>(text).unwrap()
+}
+
+/// Serve: the form starts from the serving example; the concurrency is retyped with the keyboard and the form
+/// submitted with Enter; the numbers, memory, steps and search are the API's answers to the same two requests.
+fn serve_page(page: &Page, base: &str, want: &Expected) {
+    page.open(&format!("{base}/ui/serve"));
+    accessible(page, "serve");
+    let form = page.eval("['model', 'system', 'engine', 'precision'].map(id => document.getElementById(id).value)");
+    assert_eq!(form, json!(["Llama-3.1-70B", "dgx-h100", "vllm", "bf16"]));
+    let catalog = perfcast::llm::serving::catalog::names();
+    assert_eq!(page.eval("[...document.querySelectorAll('#model option')].map(o => o.value)"), json!(catalog));
+    page.focus("#concurrency");
+    page.retype("64");
+    // The page's requests, as it sends them.
+    page.eval(
+        r#"(() => { window.__sent = {}; const real = window.fetch; window.fetch = (...args) => {
+            if (args[1] && args[1].body) window.__sent[new URL(String(args[0]), location.href).pathname] = JSON.parse(args[1].body);
+            return real(...args);
+        }; return true; })()"#,
+    );
+    page.focus("#predict");
+    page.press("Enter");
+    page.wait_until("document.getElementById('result').dataset.state", "the serving prediction");
+    assert_eq!(page.eval("document.getElementById('result').dataset.state"), "done");
+    let sent = page.eval("window.__sent");
+    assert_eq!(sent["/v1/predictions/inference"], want.serve["predict"], "the prediction's request");
+    assert_eq!(sent["/v1/predictions/inference/search"], want.serve["search"], "the search's request");
+
+    let (a, values) = (&want.serve_answer, shown_values(page, "#numbers"));
+    assert_eq!(shown(&values, "ttft_ms"), a["ttft_ms"].as_f64().unwrap());
+    assert_eq!(shown(&values, "tpot_ms"), a["tpot_ms"].as_f64().unwrap());
+    assert_eq!(shown(&values, "request_latency_ms"), a["request_latency_ms"].as_f64().unwrap());
+    assert_eq!(shown(&values, "per_gpu"), a["throughput"]["per_gpu"].as_f64().unwrap());
+    assert_eq!(shown(&values, "per_user"), a["throughput"]["per_user"].as_f64().unwrap());
+    assert_eq!(shown(&values, "kv_capacity_tokens"), a["memory"]["kv_capacity_tokens"].as_f64().unwrap());
+    assert_eq!(shown(&values, "max_concurrency"), a["memory"]["max_concurrency"].as_f64().unwrap());
+    let ttft = page.eval("document.querySelector('#numbers [data-field=ttft_ms]').textContent");
+    let t = a["ttft_ms"].as_f64().unwrap();
+    assert_eq!(ttft, json!(format!("{:.*} ms", if t < 10.0 { 2 } else { 1 }, t)));
+    // The memory bar: weights, workspace and KV cache, together their share of the engine's capacity.
+    let m = &a["memory"];
+    let widths = page.eval("[...document.querySelectorAll('#memory-bar span')].map(s => parseFloat(s.style.width))");
+    let widths: Vec<f64> = widths.as_array().unwrap().iter().map(|w| w.as_f64().unwrap()).collect();
+    let used: f64 = ["weights_gib", "workspace_gib", "kv_cache_gib"].iter().map(|k| m[k].as_f64().unwrap()).sum();
+    let share = 100.0 * used / m["capacity_gib"].as_f64().unwrap().max(used);
+    assert_eq!(widths.len(), 3);
+    assert!((widths.iter().sum::<f64>() - share).abs() < 0.01, "{widths:?} vs {share}");
+    // Both steps, every operator of each, slowest first.
+    let steps = page.eval("[...document.querySelectorAll('#steps details')].map(d => [...d.querySelectorAll('tbody tr')].map(r => r.dataset.op))");
+    for (i, kind) in ["prefill_step", "decode_step"].iter().enumerate() {
+        let mut ops: Vec<(f64, String)> = a[kind]["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["total_us"].as_f64().unwrap(), o["name"].as_str().unwrap().to_string()))
+            .collect();
+        ops.sort_by(|x, y| y.0.total_cmp(&x.0));
+        let names: Vec<String> = ops.into_iter().map(|(_, n)| n).collect();
+        assert_eq!(steps[i], json!(names), "{kind}");
+    }
+    // The simulated benchmark's percentiles, as the API's answer gives them (ms, two decimals).
+    let sim = &a["simulation"];
+    assert!(sim.is_object(), "the default serving answer simulates the benchmark: {a}");
+    let mut want_table = vec![json!(["Metric", "mean", "p50", "p90", "p99", "max"])];
+    for (k, label) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e_latency", "Request latency")] {
+        let mut row = vec![json!(label)];
+        for c in ["mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"] {
+            row.push(json!(format!("{:.2}", sim[k][c].as_f64().unwrap())));
+        }
+        want_table.push(json!(row));
+    }
+    assert_eq!(page.eval("document.getElementById('percentiles-section').hidden"), false);
+    let table = page
+        .eval("[...document.querySelectorAll('#percentiles-table tr')].map(r => [...r.cells].map(c => c.textContent))");
+    assert_eq!(table, json!(want_table));
+
+    // The search: the API's best configurations in its order, one point each, the front marked.
+    let hits = want.search_answer["best"].as_array().unwrap();
+    let labels: Vec<String> = hits.iter().map(config_label).collect();
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('#search-table tbody tr')].map(r => r.dataset.config)"),
+        json!(labels)
+    );
+    let per_gpu =
+        page.eval("[...document.querySelectorAll('#search-table tbody tr')].map(r => r.cells[5].textContent)");
+    let want_per_gpu: Vec<String> = hits
+        .iter()
+        .map(|h| {
+            let v = h["tokens_per_s_per_gpu"].as_f64().unwrap().round() as u64;
+            v.to_string()
+                .as_bytes()
+                .rchunks(3)
+                .rev()
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    assert_eq!(per_gpu, json!(want_per_gpu));
+    let mut front = pareto_front(hits);
+    front.sort();
+    let mut marked: Vec<String> = serde_json::from_value(
+        page.eval("[...document.querySelectorAll('#pareto circle.on-front')].map(c => c.dataset.config)"),
+    )
+    .unwrap();
+    marked.sort();
+    assert_eq!(marked, front, "the chart's front");
+    assert_eq!(page.eval("document.querySelectorAll('#pareto circle').length"), hits.len());
+    assert!(page
+        .eval("document.querySelector('#pareto svg').getAttribute('aria-label')")
+        .as_str()
+        .unwrap()
+        .contains("Pareto"));
+    page.assert_no_problems("serve");
+    page.screenshot(&out("ui-serve.png"));
+
+    // An answer without the simulation (`workload.simulate: false`) has no percentiles: no table.
+    page.eval(
+        r#"(() => { const real = window.fetch; window.fetch = async (...args) => {
+            const res = await real(...args);
+            if (!String(args[0]).endsWith('/v1/predictions/inference')) return res;
+            const answer = await res.json();
+            delete answer.simulation;
+            return new Response(JSON.stringify(answer), { status: 200, headers: { 'Content-Type': 'application/json' } });
+        }; return true; })()"#,
+    );
+    page.eval("(() => { delete document.getElementById('result').dataset.state; return true; })()");
+    page.focus("#predict");
+    page.press("Enter");
+    page.wait_until("document.getElementById('result').dataset.state", "the prediction without a simulation");
+    assert_eq!(page.eval("document.getElementById('percentiles-section').hidden"), true);
+    page.assert_no_problems("serve without a simulation");
+}
+
+/// Operator: the GPU and precision chosen, M retyped with the keyboard; the analytic and learned answers side by
+/// side with the learned one's source, as the API answers; then a precision no learned model covers.
+fn operator_page(page: &Page, base: &str, want: &Expected) {
+    page.open(&format!("{base}/ui/operator"));
+    accessible(page, "operator");
+    let req = &want.operator;
+    let choose = |id: &str, value: &str| {
+        let set = page.eval(&format!(
+            "(() => {{ const s = document.getElementById('{id}'); s.value = {v}; s.dispatchEvent(new Event('change')); return s.value; }})()",
+            v = serde_json::to_string(value).unwrap()
+        ));
+        assert_eq!(set, json!(value), "{id} has no option {value}");
+    };
+    choose("gpu", req["gpu"].as_str().unwrap());
+    choose("op", "linear");
+    choose("dtype", "fp32");
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('#dims input')].map(i => i.dataset.dim)"),
+        json!(["B", "M", "N", "K"])
+    );
+    page.focus("#dim-M");
+    page.retype("2048");
+    page.focus("#estimate");
+    page.press("Enter");
+    page.wait_until("document.getElementById('result').dataset.state", "the operator estimate");
+    let a = &want.operator_answer;
+    let values = shown_values(page, "#answers");
+    assert_eq!(shown(&values, "analytic_us"), a["analytic_us"].as_f64().unwrap());
+    assert_eq!(shown(&values, "predicted_us"), a["predicted_us"].as_f64().unwrap());
+    assert_eq!(page.eval("document.getElementById('source').textContent"), a["source"]);
+    assert_eq!(page.eval("document.querySelectorAll('#compare .row').length"), 2);
+    page.assert_no_problems("operator");
+    page.screenshot(&out("ui-operator.png"));
+
+    choose("dtype", "bf16");
+    page.eval("(() => { delete document.getElementById('result').dataset.state; return true; })()");
+    page.focus("#estimate");
+    page.press("Enter");
+    page.wait_until("document.getElementById('result').dataset.state", "the bf16 estimate");
+    let b = &want.operator_bf16_answer;
+    let values = shown_values(page, "#answers");
+    assert_eq!(shown(&values, "predicted_us"), b["predicted_us"].as_f64().unwrap());
+    assert_eq!(page.eval("document.getElementById('source').textContent"), "analytic");
+    assert!(page
+        .eval("document.getElementById('learned-how').textContent")
+        .as_str()
+        .unwrap()
+        .contains("no learned model"));
+}
+
 /// The page's accessibility basics: its language, one `h1`, every form control labelled, every image described,
 /// a live region for results (one round trip: each costs the DevTools client about 0.1 s).
 fn accessible(page: &Page, name: &str) {
@@ -259,7 +527,9 @@ async fn the_static_files_have_their_types_cache_headers_and_nothing_from_elsewh
         assert_eq!(r.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{}", asset.path);
         assert!(r.headers.contains_key(header::ETAG), "{}", asset.path);
         let body = String::from_utf8(r.body).unwrap();
-        assert!(!body.contains("http://") && !body.contains("https://"), "{} loads from elsewhere", asset.path);
+        // SVG's namespace name (the serve page draws its chart with `createElementNS`) is an identifier, not a load.
+        let urls = body.replace("'http://www.w3.org/2000/svg'", "");
+        assert!(!urls.contains("http://") && !urls.contains("https://"), "{} loads from elsewhere", asset.path);
         if asset.content_type.starts_with("text/html") {
             let csp = r.headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
             assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
@@ -267,7 +537,7 @@ async fn the_static_files_have_their_types_cache_headers_and_nothing_from_elsewh
         }
         total += body.len();
     }
-    assert!(total < 64 * 1024, "the dashboard is {total} bytes");
+    assert!(total < 112 * 1024, "the dashboard is {total} bytes");
     let r = app.send_bare(Request::get("/ui").body(Body::empty()).unwrap()).await;
     assert_eq!((r.status.as_u16(), r.headers[header::LOCATION].to_str().unwrap()), (308, "/ui/"));
     let r = app.send_bare(Request::get("/ui/examples.json").body(Body::empty()).unwrap()).await;
@@ -276,4 +546,23 @@ async fn the_static_files_have_their_types_cache_headers_and_nothing_from_elsewh
     assert_eq!(examples.as_object().unwrap().len(), EXAMPLES.len());
     let want = example_requests().into_iter().find(|(f, _)| f.ends_with(&format!("{DEFAULT_EXAMPLE}.json"))).unwrap().1;
     assert_eq!(examples[DEFAULT_EXAMPLE], want);
+    // What the serve and operator forms offer: the catalog, the engines, every operator class with its dims.
+    let r = app.send_bare(Request::get("/ui/choices.json").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.content_type, "application/json");
+    let choices = r.json();
+    let models: Vec<&str> = choices["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(models, perfcast::llm::serving::catalog::names());
+    let llama = choices["models"].as_array().unwrap().iter().find(|m| m["name"] == "Llama-3.1-70B").unwrap();
+    // Meta's model card: 70.6 B parameters.
+    assert!((llama["params_b"].as_f64().unwrap() - 70.6).abs() < 0.1, "{llama}");
+    assert_eq!(choices["engines"], json!(["vllm", "sglang", "trtllm"]));
+    let linear = choices["operators"].as_array().unwrap().iter().find(|o| o["op"] == "linear").unwrap();
+    assert_eq!(linear["dims"], json!(["B", "M", "N", "K"]));
+    assert_eq!(linear["forward_only"], false);
+    let decode = choices["operators"].as_array().unwrap().iter().find(|o| o["op"] == "attention_decode").unwrap();
+    assert_eq!(
+        (decode["dims"].clone(), decode["forward_only"].clone()),
+        (json!(["B", "C", "A", "G", "D"]), json!(true))
+    );
+    assert!(choices["dtypes"].as_array().unwrap().contains(&json!("fp8_block")));
 }

@@ -158,6 +158,31 @@ async fn every_error_is_a_problem_naming_its_field() {
 }
 
 #[tokio::test]
+async fn fp4_is_refused_on_hopper_and_served_on_blackwell_with_an_fp8_kv_cache_for_tensorrt_llm() {
+    let app = TestApp::new().await;
+    let mut req = llama70b();
+    req["precision"] = json!("fp4");
+    req["engine"] = json!("trtllm");
+    // H100 has no FP4 tensor cores: a 422 naming `precision` and what to use instead.
+    let p = app.post_json("/v1/predictions/inference", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "precision");
+    let why = p["errors"][0]["message"].as_str().unwrap_or_default().to_string() + p["detail"].as_str().unwrap_or("");
+    assert!(why.contains("no FP4 tensor cores"), "{p}");
+    // An fp4 KV cache is refused on any GPU.
+    req["system"] = json!("dgx-b200");
+    req["kv_cache_dtype"] = json!("fp4");
+    let p = app.post_json("/v1/predictions/inference", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "kv_cache_dtype");
+    // On B200, TensorRT-LLM serving NVFP4 weights keeps an fp8 KV cache by default: 2 · 80 layers · 2 key/value
+    // heads per GPU (tp 4) · 128 dims · 1 byte = 40,960 B per token per GPU.
+    req.as_object_mut().unwrap().remove("kv_cache_dtype");
+    let p = predict(&app, &req).await;
+    assert_eq!(p["config"]["precision"], "nvfp4", "{p}");
+    assert_eq!(p["config"]["kv_cache_dtype"], "fp8", "{p}");
+    assert_eq!(p["memory"]["kv_bytes_per_token_per_gpu"], 40_960.0);
+}
+
+#[tokio::test]
 async fn the_search_returns_configurations_meeting_the_target_ranked_per_gpu() {
     let app = TestApp::new().await;
     let req: Value = serde_json::from_slice(

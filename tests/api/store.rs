@@ -97,12 +97,53 @@ async fn uploads_round_trip_every_sample_kind_and_name_their_datasets() {
         assert_eq!(rows[0].data["attributes"]["run"], "a");
         assert_eq!(rows[2].data["grid"], json!([1, 2, 3]));
         assert_eq!(rows[3].data["group"], "MPI");
-        let ops = store.op_rows("linear", "fwd", "bf16").await.unwrap();
+        let ops = store.op_rows("linear", "fwd", "bf16", &["", "vllm"]).await.unwrap();
         assert_eq!((ops.len(), ops[0].split_key, ops[0].dims[1]), (1, 42, 4096));
-        assert_eq!(store.op_datasets("linear", "fwd", "bf16").await.unwrap(), ["lab-runs"]);
+        assert_eq!(store.op_datasets("linear", "fwd", "bf16", &["", "vllm"]).await.unwrap(), ["lab-runs"]);
+        // An engine-neutral sample is no TensorRT-LLM measurement.
+        assert!(store.op_rows("linear", "fwd", "bf16", &["trtllm"]).await.unwrap().is_empty());
         assert_eq!(store.comm_samples("dgx-h100").await.unwrap().len(), 1);
         let (listed, n) = store.list_profiles(10, 0).await.unwrap();
         assert_eq!((listed.len(), n), (1, 1));
+    }
+}
+
+#[tokio::test]
+async fn operator_samples_keep_their_engine_kernel_and_compute_precision() {
+    for store in stores().await {
+        // The same fp8-KV prefill shape measured by TensorRT-LLM with and without FP8 FMHA, one SGLang row (its
+        // collector's `framework` label only), one vLLM row and one engine-neutral row.
+        let op = |attributes: serde_json::Value, time: f64| -> (OpSample, u64) {
+            let s = serde_json::from_value(json!({"op": "attention_prefill", "phase": "fwd", "dtype": "fp8",
+                "gpu": "H100", "dims": [1, 1024, 32, 8, 128], "time_us": time, "attributes": attributes}))
+            .unwrap();
+            (s, time as u64)
+        };
+        let batch = SampleBatch {
+            ops: vec![
+                op(json!({"backend": "trtllm", "kernel_source": "torch_flow", "attn_dtype": "fp8"}), 100.0),
+                op(json!({"backend": "trtllm", "kernel_source": "torch_flow", "attn_dtype": "bfloat16"}), 130.0),
+                op(json!({"framework": "SGLang", "kernel_source": "fa3", "attn_dtype": "fp8"}), 110.0),
+                op(json!({"backend": "vllm", "kernel_source": "vllm_flash_attn_fa3"}), 120.0),
+                op(json!({"run": "lab"}), 140.0),
+            ],
+            comms: vec![],
+            kernels: vec![],
+            timers: vec![],
+        };
+        store.insert_profile(&upload(b"engines", &[("dataset", "aic")]), &batch, None).await.unwrap();
+        let counts = store.op_sample_counts().await.unwrap();
+        let engines: Vec<(&str, u64)> = counts.iter().map(|c| (c.engine.as_str(), c.samples)).collect();
+        assert_eq!(engines, [("", 1), ("sglang", 1), ("trtllm", 2), ("vllm", 1)], "{:?}", store.engine());
+        let trt = store.op_rows("attention_prefill", "fwd", "fp8", &["trtllm"]).await.unwrap();
+        let kernels: Vec<(&str, &str, f64)> =
+            trt.iter().map(|r| (r.kernel_source.as_str(), r.compute_dtype.as_str(), r.time_us)).collect();
+        assert_eq!(kernels, [("torch_flow", "fp8", 100.0), ("torch_flow", "bf16", 130.0)]);
+        let generic = store.op_rows("attention_prefill", "fwd", "fp8", &["", "vllm"]).await.unwrap();
+        let times: Vec<f64> = generic.iter().map(|r| r.time_us).collect();
+        assert_eq!(times, [120.0, 140.0]);
+        assert_eq!(generic[0].compute_dtype, "");
+        assert_eq!(store.op_datasets("attention_prefill", "fwd", "fp8", &["sglang"]).await.unwrap(), ["aic"]);
     }
 }
 

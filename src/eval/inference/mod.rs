@@ -32,7 +32,7 @@ use serde::Serialize;
 use super::efficiency_fit::nelder_mead;
 use crate::comm::Group;
 use crate::cost::roofline::UnsupportedPrecision;
-use crate::cost::{CostBackend, Timed};
+use crate::cost::{CostBackend, KernelChoice, Timed};
 use crate::hw::{presets, Precision, System};
 use crate::learn::backend::LearnedBackend;
 use crate::learn::fit::accuracy;

@@ -22,6 +22,8 @@ use crate::learn::features::OP_FEATURES;
 use crate::learn::fit::{accuracy, fit, predict_rows, Accuracy, Grid, TrainingSet};
 use crate::learn::lgbm::Model;
 use crate::learn::op_data::op_training_set;
+use crate::learn::op_key;
+use crate::op::KernelFamily;
 
 pub use aiconfigurator::MoeRouting;
 pub use split::{Group, Groups};
@@ -77,6 +79,11 @@ pub struct Options {
     /// Where to write every held-out row's prediction (CSV: key, held-out GPU, dims, analytic, learned and
     /// measured µs), for diagnosis; `None` writes nothing.
     pub rows_csv: Option<PathBuf>,
+    /// aiconfigurator only: whose tables are read (vLLM's keys carry no engine, the others' do).
+    pub engines: Vec<KernelFamily>,
+    /// aiconfigurator only: also score every SGLang and TensorRT-LLM key's held-out rows with vLLM's model of the
+    /// same operator (what their requests were timed by before, and their last fallback, [`KernelFamily::closest`]).
+    pub fallback: bool,
 }
 
 /// One (key, held-out GPU) result.
@@ -92,6 +99,21 @@ pub struct LogoRow {
     pub analytic: Accuracy,
     /// The learned correction (fitted without the held-out GPU) on the same rows.
     pub learned: Accuracy,
+    /// With [`Options::fallback`]: the same rows timed by the models of the engines a request falls back to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<FallbackScore>,
+}
+
+/// The held-out rows of one engine's key timed by another engine's model of the same operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct FallbackScore {
+    /// The stand-in's key (`linear.fwd.fp8` for vLLM's).
+    pub key: String,
+    /// Fitted on the stand-in engine's rows of the training GPUs (the held-out GPU unseen by either engine).
+    pub without_held_out: Accuracy,
+    /// Fitted on the stand-in engine's rows of every GPU, the held-out one included, when it has rows there (a
+    /// request on a GPU the other engine measured and this one did not).
+    pub with_held_out: Option<Accuracy>,
 }
 
 /// The mean over held-out GPUs of one key (each GPU weighs the same, whatever its row count).
@@ -146,7 +168,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, Str
     let masked = feature_indices(&opts.masked_features)?;
     let groups = match opts.source {
         Source::Neusight => neusight::load(&opts.data, progress)?,
-        Source::Aiconfigurator => aiconfigurator::load(&opts.data, &opts.moe_routing, progress)?,
+        Source::Aiconfigurator => aiconfigurator::load(&opts.data, &opts.moe_routing, &opts.engines, progress)?,
     };
     let mut groups = groups;
     if !opts.gpus.is_empty() {
@@ -191,7 +213,18 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, Str
         }
         for held in held {
             match hold_out(key, group, held, opts, &masked)? {
-                Some((row, predictions)) => {
+                Some((mut row, predictions)) => {
+                    if opts.fallback {
+                        row.fallbacks = fallbacks(key, group, &groups, held, opts, &masked)?;
+                        for f in &row.fallbacks {
+                            progress(&format!(
+                                "  {key} held out {held} timed by {}: {:.1} % ({:+.1} %)",
+                                f.key,
+                                f.without_held_out.mape * 100.0,
+                                f.without_held_out.signed * 100.0
+                            ));
+                        }
+                    }
                     if let Some(w) = rows_csv.as_mut() {
                         for p in predictions {
                             w.serialize(p).map_err(|e| e.to_string())?;
@@ -293,8 +326,66 @@ fn hold_out(
         trained_on: summary.gpus.keys().cloned().collect(),
         analytic: accuracy(&test.analytic_us, &test.measured_us),
         learned: accuracy(&pred, &test.measured_us),
+        fallbacks: Vec::new(),
     };
     Ok(Some((row, predictions)))
+}
+
+/// The engine segment of `key` (`linear.fwd.fp8.sglang[balanced]` → SGLang; none → vLLM), and the key with
+/// another engine's segment in its place.
+fn with_engine(key: &str, group: &Group, to: KernelFamily) -> (KernelFamily, String) {
+    let plain = op_key(group.class, group.phase, group.dtype, None, None);
+    let rest = &key[plain.len()..];
+    let (from, suffix) = match KernelFamily::ALL
+        .iter()
+        .filter_map(|f| f.key_segment().map(|seg| (*f, format!(".{seg}"))))
+        .find(|(_, seg)| rest.starts_with(seg.as_str()))
+    {
+        Some((f, seg)) => (f, &rest[seg.len()..]),
+        None => (KernelFamily::Vllm, rest),
+    };
+    (from, format!("{}{suffix}", op_key(group.class, group.phase, group.dtype, Some(to), None)))
+}
+
+/// [`FallbackScore`]s of `held`'s rows of an SGLang or TensorRT-LLM `key`: vLLM's model of the same operator (the
+/// models without an engine segment, what every request read before the engines had their own, and the last resort
+/// of their fallback order) fitted without and with the held-out GPU. None for vLLM's own keys.
+fn fallbacks(
+    key: &str,
+    group: &Group,
+    groups: &Groups,
+    held: &str,
+    opts: &Options,
+    masked: &[usize],
+) -> Result<Vec<FallbackScore>, String> {
+    let (own, vllm_key) = with_engine(key, group, KernelFamily::Vllm);
+    if own == KernelFamily::Vllm {
+        return Ok(Vec::new());
+    }
+    let (_, test_obs) = group.split(held, opts.max_rows);
+    let (mut test, _) = op_training_set(group.class, group.phase, group.dtype, &test_obs);
+    mask(&mut test, masked);
+    let mut out = Vec::new();
+    if test.is_empty() {
+        return Ok(out);
+    }
+    let score = |train_obs: Vec<crate::learn::op_data::OpObservation<'static>>| -> Result<Option<Accuracy>, String> {
+        let (mut train, _) = op_training_set(group.class, group.phase, group.dtype, &train_obs);
+        mask(&mut train, masked);
+        let Ok(fitted) = fit(&train, opts.grid, &mut |_| {}) else { return Ok(None) };
+        let model = Model::from_text(&fitted.model_text).map_err(|e| format!("{key}: {e}"))?;
+        let idx: Vec<usize> = (0..test.len()).collect();
+        let pred = predict_rows(&model, &test, &idx).map_err(|e| format!("{key}: {e}"))?;
+        Ok(Some(accuracy(&pred, &test.measured_us)))
+    };
+    if let Some(standin) = groups.by_key.get(&vllm_key) {
+        if let Some(without_held_out) = score(standin.split(held, opts.max_rows).0)? {
+            let has_held = standin.by_gpu.get(held).is_some_and(|r| !r.rows.is_empty());
+            let with_held_out = if has_held { score(standin.split("", opts.max_rows).0)? } else { None };
+            out.push(FallbackScore { key: vllm_key, without_held_out, with_held_out });
+        }
+    }
+    Ok(out)
 }
 
 /// Per key, the unweighted mean over its held-out GPUs of MAPE and signed error.
@@ -364,6 +455,36 @@ pub fn markdown(r: &Report) -> String {
             pct(&m.learned)
         ));
     }
+    let fallback_rows: Vec<&LogoRow> = r.rows.iter().filter(|x| !x.fallbacks.is_empty()).collect();
+    if !fallback_rows.is_empty() {
+        s.push_str(
+            "\nThe same held-out rows timed by another engine's model (a request falling back to it), mean over \
+             held-out GPUs; 'with the GPU': that engine's model also trained on the held-out GPU's rows:\n\n\
+             | key | timed by | GPUs | own model MAPE (signed) | stand-in MAPE (signed) | stand-in with the GPU |\n\
+             |---|---|---:|---:|---:|---:|\n",
+        );
+        let mut by_pair: BTreeMap<(&str, &str), Vec<(&LogoRow, &FallbackScore)>> = BTreeMap::new();
+        for x in &fallback_rows {
+            for f in &x.fallbacks {
+                by_pair.entry((x.key.as_str(), f.key.as_str())).or_default().push((x, f));
+            }
+        }
+        for ((key, standin), v) in by_pair {
+            let n = v.len() as f64;
+            let mean = |g: &dyn Fn(&(&LogoRow, &FallbackScore)) -> Option<Accuracy>| {
+                let a: Vec<Accuracy> = v.iter().filter_map(g).collect();
+                (!a.is_empty()).then(|| Accuracy {
+                    mape: a.iter().map(|a| a.mape).sum::<f64>() / a.len() as f64,
+                    signed: a.iter().map(|a| a.signed).sum::<f64>() / a.len() as f64,
+                    rows: a.iter().map(|a| a.rows).sum(),
+                })
+            };
+            let own = mean(&|(x, _)| Some(x.learned)).expect("non-empty");
+            let without = mean(&|(_, f)| Some(f.without_held_out)).expect("non-empty");
+            let with = mean(&|(_, f)| f.with_held_out).map_or("–".to_string(), |a| pct(&a));
+            s.push_str(&format!("| {key} | {standin} | {n} | {} | {} | {with} |\n", pct(&own), pct(&without)));
+        }
+    }
     if !r.skipped.is_empty() {
         s.push_str("\nNot held out:\n\n| key | why |\n|---|---|\n");
         for (k, why) in &r.skipped {
@@ -395,6 +516,7 @@ mod tests {
             trained_on: vec![],
             analytic: Accuracy { mape: a.0, signed: a.1, rows: a.2 },
             learned: Accuracy { mape: l.0, signed: l.1, rows: l.2 },
+            fallbacks: Vec::new(),
         }
     }
 
@@ -414,6 +536,23 @@ mod tests {
         assert!((m[0].analytic.mape - 0.4).abs() < 1e-12);
         assert!((m[0].analytic.signed - (-0.3)).abs() < 1e-12);
         assert_eq!(m[1].rows, 7);
+    }
+
+    #[test]
+    fn an_engine_key_names_its_vllm_stand_in() {
+        let mut g = Groups::default();
+        let h100 = &crate::hw::lookup("H100-SXM5-80GB").unwrap().spec;
+        let (moe, bf16) = (crate::op::OpClass::Moe, crate::hw::Precision::Bf16);
+        g.add("moe.fwd.bf16.sglang[balanced]", moe, crate::op::Phase::Fwd, bf16, h100, [1, 2, 3, 4, 1], 1.0);
+        let group = &g.by_key["moe.fwd.bf16.sglang[balanced]"];
+        assert_eq!(
+            with_engine("moe.fwd.bf16.sglang[balanced]", group, KernelFamily::Vllm),
+            (KernelFamily::Sglang, "moe.fwd.bf16[balanced]".to_string())
+        );
+        assert_eq!(
+            with_engine("moe.fwd.bf16", group, KernelFamily::Trtllm),
+            (KernelFamily::Vllm, "moe.fwd.bf16.trtllm".to_string())
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub fn load(data: &Path, progress: &mut dyn FnMut(&str)) -> Result<Groups, Strin
         };
         for s in samples {
             if let Some(g) = lookup(&s.gpu) {
-                let key = op_key(s.op, s.phase, s.dtype, None);
+                let key = op_key(s.op, s.phase, s.dtype, None, None);
                 groups.add(&key, s.op, s.phase, s.dtype, &g.spec, s.dims, s.time_us);
             }
         }

@@ -147,7 +147,7 @@ fn fit_fold(
 
 /// Predicts `r` with `consts`: the simulated means and the steady state's values, ms (`None` if refused).
 fn predict_row(backends: &Backends, r: &Ready, consts: ServingConstants) -> Option<(f64, f64, f64, f64)> {
-    let b = backends.backend(&r.row.request.system)?;
+    let b = backends.backend(&r.row.request.system, r.row.request.engine)?;
     let backend = ServingDerated::new(b, consts);
     let p = predict_with(&r.cfg, &backend, consts, &LIMITS).ok()?;
     Some((p.ttft_ms, p.tpot_ms, p.steady_state.ttft_ms, p.steady_state.tpot_ms))

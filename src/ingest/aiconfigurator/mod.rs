@@ -1,7 +1,10 @@
 //! NVIDIA aiconfigurator's performance database (FORMATS.md; columns and units in
 //! `data/aiconfigurator/SOURCE.txt`): one table per operator kind — `gemm_perf`, `context_attention_perf`,
-//! `generation_attention_perf`, `moe_perf`, `nccl_perf`, `custom_allreduce_perf` — as aiconfigurator's collector
-//! writes them (Apache Parquet) or as CSV (`.csv`, `.csv.gz`; the copies in `data/aiconfigurator/` prepend `gpu`,
+//! `generation_attention_perf`, `moe_perf`, `nccl_perf`, `custom_allreduce_perf`, and TensorRT-LLM's and
+//! SGLang's `scale_matrix_perf` and `computescale_perf` — of any engine's folder (vLLM, SGLang, TensorRT-LLM: the
+//! engine is the `backend` column of the CSV copies, else the collector's `framework` label, and every sample keeps
+//! it as its `backend` attribute, with `kernel_source` and `attn_dtype`; see [`crate::op::KernelFamily`]) as
+//! aiconfigurator's collector writes them (Apache Parquet) or as CSV (`.csv`, `.csv.gz`; the copies in `data/aiconfigurator/` prepend `gpu`,
 //! `backend`, `backend_version` and rename custom all-reduce's own `backend` to `ar_backend`). An upload is one
 //! table, a tar archive of tables (`.tar`, `.tar.gz`; `collection_meta.yaml` and other non-table entries are
 //! skipped), or several tables as multipart parts. The kind of table is told by its columns.
@@ -23,9 +26,13 @@
 //!   which one GPU's experts get 1/ep of the routed copies, see [`rows::moe_tokens_on_this_gpu`] —, H =
 //!   hidden_size, F = inter_size / moe_tp_size, E = num_experts / moe_ep_size, K = topk); dtype from
 //!   `moe_dtype`; the global num_tokens is kept as the attribute `num_tokens`. MXFP4 and INT4 rows (no perfcast precision) are rejected.
+//!   TensorRT-LLM's non-gated experts (`kernel_source` `*_nongated`) are rejected: the class is SwiGLU experts.
+//! - `scale_matrix_perf` → `quantize`, `computescale_perf` → `quantize_scale` (B = m, H = k; dtype from
+//!   `quant_dtype`); rows whose scale computation was floored at 0 upstream are rejected (no positive latency).
 //! - `nccl_perf`, `custom_allreduce_perf` → communication samples: bytes = message_size (elements) × the dtype's
-//!   element size, ranks = gpus_per_node = num_gpus, nodes = 1; attribute `implementation` = `nccl` or
-//!   `vllm_custom_allreduce` (with `ar_backend` = vllm_graph / vllm_eager and `kernel_source`).
+//!   element size, ranks = gpus_per_node = num_gpus, nodes = 1; attribute `implementation` = `nccl`,
+//!   `vllm_custom_allreduce`, `sglang_custom_allreduce` or `trtllm_allreduce` by the table's engine (with
+//!   `ar_backend` = vllm_graph / vllm_eager / sglang_graph / sglang_eager and `kernel_source`).
 //!
 //! Rows are numbered from 1: the CSV line (the header is line 1), or the row within the Parquet file (errors also
 //! name the row group). A cell that is not of its column's type fails the upload; a well-formed row perfcast
@@ -33,6 +40,8 @@
 //! are checked against caps derived from its length before anything is decoded ([`guard`]); gzip input inflates
 //! to at most [`MAX_INFLATED_BYTES`], read as a stream.
 
+#[cfg(test)]
+mod engine_tests;
 mod guard;
 mod parquet;
 mod rows;

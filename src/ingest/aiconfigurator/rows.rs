@@ -5,7 +5,7 @@
 use super::super::{Context, ParseError};
 use super::table::{Row, TableKind};
 use crate::hw::Precision;
-use crate::op::{Collective, OpClass, Phase};
+use crate::op::{Collective, KernelFamily, OpClass, Phase};
 use crate::samples::{Attributes, CommSample, OpSample, Sample};
 
 /// What one row gives: a sample, or why the row is not kept.
@@ -40,10 +40,12 @@ pub fn map(kind: TableKind, row: &Row<'_>, ctx: &Context) -> Result<Mapped, Pars
         TableKind::Gemm => gemm(row, ctx, time_us, attributes),
         TableKind::Attention => attention(row, ctx, time_us, attributes),
         TableKind::Moe => moe(row, ctx, time_us, attributes),
+        TableKind::Quantize => quantize(row, ctx, time_us, attributes),
         TableKind::Nccl | TableKind::CustomAllReduce => {
             let custom = kind == TableKind::CustomAllReduce;
             if custom {
-                // The CSV copies rename the table's own `backend` (vllm_graph / vllm_eager) to `ar_backend`.
+                // The CSV copies rename the table's own `backend` (vllm_graph / vllm_eager, sglang_graph / …) to
+                // `ar_backend`.
                 let ar = if row.columns.position("ar_backend").is_some() { "ar_backend" } else { "backend" };
                 if let Some(v) = row.opt_text(ar) {
                     attributes.insert("ar_backend".into(), v.into_owned());
@@ -51,7 +53,18 @@ pub fn map(kind: TableKind, row: &Row<'_>, ctx: &Context) -> Result<Mapped, Pars
                 if row.columns.position("ar_backend").is_none() {
                     attributes.remove("backend");
                 }
-                attributes.insert("implementation".into(), "vllm_custom_allreduce".into());
+                // Whose all-reduce: the engine of the folder or of the collector's `framework` label.
+                let engine = attributes
+                    .get("backend")
+                    .and_then(|b| KernelFamily::parse(b))
+                    .or_else(|| attributes.get("framework").and_then(|f| KernelFamily::parse(f)))
+                    .unwrap_or(KernelFamily::Vllm);
+                let implementation = match engine {
+                    KernelFamily::Vllm => "vllm_custom_allreduce",
+                    KernelFamily::Sglang => "sglang_custom_allreduce",
+                    KernelFamily::Trtllm => "trtllm_allreduce",
+                };
+                attributes.insert("implementation".into(), implementation.into());
             } else {
                 attributes.insert("implementation".into(), "nccl".into());
             }
@@ -91,6 +104,23 @@ fn op(class: OpClass, dtype: Precision, gpu: String, dims: [u64; 5], time_us: f6
         return Err(format!("dim {n} of {class} is 0"));
     }
     Ok(Sample::Op(OpSample { op: class, phase: Phase::Fwd, dtype, gpu, dims, time_us, attributes }))
+}
+
+/// `scale_matrix_perf` → `quantize`, `computescale_perf` → `quantize_scale` (B = m tokens, H = k elements; dtype
+/// from `quant_dtype`).
+fn quantize(row: &Row<'_>, ctx: &Context, time_us: f64, attributes: Attributes) -> Result<Mapped, ParseError> {
+    let (m, k) = (row.uint("m")?, row.uint("k")?);
+    let dtype = row.text("quant_dtype")?;
+    let kind = row.text("op_name")?;
+    Ok((|| {
+        let class = match kind.as_ref() {
+            "scale_matrix" => OpClass::Quantize,
+            "compute_scale" => OpClass::QuantizeScale,
+            other => return Err(format!("op_name {other:?} is neither scale_matrix nor compute_scale")),
+        };
+        let dtype = precision("quant_dtype", &dtype)?;
+        op(class, dtype, device(row, ctx)?, [m, k, 0, 0, 0], time_us, attributes)
+    })())
 }
 
 fn gemm(row: &Row<'_>, ctx: &Context, time_us: f64, attributes: Attributes) -> Result<Mapped, ParseError> {
@@ -168,6 +198,11 @@ fn moe(row: &Row<'_>, ctx: &Context, time_us: f64, mut attributes: Attributes) -
     let (experts, tp, ep) = (row.uint("num_experts")?, row.uint("moe_tp_size")?, row.uint("moe_ep_size")?);
     let dtype = row.text("moe_dtype")?;
     Ok((|| {
+        if attributes.get("kernel_source").is_some_and(|k| k.contains("nongated")) {
+            // TensorRT-LLM's non-gated experts (an up projection and a plain activation, Nemotron-H's), not the
+            // moe class's SwiGLU experts.
+            return Err("non-gated experts (kernel_source *_nongated) are not the moe class's SwiGLU experts".into());
+        }
         let dtype = precision("moe_dtype", &dtype)?;
         let gpu = device(row, ctx)?;
         if tp == 0 || ep == 0 || inter % tp != 0 || experts % ep != 0 {

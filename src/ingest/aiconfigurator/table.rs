@@ -21,6 +21,9 @@ pub enum TableKind {
     Nccl,
     /// `custom_allreduce_perf`: `allreduce_dtype, num_gpus, message_size`.
     CustomAllReduce,
+    /// `scale_matrix_perf` and `computescale_perf` (TensorRT-LLM's and SGLang's folders): `quant_dtype, m, k`
+    /// (`op_name` `scale_matrix` or `compute_scale` says which).
+    Quantize,
 }
 
 /// Columns every table needs besides its own.
@@ -46,11 +49,12 @@ impl TableKind {
             ],
             TableKind::Nccl => &["nccl_dtype", "num_gpus", "message_size"],
             TableKind::CustomAllReduce => &["allreduce_dtype", "num_gpus", "message_size"],
+            TableKind::Quantize => &["quant_dtype", "m", "k"],
         }
     }
 
     /// The kind of table whose signature column is among `names` (`gemm_dtype`, `kv_cache_dtype`, `moe_dtype`,
-    /// `nccl_dtype`, `allreduce_dtype`), with `latency` present; `None` otherwise.
+    /// `nccl_dtype`, `allreduce_dtype`, `quant_dtype`), with `latency` present; `None` otherwise.
     pub fn detect<S: AsRef<str>>(names: &[S]) -> Option<TableKind> {
         let has = |n: &str| names.iter().any(|h| h.as_ref() == n);
         if !has("latency") {
@@ -62,6 +66,7 @@ impl TableKind {
             ("moe_dtype", TableKind::Moe),
             ("nccl_dtype", TableKind::Nccl),
             ("allreduce_dtype", TableKind::CustomAllReduce),
+            ("quant_dtype", TableKind::Quantize),
         ]
         .into_iter()
         .find(|(col, _)| has(col))
@@ -85,7 +90,7 @@ impl Columns {
             ParseError::at(
                 1,
                 "not an aiconfigurator table: no latency column with gemm_dtype, kv_cache_dtype, moe_dtype, \
-                 nccl_dtype or allreduce_dtype",
+                 nccl_dtype, allreduce_dtype or quant_dtype",
             )
         })?;
         let index: HashMap<String, usize> = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();

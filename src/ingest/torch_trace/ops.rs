@@ -252,9 +252,11 @@ pub(super) fn dims_for(class: OpClass, name: &str, a: &OpArgs) -> Result<(OpClas
             }
         }
         OpClass::Optimizer => return Err("optimizer ops are not read from traces".into()),
-        OpClass::AttentionPrefill | OpClass::AttentionDecode | OpClass::Moe => {
-            return Err(format!("{class} (a serving operator) is not read from traces"))
-        }
+        OpClass::AttentionPrefill
+        | OpClass::AttentionDecode
+        | OpClass::Moe
+        | OpClass::Quantize
+        | OpClass::QuantizeScale => return Err(format!("{class} (a serving operator) is not read from traces")),
     };
     // Traces give at most four dims (flash attention's optional fifth, G, stays 0 = A).
     let n = out.0.dim_names().len().min(4);

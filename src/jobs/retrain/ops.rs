@@ -8,11 +8,11 @@ use super::niced::fit_niced;
 use super::{new_regressor, trained_here, KeyReport, RetrainError};
 use crate::hw::{GpuSpec, Precision};
 use crate::learn::fit::{thin_by_key, MIN_ROWS};
-use crate::learn::op_data::{op_training_set, OpObservation};
+use crate::learn::op_data::{engine_kernels, op_training_set, KernelView, OpObservation};
 use crate::learn::promotion::{holdout_accuracy, Promotion};
 use crate::learn::registry::family;
 use crate::learn::{op_key, Grid};
-use crate::op::{OpClass, Phase};
+use crate::op::{KernelFamily, OpClass, Phase};
 use crate::store::profiles::OpRow;
 use crate::store::regressors::NewRegressor;
 
@@ -22,6 +22,8 @@ pub struct OpKey {
     pub class: OpClass,
     pub phase: Phase,
     pub dtype: Precision,
+    /// The key's engine (None: engine-neutral and vLLM measurements).
+    pub family: Option<KernelFamily>,
     /// Samples of the key (all GPUs), and per GPU as stored.
     pub total: u64,
     pub per_gpu: BTreeMap<String, u64>,
@@ -42,8 +44,14 @@ pub struct OpKey {
 /// Trains `k`: the new versions (activation decided) and the report lines.
 pub fn train_op_key(k: OpKey) -> Result<(Vec<NewRegressor>, Vec<KeyReport>), RetrainError> {
     let (mut new, mut report) = (Vec::new(), Vec::new());
-    let observations: Vec<OpObservation> = k
-        .rows
+    // One kernel per measured shape: the one the engine runs ([`engine_kernels`]).
+    let rows = engine_kernels(k.rows, k.dtype, |r| KernelView {
+        gpu: &r.gpu,
+        dims: r.dims,
+        kernel: &r.kernel_source,
+        compute_dtype: &r.compute_dtype,
+    });
+    let observations: Vec<OpObservation> = rows
         .iter()
         .filter_map(|r| {
             k.gpus.get(&r.gpu)?.as_ref().map(|gpu| OpObservation {
@@ -73,11 +81,8 @@ pub fn train_op_key(k: OpKey) -> Result<(Vec<NewRegressor>, Vec<KeyReport>), Ret
         ),
     };
     let activate = promotion.activated();
-    let cross_holdout = if activate {
-        Some(fitted.holdout_text.clone())
-    } else {
-        k.active.map(|(_, t)| t).filter(|t| !t.is_empty())
-    };
+    let cross_holdout =
+        if activate { Some(fitted.holdout_text.clone()) } else { k.active.map(|(_, t)| t).filter(|t| !t.is_empty()) };
     let summary = serde_json::to_value(&summary).unwrap_or_default();
     let mut reg =
         new_regressor(&k.key, family::OP, "all", &crate::learn::features::OP_FEATURES, &fitted, k.total, summary);
@@ -99,7 +104,7 @@ pub fn train_op_key(k: OpKey) -> Result<(Vec<NewRegressor>, Vec<KeyReport>), Ret
         if gset.len() < MIN_ROWS {
             continue;
         }
-        let gkey = op_key(k.class, k.phase, k.dtype, Some(&canonical));
+        let gkey = op_key(k.class, k.phase, k.dtype, k.family, Some(&canonical));
         let gfit = fit_niced(&gset, k.grid, &gkey)?;
         let cand = holdout_accuracy(&gfit.holdout_text, &gset).unwrap_or(gfit.validation);
         let cross = cross_holdout.as_deref().and_then(|t| holdout_accuracy(t, &gset));

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use crate::hw::Precision;
 use crate::llm::config::{Activation, Norm};
+use crate::op::KernelFamily;
 
 /// The model to serve: a name from perfcast's catalog (`"Llama-3.1-70B"`, see [`super::catalog`]), or an object —
 /// either `{"hf_config": {…}}` with the contents of a Hugging Face `config.json`, or the architecture's fields
@@ -158,6 +159,11 @@ pub enum ServingPrecision {
     /// FP8 (E4M3) weights and activations of the transformer layers' GEMMs and experts (vLLM's `fp8`
     /// quantization); embedding, LM head, norms and attention stay 16-bit. Needs FP8 tensor cores.
     Fp8,
+    /// NVFP4 weights and activations of the transformer layers' GEMMs and experts (E2M1 elements with one FP8
+    /// scale per 16, 0.5625 bytes per element: ModelOpt's NVFP4 checkpoints, TensorRT-LLM's and vLLM's `nvfp4`,
+    /// SGLang's `modelopt_fp4`); embedding, LM head, norms and attention stay 16-bit. Needs FP4 tensor cores
+    /// (Blackwell). As a KV-cache precision it is refused.
+    Fp4,
 }
 
 impl ServingPrecision {
@@ -167,6 +173,7 @@ impl ServingPrecision {
             ServingPrecision::Bf16 => Precision::Bf16,
             ServingPrecision::Fp16 => Precision::Fp16,
             ServingPrecision::Fp8 => Precision::Fp8,
+            ServingPrecision::Fp4 => Precision::Nvfp4,
         }
     }
 }
@@ -192,6 +199,16 @@ impl Engine {
             Engine::Vllm => "vllm",
             Engine::Sglang => "sglang",
             Engine::Trtllm => "trtllm",
+        }
+    }
+
+    /// Whose measured kernels time this engine's operators (the learned models of that engine where they exist,
+    /// [`crate::cost::KernelChoice::Engine`]).
+    pub fn kernels(self) -> KernelFamily {
+        match self {
+            Engine::Vllm => KernelFamily::Vllm,
+            Engine::Sglang => KernelFamily::Sglang,
+            Engine::Trtllm => KernelFamily::Trtllm,
         }
     }
 }
@@ -401,10 +418,14 @@ pub struct InferenceRequest {
     /// Default tp = pp = ep = 1.
     #[serde(default)]
     pub parallelism: ServingParallelism,
-    /// Weights and activations: `bf16` (default), `fp16` or `fp8`.
+    /// Weights and activations: `bf16` (default), `fp16`, `fp8` or `fp4` (NVFP4, Blackwell).
     #[serde(default = "bf16")]
     pub precision: ServingPrecision,
-    /// KV-cache precision. Default: `precision`, except 16-bit (bf16) under fp8 weights (vLLM's `auto`).
+    /// KV-cache precision (vLLM's `--kv-cache-dtype`): `bf16`, `fp16` or `fp8` — an fp8 cache holds one byte per
+    /// element, twice the tokens of a 16-bit one, and its attention runs the engine's fp8 kernels (TensorRT-LLM's
+    /// FP8 context FMHA). Default: 16-bit (vLLM's and SGLang's `auto` for a 16-bit or self-quantized
+    /// checkpoint), except TensorRT-LLM serving fp8 or fp4 weights: fp8 (it serves ModelOpt checkpoints, whose
+    /// `hf_quant_config.json` sets `kv_cache_quant_algo: FP8`, and its `auto` follows the checkpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<ServingPrecision>,
     /// `vllm` (default), `sglang` or `trtllm`.

@@ -70,7 +70,7 @@ pub struct SearchConstraints {
     /// Expert-parallel degrees to try (MoE models). Default every power of two dividing tp and the experts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ep: Option<Vec<u32>>,
-    /// Precisions to try. Default bf16, and fp8 where the GPU has FP8 tensor cores.
+    /// Precisions to try. Default bf16, fp8 where the GPU has FP8 tensor cores and fp4 where it has FP4 ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precisions: Option<Vec<ServingPrecision>>,
     /// Concurrency levels per instance to try. Default 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
@@ -221,12 +221,12 @@ pub fn search(
     let tps = c.tp.clone().unwrap_or_else(|| powers_of_two(gpn.min(req.gpus)));
     let pps = c.pp.clone().unwrap_or_else(|| vec![1, 2, 4, 8]);
     let has_fp8 = system.gpu.peak_matmul_flops(Precision::Fp8).is_some();
+    let has_fp4 = system.gpu.peak_matmul_flops(Precision::Nvfp4).is_some();
     let precisions = c.precisions.clone().unwrap_or_else(|| {
-        if has_fp8 {
-            vec![ServingPrecision::Bf16, ServingPrecision::Fp8]
-        } else {
-            vec![ServingPrecision::Bf16]
-        }
+        let mut p = vec![ServingPrecision::Bf16];
+        p.extend(has_fp8.then_some(ServingPrecision::Fp8));
+        p.extend(has_fp4.then_some(ServingPrecision::Fp4));
+        p
     });
     let mut levels = c.concurrency.clone().unwrap_or_else(|| CONCURRENCY.to_vec());
     levels.sort_unstable();

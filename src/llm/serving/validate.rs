@@ -338,7 +338,8 @@ pub fn check_limits(cfg: &ServingConfig, limits: &SimLimits) -> Result<(), Confi
 /// the query heads, the dense MLP width or (with MoE) the experts' width per ep group (`parallelism.tp`); key/value
 /// heads neither a multiple nor a divisor of tp (`parallelism.tp`); ep not dividing tp or the experts, or ep > 1
 /// without MoE (`parallelism.ep`); pp above the layers (`parallelism.pp`); tp·pp above the system's GPUs
-/// (`parallelism`); fp8 weights or KV cache on a GPU without FP8 tensor cores (`precision`, `kv_cache_dtype`);
+/// (`parallelism`); fp8 weights or KV cache on a GPU without FP8 tensor cores, fp4 weights on one without FP4 tensor
+/// cores (`precision`, `kv_cache_dtype`); an fp4 KV cache (`kv_cache_dtype`);
 /// engine options out of range (`engine_options.…`); the workload (`workload.…`).
 ///
 /// `mode: "disagg"`: each pool validated as its own instance (errors under `prefill.…` / `decode.…`), every worker
@@ -493,6 +494,16 @@ fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingC
     if req.precision == ServingPrecision::Fp8 && !has_fp8 {
         return Err(bad("precision", format!("{} has no FP8 tensor cores (its peak_tflops.fp8 is null)", gpu.name)));
     }
+    if req.precision == ServingPrecision::Fp4 && gpu.peak_matmul_flops(Precision::Nvfp4).is_none() {
+        return Err(bad(
+            "precision",
+            format!(
+                "{} has no FP4 tensor cores (its peak_tflops.fp4 is null): NVFP4 needs Blackwell (B200, B300, GB200, \
+                 RTX PRO 6000); use fp8 or bf16",
+                gpu.name
+            ),
+        ));
+    }
     let has_bf16 = gpu.peak_matmul_flops(Precision::Bf16).is_some();
     let activation_precision = match req.precision {
         ServingPrecision::Fp16 => Precision::Fp16,
@@ -509,7 +520,17 @@ fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingC
         Some(ServingPrecision::Bf16) if !has_bf16 => {
             return Err(bad("kv_cache_dtype", format!("{} has no bf16 tensor cores: use fp16", gpu.name)))
         }
+        Some(ServingPrecision::Fp4) => {
+            return Err(bad("kv_cache_dtype", "fp4 is a weight precision here: give bf16, fp16 or fp8"))
+        }
         Some(k) => k.precision(),
+        // TensorRT-LLM serves ModelOpt's fp8 and NVFP4 checkpoints with their FP8 KV cache (see the field's doc).
+        None if req.engine == Engine::Trtllm
+            && matches!(req.precision, ServingPrecision::Fp8 | ServingPrecision::Fp4)
+            && has_fp8 =>
+        {
+            Precision::Fp8
+        }
         None => activation_precision,
     };
     let d = defaults(req.engine, gpu, tp);

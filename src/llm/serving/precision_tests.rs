@@ -1,0 +1,83 @@
+//! Hand-computed memory of NVFP4 weights and fp8 KV caches, the engines' KV-cache defaults, and the refusals.
+
+use serde_json::json;
+
+use super::request::ServingPrecision;
+use super::*;
+use crate::hw::{presets, Precision, System};
+
+fn system(name: &str) -> System {
+    presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap()
+}
+
+fn config(v: serde_json::Value) -> Result<ServingConfig, crate::llm::config::ConfigError> {
+    let req: InferenceRequest = serde_json::from_value(v).unwrap();
+    validate(&req, &system(&req.system))
+}
+
+fn llama70b_on_b200(extra: serde_json::Value) -> serde_json::Value {
+    let mut v = json!({"system": "dgx-b200", "model": "Llama-3.1-70B", "parallelism": {"tp": 4},
+        "precision": "fp4", "engine": "trtllm",
+        "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 64}});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+#[test]
+fn nvfp4_weights_and_an_fp8_kv_cache_of_llama_3_1_70b_on_four_b200s() {
+    // Llama-3.1-70B at tp 4 in NVFP4 (0.5 B per element + one 1-byte scale per 16 = 0.5625 B) on B200 (180 GiB =
+    // 193,273,528,320 B), TensorRT-LLM defaults (max_num_tokens 8192, max_batch_size 2048, 0.9 of the memory left
+    // after weights and workspace, blocks of 32 tokens), its default KV cache fp8 (1 B).
+    // Weights per GPU, per layer: QKV 8192·128·(64/4 + 2·8/4) = 20,971,520, output 16·128·8192 = 16,777,216, MLP
+    // 3·8192·28672/4 = 176,160,768 → 213,909,504 params · 0.5625 B = 120,324,096 B, plus two bf16 norms
+    // 2·8192·2 = 32,768 B → 120,356,864 B × 80 layers = 9,628,549,120 B; the bf16 embedding and LM head
+    // 2·(128256/4)·8192·2 = 1,050,673,152 B and the final norm 16,384 B: 10,679,238,656 B.
+    // Workspace: 8192 tokens · (2·8192 + 3·7168) · 2 B = 620,756,992 B; logits 2048 · 128256 · 4 B =
+    // 1,050,673,152 B; 1 GiB non-tensor: 2,745,171,968 B.
+    // KV cache: 0.9 · (193,273,528,320 − 10,679,238,656 − 2,745,171,968) = 161,864,205,926.4 B; per token per GPU
+    // 2 · 80 · 2 · 128 · 1 B = 40,960 B; blocks of 32 tokens (1,310,720 B): 123,492 blocks = 3,951,744 tokens; a
+    // request of 1024 + 1024 tokens takes 64 blocks: 1,929 requests at once.
+    let cfg = config(llama70b_on_b200(json!({}))).unwrap();
+    assert_eq!(
+        (cfg.precision, cfg.kv_cache_dtype, cfg.activation_precision),
+        (Precision::Nvfp4, Precision::Fp8, Precision::Bf16)
+    );
+    let m = memory::serving_memory(&cfg, &system("dgx-b200").gpu);
+    assert!((m.weights_gib * (1u64 << 30) as f64 - 10_679_238_656.0).abs() < 1.0, "{}", m.weights_gib);
+    assert_eq!(m.kv_bytes_per_token_per_gpu, 40_960.0);
+    assert_eq!((m.kv_capacity_tokens, m.max_concurrency), (3_951_744, 1_929));
+    // A bf16 cache asked for: twice the bytes per token (81,920), 61,746 blocks = 1,975,872 tokens, 964 requests.
+    let cfg = config(llama70b_on_b200(json!({"kv_cache_dtype": "bf16"}))).unwrap();
+    let m = memory::serving_memory(&cfg, &system("dgx-b200").gpu);
+    assert_eq!(m.kv_bytes_per_token_per_gpu, 81_920.0);
+    assert_eq!((m.kv_capacity_tokens, m.max_concurrency), (1_975_872, 964));
+}
+
+#[test]
+fn the_kv_cache_defaults_follow_each_engine() {
+    let kv = |engine: &str, precision: &str, system: &str| {
+        config(json!({"system": system, "model": "Llama-3.1-8B", "precision": precision, "engine": engine,
+            "workload": {"input_tokens": 128, "output_tokens": 128, "concurrency": 1}}))
+        .unwrap()
+        .kv_cache_dtype
+    };
+    // vLLM's and SGLang's `auto` keep 16 bits under fp8 weights; TensorRT-LLM follows its ModelOpt checkpoint's
+    // FP8 cache; bf16 weights keep a bf16 cache everywhere.
+    assert_eq!(kv("vllm", "fp8", "dgx-h100"), Precision::Bf16);
+    assert_eq!(kv("sglang", "fp8", "dgx-h100"), Precision::Bf16);
+    assert_eq!(kv("trtllm", "fp8", "dgx-h100"), Precision::Fp8);
+    assert_eq!(kv("trtllm", "bf16", "dgx-h100"), Precision::Bf16);
+    assert_eq!(kv("trtllm", "fp4", "dgx-b200"), Precision::Fp8);
+    assert_eq!(ServingPrecision::Fp4.precision(), Precision::Nvfp4);
+}
+
+#[test]
+fn fp4_needs_fp4_tensor_cores_and_is_no_kv_cache_precision() {
+    let e = config(llama70b_on_b200(json!({"system": "dgx-h100"}))).unwrap_err();
+    assert_eq!(e.field, "precision");
+    assert!(e.message.contains("no FP4 tensor cores"), "{}", e.message);
+    let e = config(llama70b_on_b200(json!({"kv_cache_dtype": "fp4"}))).unwrap_err();
+    assert_eq!(e.field, "kv_cache_dtype");
+}
