@@ -120,13 +120,11 @@ pub fn concurrency_of(source: &str) -> Option<u32> {
 
 /// Why a row is not evaluated, when it is not.
 fn unsupported(model: &str, precision: &str) -> Option<String> {
-    match precision {
-        "fp4" | "int4" => {
-            return Some(format!(
-                "precision {precision}: nvfp4 / int4 weights are not modelled yet (issue 27, the `kernels` branch)"
-            ))
-        }
-        _ => {}
+    if precision.is_empty() {
+        return Some("no precision stated (the weights' format is unknown)".to_string());
+    }
+    if precision == "int4" {
+        return Some("precision int4: int4 weight-only quantization (int4_wo) is not modelled".to_string());
     }
     if model.starts_with("Qwen/Qwen3.5") {
         return Some("Qwen3.5's hybrid linear attention (Gated DeltaNet) is not modelled".to_string());
@@ -209,7 +207,12 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
             (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
         };
         let mode = get(mode_col);
-        let precision_req = if precision == "fp8" { "fp8" } else { "bf16" };
+        // nvfp4 GEMMs and MoE (`gemm_quant_mode`/`moe_quant_mode` nvfp4 on every fp4 row) are perfcast's `fp4`.
+        let precision_req = match precision.as_str() {
+            "fp8" => "fp8",
+            "fp4" => "fp4",
+            _ => "bf16",
+        };
         let mut req = json!({
             "system": sys.name, "model": model, "precision": precision_req,
             "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
