@@ -85,6 +85,8 @@ struct Ready {
     cfg: ServingConfig,
     /// The engine's memory fraction was raised to 0.95 for the model to fit (the run did run).
     raised: bool,
+    /// [`kv_max_requests`] of `cfg`.
+    kv_max_requests: u64,
 }
 
 /// Whether `cfg`'s workers hold one request's KV cache on `system` in perfcast's memory model.
@@ -219,7 +221,8 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
             }
         };
         if fits(&cfg, system) {
-            ready.push(Ready { row, cfg, raised: false });
+            let kv_max_requests = kv_max_requests(&cfg, system);
+            ready.push(Ready { row, cfg, raised: false, kv_max_requests });
             continue;
         }
         // The deployment ran, so its engine was given more memory than its default (SGLang's
@@ -231,7 +234,10 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
             o.gpu_memory_utilization = Some(0.95);
         }
         match validate(&row.request, system) {
-            Ok(cfg) if fits(&cfg, system) => ready.push(Ready { row, cfg, raised: true }),
+            Ok(cfg) if fits(&cfg, system) => {
+                let kv_max_requests = kv_max_requests(&cfg, system);
+                ready.push(Ready { row, cfg, raised: true, kv_max_requests })
+            }
             _ => {
                 *skipped.entry("does not fit perfcast's memory model even at 0.95 of the memory".into()).or_default() +=
                     1
@@ -284,11 +290,15 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
     }
     let all_rows = fit_fold(&base, "all", "none", &|_| true);
     let by = |s: &str| results.iter().filter(|r| r.split == s).cloned().collect::<Vec<_>>();
+    let (leave_model_out, leave_gpu_out) = (subsets(&by("model")), subsets(&by("gpu")));
+    let whole_source_out = subsets(&shipped);
+    // The rows CSV carries every row under all three splits (`source`: the shipped constants, the headline).
+    shipped.extend(results);
     Ok(Report {
-        whole_source_out: subsets(&shipped),
-        leave_model_out: subsets(&by("model")),
-        leave_gpu_out: subsets(&by("gpu")),
-        rows: results,
+        whole_source_out,
+        leave_model_out,
+        leave_gpu_out,
+        rows: shipped,
         folds,
         all_rows,
         skipped: skipped.into_iter().collect(),
@@ -308,6 +318,7 @@ fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f6
         isl: r.row.isl,
         osl: r.row.osl,
         concurrency: r.row.concurrency,
+        replicas: r.row.replicas,
         workers_known: r.row.workers_known,
         memory_fraction_raised: r.raised,
         split,
@@ -317,6 +328,17 @@ fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f6
         predicted_tpot_ms: p,
         steady_ttft_ms: st,
         steady_tpot_ms: sp,
+        kv_cache_dtype: format!("{:?}", r.cfg.kv_cache_dtype).to_ascii_lowercase(),
+        kv_max_requests: r.kv_max_requests,
+    }
+}
+
+/// Whole requests the KV caches of `cfg` hold on `system` (aggregated: the instance; disaggregated: every decode
+/// worker).
+fn kv_max_requests(cfg: &ServingConfig, system: &crate::hw::System) -> u64 {
+    match &cfg.pools {
+        None => serving_memory(cfg, &system.gpu).max_concurrency,
+        Some(p) => serving_memory(&cfg.for_pool(&p.decode), &system.gpu).max_concurrency * p.decode.workers as u64,
     }
 }
 

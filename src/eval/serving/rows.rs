@@ -1,6 +1,16 @@
 //! The measured runs of `aiconfigurator/serving_runs_blackwell.csv` as serving requests (DATA.md's traps applied):
 //! the 668 exact copies dropped, the client concurrency read from `silicon_data_source`, GPUs per worker =
 //! `tp_size` × `attention_dp_size` × `pp_size`, and each run's deployment, model and GPU kept for the splits.
+//!
+//! **Replicas of an aggregated deployment.** `batch_size` is the batch of one attention-data-parallel rank of one
+//! worker: in every disaggregated run that gives its decode worker count (231 of 231),
+//! `silicon_concurrency` = `decode_batch_size` × `decode_attention_dp_size` × `decode_num_workers` exactly. An
+//! aggregated run whose `batch_size` × `attention_dp_size` is below its concurrency therefore spread its clients
+//! over concurrency / (`batch_size` × `attention_dp_size`) identical workers ([`replicas`]; 24 rows of the file, 11
+//! with a stated precision: NVFP4 Qwen3-32B, DeepSeek-R1 and DeepSeek-V3.1 under TensorRT-LLM, e.g. 416 clients of a
+//! tp-2 Qwen3-32B at `batch_size` 13: 32 workers). A closed loop of N clients over R identical
+//! workers behind a balancing router keeps N/R clients on each, so the eval simulates one worker with N/R clients
+//! (TTFT and TPOT are per request, the same on every worker).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,8 +35,10 @@ pub struct RunRow {
     pub precision: String,
     pub isl: u32,
     pub osl: u32,
-    /// Closed-loop clients.
+    /// Closed-loop clients (of the whole deployment).
     pub concurrency: u32,
+    /// Identical aggregated workers the clients were spread over ([`replicas`]; 1 for disaggregated runs).
+    pub replicas: u32,
     pub ttft_ms: f64,
     pub tpot_ms: f64,
     /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
@@ -108,6 +120,17 @@ pub fn systems() -> Vec<(&'static str, SystemSpec)> {
     ]
 }
 
+/// Aggregated workers a run of `concurrency` clients at `batch_size` requests per attention-DP rank and
+/// `attention_dp` ranks per worker ran on (see the module doc): concurrency / (batch_size · attention_dp) when that
+/// divides evenly and exceeds 1, else 1 (no batch size given, or one that does not divide the clients).
+pub fn replicas(concurrency: u32, batch_size: Option<u32>, attention_dp: u32) -> u32 {
+    let per_worker = batch_size.unwrap_or(0) as u64 * attention_dp.max(1) as u64;
+    if per_worker == 0 || per_worker >= concurrency as u64 || concurrency as u64 % per_worker != 0 {
+        return 1;
+    }
+    (concurrency as u64 / per_worker) as u32
+}
+
 fn num(r: &csv::StringRecord, i: usize) -> Option<u32> {
     r.get(i).and_then(|s| s.trim().parse::<u32>().ok())
 }
@@ -148,6 +171,7 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
         c("mode")?,
     );
     let (isl, osl, ttft, tpot) = (c("isl")?, c("osl")?, c("silicon_ttft_ms")?, c("silicon_tpot_ms")?);
+    let batch_size = c("batch_size")?;
     let par = |p: &str| -> Result<[usize; 5], String> {
         Ok([
             c(&format!("{p}tp_size"))?,
@@ -207,6 +231,13 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
             (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
         };
         let mode = get(mode_col);
+        let replicas = if mode == "agg" {
+            replicas(conc, num(&rec, batch_size), num(&rec, agg[2]).unwrap_or(1).max(1))
+        } else {
+            1
+        };
+        // Each replica's share of the clients (see the module doc).
+        let instance_clients = conc / replicas;
         // nvfp4 GEMMs and MoE (`gemm_quant_mode`/`moe_quant_mode` nvfp4 on every fp4 row) are perfcast's `fp4`.
         let precision_req = match precision.as_str() {
             "fp8" => "fp8",
@@ -217,7 +248,8 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
             "system": sys.name, "model": model, "precision": precision_req,
             "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
             "workload": {"input_tokens": num(&rec, isl).unwrap_or(0), "output_tokens": num(&rec, osl).unwrap_or(0),
-                "concurrency": conc, "num_requests": num_requests(conc, num(&rec, osl).unwrap_or(1))},
+                "concurrency": instance_clients,
+                "num_requests": num_requests(instance_clients, num(&rec, osl).unwrap_or(1))},
         });
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
         // (`disable_overlap_scheduler: false`).
@@ -256,6 +288,7 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
             isl: num(&rec, isl).unwrap_or(0),
             osl: num(&rec, osl).unwrap_or(0),
             concurrency: conc,
+            replicas,
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
@@ -278,6 +311,8 @@ pub struct RowResult {
     pub isl: u32,
     pub osl: u32,
     pub concurrency: u32,
+    /// Aggregated workers the clients were spread over (one of them simulated with concurrency / replicas).
+    pub replicas: u32,
     pub workers_known: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,
@@ -291,4 +326,30 @@ pub struct RowResult {
     /// The steady state's TTFT and TPOT (the model before the simulation), ms.
     pub steady_ttft_ms: f64,
     pub steady_tpot_ms: f64,
+    /// The KV cache's precision perfcast gave the run (`bf16`, `fp8`, …).
+    pub kv_cache_dtype: String,
+    /// Whole requests of input + output tokens the deployment's KV caches hold at once (aggregated: one instance;
+    /// disaggregated: every decode worker): below `concurrency`, the simulated clients queue for the cache.
+    pub kv_max_requests: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_aggregated_runs_replicas_follow_from_its_per_rank_batch() {
+        // 416 clients of a tp-2 Qwen3-32B at batch_size 13 without attention DP: 416 / 13 = 32 workers of 13.
+        assert_eq!(replicas(416, Some(13), 1), 32);
+        // Attention DP 2 at batch_size 8 per rank and 32 clients: one worker holds 16, so 2 workers.
+        assert_eq!(replicas(32, Some(8), 2), 2);
+        // A worker of 4 DP ranks at batch_size 8 holds all 32 clients: 1 worker (Kimi-K2.5 tp 4 adp 4 c 32).
+        assert_eq!(replicas(32, Some(8), 4), 1);
+        // batch_size = concurrency, no batch size, or one that does not divide the clients: 1.
+        assert_eq!(replicas(64, Some(64), 1), 1);
+        assert_eq!(replicas(64, None, 1), 1);
+        assert_eq!(replicas(100, Some(30), 1), 1);
+        // A batch above the clients (the run's max, not reached): 1.
+        assert_eq!(replicas(8, Some(16), 1), 1);
+    }
 }

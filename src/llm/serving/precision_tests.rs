@@ -63,13 +63,17 @@ fn the_kv_cache_defaults_follow_each_engine() {
         .unwrap()
         .kv_cache_dtype
     };
-    // vLLM's and SGLang's `auto` keep 16 bits under fp8 weights; TensorRT-LLM follows its ModelOpt checkpoint's
-    // FP8 cache; bf16 weights keep a bf16 cache everywhere.
+    // vLLM's and SGLang's `auto` keep 16 bits under (self-quantized) fp8 weights; TensorRT-LLM follows its ModelOpt
+    // checkpoint's FP8 cache; NVFP4 checkpoints are ModelOpt's, whose FP8 cache every engine's `auto` follows; bf16
+    // weights keep a bf16 cache everywhere.
     assert_eq!(kv("vllm", "fp8", "dgx-h100"), Precision::Bf16);
     assert_eq!(kv("sglang", "fp8", "dgx-h100"), Precision::Bf16);
     assert_eq!(kv("trtllm", "fp8", "dgx-h100"), Precision::Fp8);
     assert_eq!(kv("trtllm", "bf16", "dgx-h100"), Precision::Bf16);
-    assert_eq!(kv("trtllm", "fp4", "dgx-b200"), Precision::Fp8);
+    assert_eq!(kv("vllm", "bf16", "dgx-b200"), Precision::Bf16);
+    for engine in ["vllm", "sglang", "trtllm"] {
+        assert_eq!(kv(engine, "fp4", "dgx-b200"), Precision::Fp8, "{engine}");
+    }
     assert_eq!(ServingPrecision::Fp4.precision(), Precision::Nvfp4);
 }
 
@@ -80,4 +84,37 @@ fn fp4_needs_fp4_tensor_cores_and_is_no_kv_cache_precision() {
     assert!(e.message.contains("no FP4 tensor cores"), "{}", e.message);
     let e = config(llama70b_on_b200(json!({"kv_cache_dtype": "fp4"}))).unwrap_err();
     assert_eq!(e.field, "kv_cache_dtype");
+}
+
+#[test]
+fn vllm_holds_all_64_clients_of_an_nvfp4_llama_3_1_70b_on_one_b200_only_with_the_checkpoints_fp8_cache() {
+    // Llama-3.1-70B in NVFP4 at tp 1 on one B200 (180 GiB = 193,273,528,320 B), vLLM V1 defaults on a ≥ 70 GiB GPU
+    // (max_num_batched_tokens 8192, max_num_seqs 1024, gpu_memory_utilization 0.9 of the whole GPU, blocks of 16).
+    // Weights, per layer: QKV 8192·128·(64 + 2·8) = 83,886,080, output 64·128·8192 = 67,108,864, MLP
+    // 3·8192·28672 = 704,643,072 → 855,638,016 params · 0.5625 B = 481,296,384 B, plus the two bf16 norms 32,768 B
+    // → 481,329,152 B × 80 = 38,506,332,160 B; bf16 embedding and LM head 2·128,256·8192·2 = 4,202,692,608 B and
+    // the final norm 16,384 B: 42,709,041,152 B. Workspace: 8192·(2·8192 + 3·28672)·2 = 1,677,721,600 B, logits
+    // 1024·128,256·4 = 525,336,576 B, 1 GiB: 3,276,800,000 B. KV cache: 0.9·193,273,528,320 − 42,709,041,152 −
+    // 3,276,800,000 = 127,960,334,336 B.
+    // The checkpoint's fp8 cache (the default): 2·80·8·128·1 = 163,840 B per token, 2,621,440 B per block →
+    // 48,812 blocks = 780,992 tokens; a request of 1,024 + 8,192 tokens takes 576 blocks: 84 at once, so 64
+    // closed-loop clients all run together (as the measured runs did).
+    let req = |kv: serde_json::Value| {
+        let mut v = json!({"system": "dgx-b200", "model": "Llama-3.1-70B", "precision": "fp4", "engine": "vllm",
+            "workload": {"input_tokens": 1024, "output_tokens": 8192, "concurrency": 64}});
+        if !kv.is_null() {
+            v["kv_cache_dtype"] = kv;
+        }
+        config(v).unwrap()
+    };
+    let gpu = system("dgx-b200").gpu;
+    let cfg = req(serde_json::Value::Null);
+    assert_eq!(cfg.kv_cache_dtype, Precision::Fp8);
+    let m = memory::serving_memory(&cfg, &gpu);
+    assert!((m.weights_gib * (1u64 << 30) as f64 - 42_709_041_152.0).abs() < 1.0, "{}", m.weights_gib);
+    assert_eq!((m.kv_capacity_tokens, m.max_concurrency), (780_992, 84));
+    // A bf16 cache (`kv_cache_dtype: bf16`, vLLM's `auto` before it followed the checkpoint): 327,680 B per token,
+    // 24,406 blocks = 390,496 tokens, 42 whole requests — 22 of the 64 clients would wait or be preempted.
+    let m = memory::serving_memory(&req(json!("bf16")), &gpu);
+    assert_eq!((m.kv_capacity_tokens, m.max_concurrency), (390_496, 42));
 }

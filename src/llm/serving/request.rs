@@ -423,9 +423,14 @@ pub struct InferenceRequest {
     pub precision: ServingPrecision,
     /// KV-cache precision (vLLM's `--kv-cache-dtype`): `bf16`, `fp16` or `fp8` — an fp8 cache holds one byte per
     /// element, twice the tokens of a 16-bit one, and its attention runs the engine's fp8 kernels (TensorRT-LLM's
-    /// FP8 context FMHA). Default: 16-bit (vLLM's and SGLang's `auto` for a 16-bit or self-quantized
-    /// checkpoint), except TensorRT-LLM serving fp8 or fp4 weights: fp8 (it serves ModelOpt checkpoints, whose
-    /// `hf_quant_config.json` sets `kv_cache_quant_algo: FP8`, and its `auto` follows the checkpoint).
+    /// FP8 context FMHA). Default: the engine's `auto`, which follows the checkpoint's `kv_cache_quant_algo`
+    /// (vLLM `resolve_kv_cache_dtype_string`, `vllm/utils/torch_utils.py`; SGLang
+    /// `ModelRunner.configure_kv_cache_dtype`, `python/sglang/srt/model_executor/model_runner.py`; TensorRT-LLM's
+    /// `kv_cache_config.dtype: auto`): fp8 for `fp4` weights under every engine (NVFP4 checkpoints are ModelOpt's,
+    /// and ModelOpt's `hf_ptq.py` quantizes the KV cache to FP8 by default, `--kv_cache_qformat fp8`, writing
+    /// `kv_cache_quant_algo: FP8`) and for `fp8` weights under TensorRT-LLM (which serves ModelOpt's fp8
+    /// checkpoints); 16-bit otherwise (a 16-bit checkpoint, or a self-quantized fp8 release such as DeepSeek's or
+    /// MiniMax's, which names no KV-cache quantization).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<ServingPrecision>,
     /// `vllm` (default), `sglang` or `trtllm`.

@@ -524,10 +524,11 @@ fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingC
             return Err(bad("kv_cache_dtype", "fp4 is a weight precision here: give bf16, fp16 or fp8"))
         }
         Some(k) => k.precision(),
-        // TensorRT-LLM serves ModelOpt's fp8 and NVFP4 checkpoints with their FP8 KV cache (see the field's doc).
-        None if req.engine == Engine::Trtllm
-            && matches!(req.precision, ServingPrecision::Fp8 | ServingPrecision::Fp4)
-            && has_fp8 =>
+        // An NVFP4 checkpoint is ModelOpt's, with an FP8 KV cache, which every engine's `auto` follows; TensorRT-LLM
+        // serves ModelOpt's fp8 checkpoints too (see the field's doc for the sources).
+        None if has_fp8
+            && (req.precision == ServingPrecision::Fp4
+                || (req.engine == Engine::Trtllm && req.precision == ServingPrecision::Fp8)) =>
         {
             Precision::Fp8
         }
