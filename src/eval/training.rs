@@ -85,7 +85,8 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 7] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 8] =
+    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -277,6 +278,14 @@ pub fn run_with(
         results.iter().filter(|r| r.source == "nemo-moe").map(|r| (r.group.clone(), r.gpu.clone())).collect();
     for (model, gpu) in moe_cells {
         add(format!("nemo-moe {model} {gpu}"), &|r| r.source == "nemo-moe" && r.group == model && r.gpu == gpu);
+    }
+    let per_gpu: std::collections::BTreeSet<(&str, String)> = results
+        .iter()
+        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell"))
+        .map(|r| (r.source, r.gpu.clone()))
+        .collect();
+    for (source, gpu) in per_gpu {
+        add(format!("{source} {gpu}"), &|r| r.source == source && r.gpu == gpu);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
