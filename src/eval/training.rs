@@ -85,7 +85,8 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 7] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 8] =
+    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -273,6 +274,14 @@ pub fn run_with(
         results.iter().filter(|r| r.source == "nemo-moe").map(|r| (r.group.clone(), r.gpu.clone())).collect();
     for (model, gpu) in moe_cells {
         add(format!("nemo-moe {model} {gpu}"), &|r| r.source == "nemo-moe" && r.group == model && r.gpu == gpu);
+    }
+    let per_gpu: std::collections::BTreeSet<(&str, String)> = results
+        .iter()
+        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell"))
+        .map(|r| (r.source, r.gpu.clone()))
+        .collect();
+    for (source, gpu) in per_gpu {
+        add(format!("{source} {gpu}"), &|r| r.source == source && r.gpu == gpu);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
@@ -463,8 +472,8 @@ mod tests {
         let mean = means.iter().sum::<f64>() / k;
         let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
         let q = r.quantiles.as_ref().unwrap();
-        // vTrain, NeuSight, NeMo, NeMo MoE, DGX Cloud, llm-foundry.
-        assert_eq!(q.shift.sources, 6);
+        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, DGX Cloud, llm-foundry.
+        assert_eq!(q.shift.sources, 7);
         assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
         assert!(q.shift.half_width() > 0.0);
     }
