@@ -377,7 +377,14 @@ fn training(
     println!("{}", crate::eval::training::markdown(&report));
     if let (Mode::CrossValidate { .. } | Mode::LeaveSourceOut { .. }, Some(q)) = (mode, &report.quantiles) {
         let stamp = format!("{}, commit {}", utc_date(), git_commit());
-        println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
+        if matches!(mode, Mode::LeaveSourceOut { .. }) {
+            println!(
+                "The spread between sources to paste into src/llm/interval.rs:\n\n```rust\n{}```",
+                q.shift_block(&stamp)
+            );
+        } else {
+            println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
+        }
         let contention = matches!(
             mode,
             Mode::CrossValidate { contention: true, .. } | Mode::LeaveSourceOut { contention: true, .. }

@@ -7,6 +7,7 @@
 //! `samples`. Must not import `cost`, `learn`, `llm` or anything outside the domain core.
 
 pub mod algorithms;
+pub mod bound;
 pub mod calibrate;
 pub mod calibrated;
 
@@ -16,6 +17,7 @@ use utoipa::ToSchema;
 use crate::hw::System;
 use crate::op::Collective;
 use algorithms::*;
+pub use bound::link_bound_us;
 
 /// Where a communication group sits: `ranks` = `ranks_per_node` × `nodes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::e2e::{load, E2eRow};
 use super::efficiency_fit::{cross_validate, fit, leave_source_out, predict_with, Prepared};
-use super::intervals::{coverage, cross_conformal, Coverage, Quantiles};
+use super::intervals::{coverage, cross_conformal, leave_source_out_intervals, Coverage, Quantiles, SourceRow};
 use super::output::{coverage_table, summary_table};
 use crate::cost::{KernelChoice, TRAINING_KERNELS};
 use crate::learn::fit::accuracy;
@@ -85,7 +85,8 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 7] = ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-moe", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 8] =
+    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -205,31 +206,27 @@ pub fn run_with(
             let start = super::efficiency_fit::start();
             let (preds, held, eff) =
                 leave_source_out(&prepared, fit_sources, &start, *iterations, *contention, progress);
-            let eligible = |p: &Prepared| fit_sources.iter().any(|s| s == p.source);
-            let sources: Vec<&str> = {
-                let mut v: Vec<&str> = prepared.iter().map(|p| p.source).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            };
-            let fold = |p: &Prepared| sources.iter().position(|s| *s == p.source).unwrap_or(0);
-            let conformal: Vec<_> = prepared
+            // Every source's rows are predicted by constants fitted without it (the never-fitted sources by those
+            // fitted on all the others), so every row's residual is one of a source left out: all of them enter
+            // the intervals, each row's from the other sources only.
+            let rows_by_source: Vec<SourceRow> = prepared
                 .iter()
                 .zip(&preds)
                 .zip(&classes)
                 .map(|((p, pred), c)| {
-                    (*c, format!("{}/{}", p.source, p.group), fold(p), *pred, eligible(p), p.measured_s)
+                    (*c, origin(p.source).to_string(), format!("{}/{}", p.source, p.group), *pred, p.measured_s)
                 })
                 .collect();
-            let iv = cross_conformal(&conformal, sources.len());
-            let residuals: Vec<(ResidualClass, &str, f64)> = conformal
+            let iv = leave_source_out_intervals(&rows_by_source);
+            let residuals: Vec<(ResidualClass, &str, &str, f64)> = rows_by_source
                 .iter()
-                .filter(|(_, _, _, p, ok, _)| *ok && p.is_some_and(|p| p > 0.0))
-                .map(|(c, g, _, p, _, m)| (*c, g.as_str(), (m / p.unwrap_or(1.0)).ln()))
+                .filter(|(_, _, _, p, m)| p.is_some_and(|p| p > 0.0) && *m > 0.0)
+                .map(|(c, s, g, p, m)| (*c, s.as_str(), g.as_str(), (m / p.unwrap_or(1.0)).ln()))
                 .collect();
             fold_labels = held.iter().map(|(s, _)| format!("without {s}")).collect();
             let fitted = held.into_iter().map(|(_, e)| e).collect();
-            (preds, fitted, eff, iv, Quantiles::fit(&residuals), "leave-source-out (cross-conformal over sources)")
+            let q = Quantiles::fit_across_sources(&residuals);
+            (preds, fitted, eff, iv, q, "leave-source-out (each source's intervals from the other sources)")
         }
     };
     let mut results = Vec::new();
@@ -278,6 +275,14 @@ pub fn run_with(
     for (model, gpu) in moe_cells {
         add(format!("nemo-moe {model} {gpu}"), &|r| r.source == "nemo-moe" && r.group == model && r.gpu == gpu);
     }
+    let per_gpu: std::collections::BTreeSet<(&str, String)> = results
+        .iter()
+        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell"))
+        .map(|r| (r.source, r.gpu.clone()))
+        .collect();
+    for (source, gpu) in per_gpu {
+        add(format!("{source} {gpu}"), &|r| r.source == source && r.gpu == gpu);
+    }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
     }
@@ -303,6 +308,9 @@ pub fn run_with(
     };
     let mut coverage_rows: Vec<Coverage> = Vec::new();
     coverage_rows.extend(cov("fitted sources", &|r| fitted_sources.iter().any(|s| s == r.source)));
+    if matches!(mode, Mode::LeaveSourceOut { .. }) {
+        coverage_rows.extend(cov("every source", &|_| true));
+    }
     for source in SOURCES {
         coverage_rows.extend(cov(source, &|r| r.source == source));
     }
@@ -329,6 +337,16 @@ pub fn run_with(
         quantiles,
         models: models.1.to_string(),
     })
+}
+
+/// The source a row's bias belongs to in the spread between sources: NeuSight's single-GPU and 4-GPU rows are
+/// one publication's runs (same machines, same PyTorch code), so one source; every other label is its own.
+fn origin(source: &str) -> &str {
+    if source == "neusight-1gpu" {
+        "neusight"
+    } else {
+        source
+    }
 }
 
 /// The report as markdown.
@@ -425,5 +443,38 @@ mod tests {
         // Ampere one-node: vTrain's 1,440 rows and llm-foundry's 105 single-node A100 runs.
         assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440 + 105));
         assert!(q.pooled.q10 < 0.0 && q.pooled.q90 > 0.0);
+    }
+
+    #[test]
+    fn leave_source_out_intervals_carry_the_spread_between_sources() {
+        // A short leave-source-out run (5 Nelder–Mead steps per fit): the shipped-style quantiles' source shift is
+        // the mean and spread of the sources' own mean log residuals, recomputed here from the rows.
+        let fit_sources = super::super::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+        let mode = Mode::LeaveSourceOut { iterations: 5, fit_sources, contention: false };
+        let r = run(&data(), &mode, (&Arc::new(Registry::default()), "none"), &mut |_| {}).unwrap();
+        let every = r.coverage.iter().find(|c| c.label == "every source").unwrap();
+        assert_eq!(every.rows, r.rows.len());
+        assert!(r.rows.iter().all(|row| row.p10_s < row.p90_s));
+        // Per source (NeuSight's two tables one source), the mean over its groups of each group's mean ln(m / p).
+        let mut groups: std::collections::BTreeMap<(String, String), (f64, f64)> = Default::default();
+        for row in &r.rows {
+            let source = if row.source == "neusight-1gpu" { "neusight" } else { row.source };
+            let e = groups.entry((source.to_string(), format!("{}/{}", row.source, row.group))).or_default();
+            e.0 += (row.measured_s / row.predicted_s).ln();
+            e.1 += 1.0;
+        }
+        let mut sources: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for ((s, _), (sum, n)) in groups {
+            sources.entry(s).or_default().push(sum / n);
+        }
+        let means: Vec<f64> = sources.values().map(|g| g.iter().sum::<f64>() / g.len() as f64).collect();
+        let k = means.len() as f64;
+        let mean = means.iter().sum::<f64>() / k;
+        let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+        let q = r.quantiles.as_ref().unwrap();
+        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, DGX Cloud, llm-foundry.
+        assert_eq!(q.shift.sources, 7);
+        assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
+        assert!(q.shift.half_width() > 0.0);
     }
 }

@@ -329,6 +329,55 @@ pub fn presets() -> Vec<SystemSpec> {
             "NVIDIA DGX B200 SuperPOD-scale: 128 nodes of 8× B200 on NVSwitch (NVLink 5), \
              8× ConnectX-7 NDR 400 Gb/s per node",
         ),
+        // DGX B300 datasheet (https://www.nvidia.com/en-us/data-center/dgx-b300/): 8× B300, NVLink 5 at 1.8 TB/s
+        // bidirectional per GPU (900 GB/s per direction), 8 OSFP ports serving 8× ConnectX-8 VPI SuperNICs at up to
+        // 800 Gb/s: 8 × 800 / 8 = 800 GB/s per node. 64 nodes: one scalable unit of the DGX SuperPOD with DGX B300
+        // reference architecture (https://docs.nvidia.com/dgx-superpod/reference-architecture/
+        // scalable-infrastructure-b300/latest/dgx-superpod-architecture.html, Table 3: 1 SU = 64 nodes, 512 GPUs).
+        preset(
+            "dgx-b300",
+            "B300",
+            8,
+            64,
+            ("nvswitch", 900.0, 2.0),
+            ("infiniband-xdr", 800.0, 5.0, 8),
+            "NVIDIA DGX B300 SuperPOD scalable unit: 64 nodes of 8× B300 on NVSwitch (NVLink 5), \
+             8× ConnectX-8 SuperNIC 800 Gb/s per node",
+        ),
+        // GB200 NVL72 datasheet (https://www.nvidia.com/en-us/data-center/gb200-nvl72/): one NVLink 5 domain of 72
+        // Blackwell GPUs through the rack's NVLink switch trays (130 TB/s aggregate = 1.8 TB/s bidirectional, 900
+        // GB/s per direction, per GPU); 18 compute trays of 2 GB200 superchips (4 GPUs), each tray with 4 single-port
+        // ConnectX-7 at 400 Gb/s InfiniBand, one per GPU (DGX GB200 user guide, https://docs.nvidia.com/dgx/
+        // dgxgb200-user-guide/hardware.html): 72 × 400 / 8 = 3,600 GB/s per rack. perfcast's node is the NVLink
+        // domain, the rack, so that a collective among its 72 GPUs runs at NVLink speed; `nics` 72 caps each GPU at
+        // its own NIC (50 GB/s). 8 racks (576 GPUs): one scalable unit of the DGX SuperPOD with DGX GB200 reference
+        // architecture (https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-gb200/
+        // latest/abstract.html: "each SU contains 8 DGX GB200 systems").
+        preset(
+            "gb200-nvl72",
+            "GB200",
+            72,
+            8,
+            ("nvlink5-nvl72", 900.0, 2.0),
+            ("infiniband-ndr", 3600.0, 5.0, 72),
+            "NVIDIA GB200 NVL72 SuperPOD scalable unit: 8 racks, each one NVLink 5 domain of 72 GB200 GPUs \
+             (18 compute trays × 4 GPUs) and 72× ConnectX-7 NDR 400 Gb/s (one per GPU)",
+        ),
+        // GB300 NVL72 datasheet (https://www.nvidia.com/en-us/data-center/gb300-nvl72/): the NVL72 rack of GB200 with
+        // Blackwell Ultra GPUs, NVLink 5 (1.8 TB/s bidirectional per GPU), and one ConnectX-8 SuperNIC at 800 Gb/s per
+        // GPU — 4 ConnectX-8 per 4-GPU compute tray (NVIDIA's GB300 NVL72 enterprise reference architecture,
+        // https://docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/components.html):
+        // 72 × 800 / 8 = 7,200 GB/s per rack. 8 racks as for GB200 (the SuperPOD's scalable unit).
+        preset(
+            "gb300-nvl72",
+            "GB300",
+            72,
+            8,
+            ("nvlink5-nvl72", 900.0, 2.0),
+            ("infiniband-xdr", 7200.0, 5.0, 72),
+            "NVIDIA GB300 NVL72 SuperPOD scalable unit: 8 racks, each one NVLink 5 domain of 72 GB300 GPUs \
+             (18 compute trays × 4 GPUs) and 72× ConnectX-8 SuperNIC 800 Gb/s (one per GPU)",
+        ),
     ]
 }
 
@@ -371,6 +420,21 @@ mod tests {
         assert_eq!(b200.intra_node.bandwidth_gbs, 14_400.0 / 8.0 / 2.0);
         assert_eq!((b200.inter_node.bandwidth_gbs, b200.inter_node.nics), (8.0 * 400.0 / 8.0, Some(8)));
         assert_eq!(b200.total_gpus(), 128 * 8);
+        // DGX B300: 8× B300 (2,304 GB / 8 = 288 GB each), NVLink 5 1.8 TB/s bidirectional = 900 per direction,
+        // 8 ConnectX-8 at 800 Gb/s = 100 GB/s each; one SuperPOD scalable unit, 64 nodes = 512 GPUs.
+        let b300 = find("dgx-b300");
+        assert_eq!((b300.gpus_per_node, b300.gpu.name.as_str(), b300.gpu.memory_gib), (8, "B300", 2304.0 / 8.0));
+        assert_eq!(b300.intra_node.bandwidth_gbs, 1800.0 / 2.0);
+        assert_eq!((b300.inter_node.bandwidth_gbs, b300.inter_node.nics), (8.0 * 800.0 / 8.0, Some(8)));
+        assert_eq!(b300.total_gpus(), 512);
+        // NVL72 racks: one NVLink domain of 18 trays × 4 GPUs = 72 per node; 8 racks = 576 GPUs. GB200: 72 ConnectX-7
+        // at 400 Gb/s = 72 × 50 = 3,600 GB/s per rack; GB300: 72 ConnectX-8 at 800 Gb/s = 72 × 100 = 7,200 GB/s.
+        for (name, gpu, nic_gbs) in [("gb200-nvl72", "GB200", 400.0 / 8.0), ("gb300-nvl72", "GB300", 800.0 / 8.0)] {
+            let s = find(name);
+            assert_eq!((s.gpus_per_node, s.gpu.name.as_str(), s.total_gpus()), (18 * 4, gpu, 576));
+            assert_eq!(s.intra_node.bandwidth_gbs, 1800.0 / 2.0);
+            assert_eq!((s.inter_node.bandwidth_gbs, s.inter_node.nics), (72.0 * nic_gbs, Some(72)));
+        }
     }
 
     #[test]

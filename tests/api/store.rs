@@ -57,11 +57,12 @@ fn batch() -> SampleBatch {
 #[tokio::test]
 async fn migrations_apply_and_presets_are_seeded_once() {
     for store in stores().await {
-        // perlmutter-a100-40g, vista-gh200, dgx-a100-80g, dgx-h100, dgx-h200, dgx-b200.
-        assert_eq!(store.list_systems().await.unwrap().len(), 6, "{:?}", store.engine());
+        // perlmutter-a100-40g, vista-gh200, dgx-a100-80g, dgx-h100, dgx-h200, dgx-b200, dgx-b300, gb200-nvl72,
+        // gb300-nvl72.
+        assert_eq!(store.list_systems().await.unwrap().len(), 9, "{:?}", store.engine());
         // Opening again (a restart, or a second replica) neither duplicates nor fails.
         let again = store.reopen().await;
-        assert_eq!(again.list_systems().await.unwrap().len(), 6);
+        assert_eq!(again.list_systems().await.unwrap().len(), 9);
         store.ping().await.unwrap();
     }
 }

@@ -15,12 +15,29 @@ async fn presets_ship_with_every_new_database() {
     let r = app.get("/v1/systems").await;
     assert_eq!(r.status, 200);
     let names: Vec<String> = r.json().as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().into()).collect();
-    assert_eq!(names, vec!["dgx-a100-80g", "dgx-b200", "dgx-h100", "dgx-h200", "perlmutter-a100-40g", "vista-gh200"]);
+    assert_eq!(
+        names,
+        vec![
+            "dgx-a100-80g",
+            "dgx-b200",
+            "dgx-b300",
+            "dgx-h100",
+            "dgx-h200",
+            "gb200-nvl72",
+            "gb300-nvl72",
+            "perlmutter-a100-40g",
+            "vista-gh200"
+        ]
+    );
     let h100 = app.get("/v1/systems/dgx-h100").await.json();
     assert_eq!(h100["gpu_spec"]["name"], "H100-SXM5-80GB");
     assert_eq!(h100["total_gpus"], 1024);
     assert_eq!(h100["preset"], true);
     assert_eq!(h100["inter_node"]["bandwidth_gbs"], 400.0);
+    // A GB200 NVL72 rack is one node of 72 GPUs (18 trays × 4); 8 racks = 576 GPUs, one NIC per GPU.
+    let nvl72 = app.get("/v1/systems/gb200-nvl72").await.json();
+    assert_eq!((nvl72["gpus_per_node"].as_u64(), nvl72["total_gpus"].as_u64()), (Some(72), Some(576)));
+    assert_eq!(nvl72["inter_node"]["nics"], 72);
 }
 
 #[tokio::test]
@@ -145,6 +162,6 @@ async fn systems_survive_a_restart_on_the_same_file() {
     let reopened = perfcast::store::Store::open(&path).await.unwrap();
     let s = reopened.get_system("my-a100-cluster").await.unwrap();
     assert_eq!(s.spec.nodes, 64);
-    // Six presets and the one created above.
-    assert_eq!(reopened.list_systems().await.unwrap().len(), 7);
+    // Nine presets and the one created above.
+    assert_eq!(reopened.list_systems().await.unwrap().len(), 10);
 }

@@ -14,7 +14,7 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-moe`, `dgxc`, `llmfoundry`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-blackwell`, `nemo-moe`, `dgxc`, `llmfoundry`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -201,8 +201,12 @@ mod tests {
         assert_eq!((p.tp, p.pp, p.context_parallel, p.virtual_stages, p.dp), (8, 8, 2, 8, 8));
         assert!(p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split);
         assert!(crate::llm::validate(&r.request.model, p, r.request.precision, 4096).is_ok());
-        // Blackwell rows are skipped for want of a catalog GPU.
-        assert!(out.skipped.keys().any(|(s, why)| s == "nemo" && why.contains("DGX-H100")));
+        // Blackwell rows are the predicted-only source on their presets: the GB200 NVL72 racks of 72 GPUs.
+        let gb200 = out.rows.iter().find(|r| r.id.contains("LLAMA3_70B") && r.system.name == "gb200-nvl72").unwrap();
+        assert_eq!((gb200.source, gb200.system.gpus_per_node), ("nemo-blackwell", 72));
+        assert!(out.rows.iter().all(|r| (r.source == "nemo") == (r.system.name == "eval-dgx-h100")));
+        // NVFP4 rows are skipped (fp4 training is not modelled).
+        assert!(out.skipped.keys().any(|(s, why)| s == "nemo-blackwell" && why.contains("NVFP4")));
     }
 
     #[test]

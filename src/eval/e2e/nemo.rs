@@ -6,6 +6,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{csv_records, dgx_h100, request, E2eData, E2eRow};
+use crate::hw::SystemSpec;
 
 /// Architectures of the dense models in the NeMo and DGX Cloud tables (public configurations: Meta's Llama 2 /
 /// Llama 3 / 3.1 model cards, GPT-3 (Brown et al. 2020, Table 2.1) as NeMo configures it with the GPT-2
@@ -71,65 +72,84 @@ fn first_number(cell: &str) -> Option<f64> {
     head.trim().parse::<f64>().ok()
 }
 
+/// The request precision of a table's precision cell: BF16 → bf16; FP8 with delayed or current scaling (`FP8`,
+/// `FP8-CS`) and MXFP8 (`MXFP8`, `FP8-MX`; block-scaled, Blackwell) → fp8; NVFP4 and an empty cell → none (fp4
+/// training is not modelled).
 fn precision_of(p: &str) -> Option<&'static str> {
     let p = p.to_ascii_uppercase();
     if p.starts_with("BF16") {
         Some("bf16")
-    } else if p.starts_with("FP8") {
+    } else if p.starts_with("FP8") || p.starts_with("MXFP8") {
         Some("fp8")
     } else {
         None
     }
 }
 
-/// NeMo / Megatron-Bridge performance tables (`nemo_perf_tables_long.csv`), DGX-H100 pre-training rows of dense
-/// models: the step time is GBS · sequence / (tokens/s/GPU · GPUs) — the tables' tokens per second need no FLOPs
-/// formula (their TFLOP/s column is checked against it in the report). Rows on Blackwell systems (no catalog GPU),
-/// mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision are skipped. NeMo 24.07's
-/// table (no precision column) is FP8 (its SOURCE.txt).
+/// The source and system of a table's `System` cell: DGX-H100 (and NeMo 24.07's rows, which name none) is the
+/// fitted source `nemo`; the Blackwell systems, DGX B200 and B300 and the GB200 / GB300 NVL72 racks, are the
+/// predicted-only source `nemo-blackwell` on their presets (no constant is fitted on them).
+fn system_of(system: &str, legacy: bool) -> Option<(&'static str, SystemSpec)> {
+    let preset = |name: &str| crate::hw::presets().into_iter().find(|p| p.name == name);
+    match system {
+        "DGX-H100" => Some(("nemo", dgx_h100())),
+        "" if legacy => Some(("nemo", dgx_h100())),
+        "DGX-B200" => Some(("nemo-blackwell", preset("dgx-b200")?)),
+        "DGX-B300" => Some(("nemo-blackwell", preset("dgx-b300")?)),
+        "DGX-GB200" => Some(("nemo-blackwell", preset("gb200-nvl72")?)),
+        "DGX-GB300" => Some(("nemo-blackwell", preset("gb300-nvl72")?)),
+        _ => None,
+    }
+}
+
+/// NeMo / Megatron-Bridge performance tables (`nemo_perf_tables_long.csv`), pre-training rows of dense models:
+/// the step time is GBS · sequence / (tokens/s/GPU · GPUs) — the tables' tokens per second need no FLOPs formula
+/// (their TFLOP/s column is checked against it in the report). DGX-H100 rows are the source `nemo`; the Blackwell
+/// rows (DGX B200, B300, GB200 / GB300 NVL72) the predicted-only `nemo-blackwell` ([`system_of`]).
+/// Mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision (or NVFP4) are skipped.
+/// NeMo 24.07's table (no precision column) is FP8 (its SOURCE.txt).
 pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
-    let sys = dgx_h100();
     for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
         let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("");
         let system = if g("System").is_empty() { g("h4").trim_start_matches("System: ") } else { g("System") };
         let legacy = g("source_path").starts_with("docs/source/performance");
-        if !(system == "DGX-H100" || (legacy && system.is_empty())) {
-            out.skip("nemo", "not a DGX-H100 row (GPU not in the catalog)");
+        let Some((source, sys)) = system_of(system, legacy) else {
+            out.skip("nemo", "unknown system");
             continue;
-        }
+        };
         let task = format!("{} {}", g("h3"), g("Task"));
         if task.contains("Finetun") || task.contains("LoRA") || task.contains("SFT") {
-            out.skip("nemo", "fine-tuning");
+            out.skip(source, "fine-tuning");
             continue;
         }
         let name = if g("Model").is_empty() { g("h4").trim_start_matches("Model: ") } else { g("Model") };
         let Some((model, seq)) = architecture(name) else {
-            out.skip("nemo", "mixture-of-experts, hybrid or unknown architecture");
+            out.skip(source, "mixture-of-experts, hybrid or unknown architecture");
             continue;
         };
         let precision = if legacy { Some("fp8") } else { precision_of(g("Precision")) };
         let Some(precision) = precision else {
-            out.skip("nemo", "no precision given");
+            out.skip(source, "no precision given, or NVFP4 (fp4 training is not modelled)");
             continue;
         };
         let num = |k: &str| first_number(g(k));
         let (Some(gpus), Some(gbs), Some(mbs), Some(tps)) =
             (num("#-GPUs"), num("GBS"), num("MBS"), num("Tokens / sec / GPU"))
         else {
-            out.skip("nemo", "missing numbers");
+            out.skip(source, "missing numbers");
             continue;
         };
         let par = |k: &str| num(k).unwrap_or(1.0).max(1.0) as u64;
         let (tp, pp, cp, vp) = (par("TP"), par("PP"), par("CP"), par("VP"));
         let seq_len = num("Sequence Length").map(|s| s as u32).unwrap_or(seq);
         if num("EP").unwrap_or(1.0) > 1.0 {
-            out.skip("nemo", "expert parallelism");
+            out.skip(source, "expert parallelism");
             continue;
         }
         let fsdp = num("FSDP").unwrap_or(0.0) > 0.0;
         let (gpus, gbs, mbs) = (gpus as u64, gbs as u64, mbs as u64);
         if gpus % (tp * pp * cp) != 0 {
-            out.skip("nemo", "GPUs not a multiple of tp·pp·cp");
+            out.skip(source, "GPUs not a multiple of tp·pp·cp");
             continue;
         }
         let dp = gpus / (tp * pp * cp);
@@ -143,14 +163,14 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
             parallelism["account_for_loss_in_pipeline_split"] = json!(true);
         }
         let Some(request) = request(&sys.name, model, parallelism, precision, "nemo") else {
-            out.skip("nemo", "request does not parse");
+            out.skip(source, "request does not parse");
             continue;
         };
         let step = gbs as f64 * seq_len as f64 / (tps * gpus as f64);
         out.rows.push(E2eRow {
-            source: "nemo",
+            source,
             id: format!("{} line {} {name} {gpus} GPUs {precision}", g("source_path"), g("line")),
-            system: sys.clone(),
+            system: sys,
             request,
             measured_s: step,
             without_update: false,

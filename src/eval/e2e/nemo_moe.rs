@@ -7,7 +7,7 @@
 //! 05c0c90f, `deepseek/deepseek_workload_base_configs.py` @ 04264182): expert_tp 1; `moe_grouped_gemm`;
 //! `moe_router_force_load_balancing` for the dropless rows ("required for token dropless") and, for the rows marked
 //! "tokendrop", `apply_moe_token_drop`'s capacity factor 1.0 with padding; the dispatcher per model and GPU —
-//! Qwen3-235B-A22B `alltoall` on H100 and B200 (with `moe_a2a_overlap`, Megatron-Core's
+//! Qwen3-235B-A22B `alltoall` on H100, B200 and B300 (with `moe_a2a_overlap`, Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, on H100) and HybridEP on GB200/GB300, Qwen3-30B-A3B HybridEP everywhere,
 //! DeepSeek-V3 HybridEP (DeepEP with the 1F1B overlap for the B200 pp 8 · vp 2 · ep 32 rows) with `recompute_modules`
 //! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
@@ -16,9 +16,10 @@
 //! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). Assumption:
 //! rows of older containers ran the recipes of the commits above.
 //!
-//! Rows on systems without a perfcast description (B300, GB200 and GB300 NVL72), of models perfcast does not
-//! represent (gpt-oss: attention sinks and sliding windows; Kimi K2 and DeepSeek-V4: GB300 only) and fine-tuning
-//! rows are skipped and counted.
+//! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
+//! `gb200-nvl72` and `gb300-nvl72` (an NVL72 rack is one node of 72 GPUs; 8 racks hold the largest rows' 256 GPUs).
+//! Rows of models perfcast does not represent (gpt-oss: attention sinks and sliding windows; Kimi K2 and
+//! DeepSeek-V4: GB300 only) and fine-tuning rows are skipped and counted.
 
 use std::path::Path;
 
@@ -42,10 +43,9 @@ fn model_of(name: &str) -> Option<(&'static str, bool)> {
     }
 }
 
-/// A DGX B200 cluster: the `dgx-b200` preset's nodes × 128 (the largest table row uses 256 GPUs).
-fn dgx_b200() -> SystemSpec {
-    let preset = crate::hw::presets().into_iter().find(|p| p.name == "dgx-b200").expect("the dgx-b200 preset");
-    SystemSpec { name: "eval-dgx-b200".into(), nodes: 128, description: None, ..preset }
+/// The preset `name` (each holds the largest table row's 256 GPUs: DGX B200 128 nodes, DGX B300 64, NVL72 8 racks).
+fn preset(name: &str) -> SystemSpec {
+    crate::hw::presets().into_iter().find(|p| p.name == name).unwrap_or_else(|| panic!("the {name} preset"))
 }
 
 fn precision_of(p: &str) -> Option<&'static str> {
@@ -67,8 +67,10 @@ fn first_number(cell: &str) -> Option<f64> {
 /// The MoE options of a row (see the module doc).
 fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64, token_drop: bool) {
     let h100 = gpu == "DGX-H100";
+    let nvl72 = matches!(gpu, "DGX-GB200" | "DGX-GB300");
     let (dispatcher, overlap) = match model {
         "Qwen3-235B-A22B" if h100 => ("alltoall", true),
+        "Qwen3-235B-A22B" if nvl72 => ("hybridep", false),
         "Qwen3-235B-A22B" => ("alltoall", false),
         "DeepSeek-V3" if !h100 && ep == 32 && pp == 8 && vp == 2 => ("deepep", true),
         _ => ("hybridep", false),
@@ -115,9 +117,16 @@ fn deepseek_split(pp: u64, vp: u64) -> Option<(u64, u64)> {
     }
 }
 
-/// The MoE pre-training rows of the NeMo / Megatron-Bridge tables on DGX H100 and DGX B200 (see the module doc).
+/// The MoE pre-training rows of the NeMo / Megatron-Bridge tables on DGX H100, B200, B300 and GB200 / GB300 NVL72
+/// (see the module doc).
 pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
-    let (h100, b200) = (dgx_h100(), dgx_b200());
+    let h100 = dgx_h100();
+    let blackwell = [
+        ("DGX-B200", preset("dgx-b200")),
+        ("DGX-B300", preset("dgx-b300")),
+        ("DGX-GB200", preset("gb200-nvl72")),
+        ("DGX-GB300", preset("gb300-nvl72")),
+    ];
     for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
         let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("");
         let name = if g("Model").is_empty() { g("h4").trim_start_matches("Model: ") } else { g("Model") };
@@ -132,11 +141,13 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let system_name = if g("System").is_empty() { g("h4").trim_start_matches("System: ") } else { g("System") };
         let sys = match system_name {
             "DGX-H100" => h100.clone(),
-            "DGX-B200" => b200.clone(),
-            _ => {
-                out.skip("nemo-moe", "no perfcast system for B300 or GB200/GB300 NVL72 yet");
-                continue;
-            }
+            other => match blackwell.iter().find(|(n, _)| *n == other) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    out.skip("nemo-moe", "unknown system");
+                    continue;
+                }
+            },
         };
         let Some(precision) = precision_of(g("Precision")) else {
             out.skip("nemo-moe", "no precision given (or NVFP4)");

@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::hw::{GpuRef, Link, SystemSpec};
+use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
 /// One measured run, ready to predict.
@@ -59,64 +59,17 @@ pub fn num_requests(concurrency: u32, osl: u32) -> u32 {
     (concurrency * REQUESTS_PER_CLIENT).min(cap).max(concurrency)
 }
 
-/// The perfcast systems of aiconfigurator's four Blackwell system names. B200 is the `dgx-b200` preset; the others
-/// are built here from their datasheets (cited in each description).
+/// The perfcast systems of aiconfigurator's four Blackwell system names: the `dgx-b200`, `dgx-b300`, `gb200-nvl72`
+/// and `gb300-nvl72` presets ([`crate::hw::presets`], each cited from its datasheet there).
 pub fn systems() -> Vec<(&'static str, SystemSpec)> {
-    let spec = |name: &str, gpu: &str, gpn: u32, nodes: u32, intra: (&str, f64), inter: (&str, f64, u32), d: &str| {
-        SystemSpec {
-            name: name.into(),
-            gpu: GpuRef::Name(gpu.into()),
-            gpus_per_node: gpn,
-            nodes,
-            intra_node: Link::new(intra.0, intra.1, 2.0),
-            inter_node: Link { nics: Some(inter.2), ..Link::new(inter.0, inter.1, 5.0) },
-            description: Some(d.into()),
-        }
+    let preset = |name: &str| {
+        crate::hw::presets().into_iter().find(|p| p.name == name).unwrap_or_else(|| panic!("the {name} preset"))
     };
-    let b200 = crate::hw::presets().into_iter().find(|p| p.name == "dgx-b200").expect("the dgx-b200 preset");
     vec![
-        ("b200_sxm", b200),
-        (
-            "b300_sxm",
-            spec(
-                "dgx-b300",
-                "B300",
-                8,
-                16,
-                ("nvswitch", 900.0),
-                ("infiniband-xdr", 800.0, 8),
-                "DGX B300 (https://www.nvidia.com/en-us/data-center/dgx-b300/): 8× B300 on NVLink 5 (1.8 TB/s \
-                 bidirectional per GPU), 8× ConnectX-8 SuperNIC at 800 Gb/s: 8 × 100 = 800 GB/s per node",
-            ),
-        ),
-        (
-            "gb200",
-            spec(
-                "gb200-nvl72",
-                "GB200",
-                72,
-                4,
-                ("nvlink5-nvl72", 900.0),
-                ("infiniband-ndr", 3600.0, 72),
-                "GB200 NVL72 (https://www.nvidia.com/en-us/data-center/gb200-nvl72/): one NVLink 5 domain of 72 GPUs \
-                 (1.8 TB/s bidirectional per GPU) is a node here; 18 compute trays of 4 GPUs, each tray with 4× \
-                 ConnectX-7 at 400 Gb/s: 72 × 50 = 3,600 GB/s per rack",
-            ),
-        ),
-        (
-            "gb300",
-            spec(
-                "gb300-nvl72",
-                "GB300",
-                72,
-                4,
-                ("nvlink5-nvl72", 900.0),
-                ("infiniband-xdr", 7200.0, 72),
-                "GB300 NVL72 (https://www.nvidia.com/en-us/data-center/gb300-nvl72/): one NVLink 5 domain of 72 GPUs \
-                 (1.8 TB/s bidirectional per GPU) is a node here; one ConnectX-8 SuperNIC at 800 Gb/s per GPU: \
-                 72 × 100 = 7,200 GB/s per rack",
-            ),
-        ),
+        ("b200_sxm", preset("dgx-b200")),
+        ("b300_sxm", preset("dgx-b300")),
+        ("gb200", preset("gb200-nvl72")),
+        ("gb300", preset("gb300-nvl72")),
     ]
 }
 
