@@ -43,6 +43,19 @@ pub struct Subset {
     pub label: String,
     pub ttft: Accuracy,
     pub tpot: Accuracy,
+    /// Fraction of the rows whose measured TTFT lies inside the shipped p10–p90 interval of the prediction
+    /// (target 0.8).
+    pub ttft_coverage: f64,
+    /// The same for TPOT.
+    pub tpot_coverage: f64,
+}
+
+/// Fraction of `(measured, p10, p90)` triples with p10 ≤ measured ≤ p90; 0 without triples.
+fn coverage(rows: &[(f64, f64, f64)]) -> f64 {
+    if rows.is_empty() {
+        return 0.0;
+    }
+    rows.iter().filter(|(m, lo, hi)| lo <= m && m <= hi).count() as f64 / rows.len() as f64
 }
 
 /// The constants one fit gave: each engine's front-end time per request, µs.
@@ -166,10 +179,13 @@ fn subsets(rows: &[RowResult]) -> Vec<Subset> {
             let (a, b): (Vec<f64>, Vec<f64>) = sel.iter().map(|r| p(r)).unzip();
             accuracy(&a, &b)
         };
+        let cov = |b: &dyn Fn(&RowResult) -> (f64, f64, f64)| coverage(&sel.iter().map(|r| b(r)).collect::<Vec<_>>());
         out.push(Subset {
             label,
             ttft: acc(&|r| (r.predicted_ttft_ms, r.measured_ttft_ms)),
             tpot: acc(&|r| (r.predicted_tpot_ms, r.measured_tpot_ms)),
+            ttft_coverage: cov(&|r| (r.measured_ttft_ms, r.ttft_p10_ms, r.ttft_p90_ms)),
+            tpot_coverage: cov(&|r| (r.measured_tpot_ms, r.tpot_p10_ms, r.tpot_p90_ms)),
         });
     };
     add("all rows".into(), &|_| true);
@@ -245,6 +261,7 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
         }
     }
     progress(&format!("{} runs to predict with {}", ready.len(), models.1));
+    let gpu_of = |r: &Ready| &systems.iter().find(|s| s.name == r.row.request.system).expect("a known system").gpu;
     // Each row's simulated TTFT without a front end: what the per-engine offsets are fitted on.
     let zero = FoldConstants {
         split: "none",
@@ -259,7 +276,7 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
         match predict_row(&backends, r, constants(&zero)) {
             Some((t, p, st, sp)) => {
                 base.push((r, t));
-                shipped.push(row_result(r, "source", (t, p, st, sp)));
+                shipped.push(row_result(r, gpu_of(r), "source", (t, p, st, sp)));
             }
             None => *skipped.entry("not predictable".to_string()).or_default() += 1,
         }
@@ -283,7 +300,7 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
             ));
             for r in held {
                 let Some(pred) = predict_row(&backends, r, consts) else { continue };
-                results.push(row_result(r, if split == "model" { "model" } else { "gpu" }, pred));
+                results.push(row_result(r, gpu_of(r), if split == "model" { "model" } else { "gpu" }, pred));
             }
             folds.push(f);
         }
@@ -306,8 +323,16 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
     })
 }
 
-/// One evaluated row from its prediction (TTFT, TPOT, steady-state TTFT, steady-state TPOT; ms).
-fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f64)) -> RowResult {
+/// One evaluated row from its prediction (TTFT, TPOT, steady-state TTFT, steady-state TPOT; ms) on `gpu`, with the
+/// shipped interval of the prediction.
+fn row_result(
+    r: &Ready,
+    gpu: &crate::hw::GpuSpec,
+    split: &'static str,
+    (t, p, st, sp): (f64, f64, f64, f64),
+) -> RowResult {
+    let iv =
+        crate::llm::serving::interval::interval(r.row.engine, gpu, t, p, t + p * r.row.osl.saturating_sub(1) as f64);
     RowResult {
         id: r.row.id.clone(),
         engine: r.row.engine.as_str(),
@@ -326,6 +351,10 @@ fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f6
         predicted_ttft_ms: t,
         measured_tpot_ms: r.row.tpot_ms,
         predicted_tpot_ms: p,
+        ttft_p10_ms: iv.ttft_ms.p10,
+        ttft_p90_ms: iv.ttft_ms.p90,
+        tpot_p10_ms: iv.tpot_ms.p10,
+        tpot_p90_ms: iv.tpot_ms.p90,
         steady_ttft_ms: st,
         steady_tpot_ms: sp,
         kv_cache_dtype: format!("{:?}", r.cfg.kv_cache_dtype).to_ascii_lowercase(),
@@ -345,17 +374,20 @@ fn kv_max_requests(cfg: &ServingConfig, system: &crate::hw::System) -> u64 {
 fn table(subsets: &[Subset]) -> String {
     let pct = super::output::pct;
     let mut s = String::from(
-        "| subset | rows | TTFT MAPE | TTFT signed | TPOT MAPE | TPOT signed |\n|---|---:|---:|---:|---:|---:|\n",
+        "| subset | rows | TTFT MAPE | TTFT signed | TPOT MAPE | TPOT signed | TTFT in p10–p90 | TPOT in p10–p90 |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for x in subsets {
         s.push_str(&format!(
-            "| {} | {} | {} | {:+.1} % | {} | {:+.1} % |\n",
+            "| {} | {} | {} | {:+.1} % | {} | {:+.1} % | {} | {} |\n",
             x.label,
             x.ttft.rows,
             pct(x.ttft.mape),
             x.ttft.signed * 100.0,
             pct(x.tpot.mape),
-            x.tpot.signed * 100.0
+            x.tpot.signed * 100.0,
+            pct(x.ttft_coverage),
+            pct(x.tpot_coverage)
         ));
     }
     s
@@ -395,4 +427,18 @@ pub fn markdown(r: &Report) -> String {
 /// Writes `serving.md`, `serving.json` and `serving_rows.csv` under `out`.
 pub fn write(r: &Report, out: &Path) -> Result<(), String> {
     super::output::write_files(out, "serving", &markdown(r), r, Some(&r.rows)).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage_counts_measurements_inside_their_interval() {
+        // Four rows: 1.0 in [0.9, 1.1] and 1.1 in [1.1, 1.2] (the ends count) inside; 2.0 above [0.9, 1.1], 0.5
+        // below [0.9, 1.1]: 2 of 4.
+        let rows = [(1.0, 0.9, 1.1), (1.1, 1.1, 1.2), (2.0, 0.9, 1.1), (0.5, 0.9, 1.1)];
+        assert_eq!(coverage(&rows), 0.5);
+        assert_eq!(coverage(&[]), 0.0);
+    }
 }

@@ -276,6 +276,12 @@ pub struct RowResult {
     pub predicted_ttft_ms: f64,
     pub measured_tpot_ms: f64,
     pub predicted_tpot_ms: f64,
+    /// The shipped 10 %–90 % prediction interval of the predicted TTFT and TPOT, ms
+    /// ([`crate::llm::serving::interval::interval`]: what a user asking for this run would be given).
+    pub ttft_p10_ms: f64,
+    pub ttft_p90_ms: f64,
+    pub tpot_p10_ms: f64,
+    pub tpot_p90_ms: f64,
     /// The steady state's TTFT and TPOT (the model before the simulation), ms.
     pub steady_ttft_ms: f64,
     pub steady_tpot_ms: f64,

@@ -47,21 +47,11 @@ impl MoeLayout {
 mod tests {
     use super::*;
     use crate::llm::moe::parallel::Dispatcher;
-    use crate::llm::moe::spec::MoeConfig;
+    use crate::llm::moe::spec::qwen3_235b_a22b;
 
     fn moe(ep: u32, etp: u32, edp: u32) -> MoeTraining {
         MoeTraining {
-            config: MoeConfig {
-                experts: 128,
-                top_k: 8,
-                expert_ffn_hidden: 1536,
-                shared_experts: 0,
-                shared_ffn_hidden: 0,
-                dense_layers: 0,
-                layer_freq: 1,
-                router_groups: 0,
-                router_group_top_k: 0,
-            },
+            config: qwen3_235b_a22b(),
             ep,
             etp,
             edp,

@@ -325,21 +325,7 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::moe::spec::MoeSpec;
-
-    fn qwen235() -> MoeConfig {
-        MoeConfig::from_spec(&MoeSpec {
-            experts: 128,
-            top_k: 8,
-            expert_ffn_hidden: 1536,
-            shared_experts: 0,
-            shared_ffn_hidden: None,
-            dense_layers: 0,
-            layer_freq: None,
-            router_groups: None,
-            router_group_top_k: None,
-        })
-    }
+    use crate::llm::moe::spec::qwen3_235b_a22b as qwen235;
 
     fn input(ep: u32, etp: Option<u32>) -> MoeParallelInput {
         MoeParallelInput {

@@ -209,6 +209,23 @@ pub fn validate_moe(m: &MoeSpec, layers: u32, prefix: &str) -> Result<MoeConfig,
     Ok(c)
 }
 
+/// Qwen3-235B-A22B's expert layers, the MoE tests' common fixture (its Hugging Face `config.json`: 128 experts,
+/// `num_experts_per_tok` 8, `moe_intermediate_size` 1,536, no shared experts, every layer MoE).
+#[cfg(test)]
+pub(crate) fn qwen3_235b_a22b() -> MoeConfig {
+    MoeConfig {
+        experts: 128,
+        top_k: 8,
+        expert_ffn_hidden: 1536,
+        shared_experts: 0,
+        shared_ffn_hidden: 0,
+        dense_layers: 0,
+        layer_freq: 1,
+        router_groups: 0,
+        router_group_top_k: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,8 @@
 //! Decode dominates those rows (input = output length), so the TPOT interval rests on the most evidence; the TTFT
 //! interval is the least supported. SGLang has no rows: it takes the pooled quantiles. Continuous batching,
 //! concurrency above 64 and MoE models are outside the rows, so there the interval is a lower bound on the
-//! uncertainty, not a measured coverage.
+//! uncertainty, not a measured coverage: on the measured Blackwell benchmark runs (`perfcast eval serving`,
+//! 2026-11-27) the bands hold 12.5 % of the TTFTs and 20.4 % of the TPOTs.
 
 use serde::Serialize;
 use utoipa::ToSchema;
