@@ -50,12 +50,10 @@ pub struct Subset {
     pub tpot_coverage: f64,
 }
 
-/// Fraction of `(measured, p10, p90)` triples with p10 ≤ measured ≤ p90; 0 without triples.
+/// Fraction of `(measured, p10, p90)` triples with p10 ≤ measured ≤ p90 (training's
+/// [`super::intervals::coverage`]); 0 without triples.
 fn coverage(rows: &[(f64, f64, f64)]) -> f64 {
-    if rows.is_empty() {
-        return 0.0;
-    }
-    rows.iter().filter(|(m, lo, hi)| lo <= m && m <= hi).count() as f64 / rows.len() as f64
+    super::intervals::coverage("", rows).map_or(0.0, |c| c.inside)
 }
 
 /// The constants one fit gave: each engine's front-end time per request, µs.
