@@ -181,6 +181,13 @@ pub enum OpName {
     /// All-gather of the updated expert parameters over the expert-data-parallel group.
     #[serde(rename = "EDP_Allgather")]
     EdpAllGather,
+    /// Current scaling's absolute-maximum pass over an fp8 GEMM's operand before its cast (and MXFP8's scale
+    /// writes; [`crate::llm::recipe::scaling_ops`]).
+    #[serde(rename = "FP8_Amax")]
+    Fp8Amax,
+    /// Current scaling's all-reduce of a sequence-parallel operand's amax over the tensor-parallel group.
+    #[serde(rename = "FP8_Amax_Allreduce")]
+    Fp8AmaxAllreduce,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.
@@ -247,7 +254,8 @@ impl Overlap {
 /// The precisions operators run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpPrecisions {
-    /// The transformer layers' four GEMMs (fp8 under fp8 training).
+    /// The transformer layers' four GEMMs (fp8 under fp8 training, `fp8_block` under blockwise scaling, nvfp4 under
+    /// fp4 training).
     pub gemm: Precision,
     /// Everything else.
     pub other: Precision,
@@ -256,7 +264,7 @@ pub struct OpPrecisions {
 impl OpPrecisions {
     /// The precisions of `cfg` on `gpu` (see [`TrainingConfig::non_gemm_precision`]).
     pub fn of(cfg: &TrainingConfig, gpu: &GpuSpec) -> OpPrecisions {
-        OpPrecisions { gemm: cfg.precision, other: cfg.non_gemm_precision(gpu.peak_tflops.bf16.is_some()) }
+        OpPrecisions { gemm: cfg.gemm_precision(), other: cfg.non_gemm_precision(gpu.peak_tflops.bf16.is_some()) }
     }
 }
 
@@ -405,6 +413,8 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     let mut ops = layer_passes(cfg, layout, prec, true);
     let recomputed = crate::llm::moe::recompute::recomputed(cfg, &ops);
     ops.extend(recomputed);
+    let scaling = crate::llm::recipe::scaling_ops(cfg, layout, &ops);
+    ops.extend(scaling);
     ops
 }
 

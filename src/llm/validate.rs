@@ -228,6 +228,13 @@ pub fn validate(
         global_batch: grad_accum as u64 * per_step,
         zero_stage: par.zero_stage,
         precision,
+        fp8_recipe: crate::llm::recipe::validate(
+            precision,
+            par.fp8_recipe,
+            par.fp8_param_gather,
+            par.distributed_optimizer || par.zero_stage >= 3,
+        )?,
+        fp8_param_gather: par.fp8_param_gather,
         kv_heads,
         ffn_hidden,
         sequence_parallel: par.sequence_parallel,
@@ -290,6 +297,27 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
             "parallelism.torch_compile",
             format!(
                 "{} runs fused kernels without torch.compile: torch_compile applies to torchtitan and hf",
+                framework.as_str()
+            ),
+        ));
+    }
+    let graphs = cfg.framework_options.cuda_graphs.unwrap_or_default();
+    if graphs != crate::llm::cuda_graphs::CudaGraphs::None && !framework.has_cuda_graphs() {
+        return Err(bad(
+            "parallelism.cuda_graphs",
+            format!(
+                "{} does not capture training steps as CUDA graphs: cuda_graphs {} applies to megatron and nemo",
+                framework.as_str(),
+                graphs.as_str()
+            ),
+        ));
+    }
+    if cfg.fp8_param_gather && !matches!(framework, Framework::Megatron | Framework::Nemo | Framework::Torchtitan) {
+        return Err(bad(
+            "parallelism.fp8_param_gather",
+            format!(
+                "{} gathers 16-bit parameters: fp8_param_gather applies to megatron, nemo (--fp8-param-gather) and \
+                 torchtitan (enable_fsdp_float8_all_gather)",
                 framework.as_str()
             ),
         ));

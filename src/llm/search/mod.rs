@@ -24,7 +24,6 @@ use super::predict::predict;
 use super::run::run_estimate;
 use super::validate::{validate, validate_run, with_framework};
 use crate::cost::CostBackend;
-use crate::hw::Precision;
 use evaluator::Evaluator;
 
 fn divisors(n: u64) -> Vec<u32> {
@@ -86,6 +85,9 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         torch_compile: t.torch_compile,
         optimizer: t.optimizer,
         grad_reduce_in_fp32: t.grad_reduce_in_fp32,
+        fp8_recipe: t.fp8_recipe,
+        fp8_param_gather: t.fp8_param_gather,
+        cuda_graphs: t.cuda_graphs,
         recompute_modules: None,
         ep: 1,
         expert_tp: None,
@@ -337,9 +339,8 @@ pub fn search(
     let start = Instant::now();
     let system = backend.system();
     let sp = space(req, system.gpus_per_node, system.total_gpus())?;
-    if req.precision == Precision::Fp8 && system.gpu.peak_matmul_flops(Precision::Fp8).is_none() {
-        return Err(bad("precision", format!("{} has no fp8 tensor cores", system.gpu.name)));
-    }
+    crate::llm::recipe::check_gpu(&sp.base, &system.gpu)
+        .map_err(|e| ConfigError { field: e.field.replace("parallelism.", "training."), message: e.message })?;
     let mut candidates: Vec<Candidate> = Vec::new();
     enumerate(req, &sp, &mut |c| candidates.push(c));
     let total = candidates.len() as u64;

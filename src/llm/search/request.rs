@@ -132,6 +132,15 @@ pub struct SearchTraining {
     /// Reduce gradients in fp32; default the framework's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_reduce_in_fp32: Option<bool>,
+    /// The fp8 recipe (precision fp8), as in a training request's `parallelism`. Default `delayed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<crate::llm::recipe::Fp8Recipe>,
+    /// Parameter all-gathers in fp8 (precision fp8; distributed optimizer or ZeRO-3). Default `false`.
+    #[serde(default)]
+    pub fp8_param_gather: bool,
+    /// CUDA graphs (`none`, `per_layer`, `full_iteration`; megatron and nemo). Default `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
 }
 
 fn yes() -> bool {
@@ -173,6 +182,9 @@ impl Default for SearchTraining {
             torch_compile: None,
             optimizer: None,
             grad_reduce_in_fp32: None,
+            fp8_recipe: None,
+            fp8_param_gather: false,
+            cuda_graphs: None,
         }
     }
 }
@@ -322,6 +334,9 @@ impl Candidate {
             torch_compile: req.training.torch_compile,
             optimizer: req.training.optimizer,
             grad_reduce_in_fp32: req.training.grad_reduce_in_fp32,
+            fp8_recipe: req.training.fp8_recipe,
+            fp8_param_gather: req.training.fp8_param_gather,
+            cuda_graphs: req.training.cuda_graphs,
             ..ParallelSpec::default()
         }
     }
