@@ -115,7 +115,9 @@ pub fn prepare(
     for row in std::mem::take(&mut data_rows.rows) {
         let system = row.system.resolve().map_err(|e| format!("{}: {e:?}", row.id))?;
         let req = &row.request;
-        match validate_request(req, system.total_gpus()) {
+        match validate_request(req, system.total_gpus())
+            .and_then(|cfg| crate::llm::recipe::check_gpu(&cfg, &system.gpu).map(|()| cfg))
+        {
             Ok(cfg) => {
                 let p = Prepared {
                     source: row.source,

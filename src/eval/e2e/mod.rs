@@ -80,6 +80,27 @@ fn dgx_h100() -> SystemSpec {
 }
 
 /// The request of a measured run: `framework` is what ran it ([`crate::llm::framework::Framework`]'s wire name).
+/// The request precision and fp8 recipe of a NeMo / Megatron-Bridge table's precision cell, as the tables name
+/// them (the first configuration of an `x (y)` cell): `BF16` → bf16; `FP8-CS` (current scaling) → fp8 with
+/// `fp8_recipe` tensorwise; `FP8-MX` and `MXFP8` → fp8 with mxfp8; `FP8` (no recipe stated) → fp8 with Megatron's
+/// default (delayed); `NVFP4` → nvfp4; anything else (an empty cell) → none.
+pub(super) fn nemo_precision(cell: &str) -> Option<(&'static str, Option<&'static str>)> {
+    let p = cell.trim().to_ascii_uppercase();
+    if p.starts_with("BF16") {
+        Some(("bf16", None))
+    } else if p.starts_with("FP8-CS") {
+        Some(("fp8", Some("tensorwise")))
+    } else if p.starts_with("FP8-MX") || p.starts_with("MXFP8") {
+        Some(("fp8", Some("mxfp8")))
+    } else if p.starts_with("FP8") {
+        Some(("fp8", None))
+    } else if p.starts_with("NVFP4") {
+        Some(("nvfp4", None))
+    } else {
+        None
+    }
+}
+
 fn request(
     system: &str,
     model: Value,
@@ -205,8 +226,16 @@ mod tests {
         let gb200 = out.rows.iter().find(|r| r.id.contains("LLAMA3_70B") && r.system.name == "gb200-nvl72").unwrap();
         assert_eq!((gb200.source, gb200.system.gpus_per_node), ("nemo-blackwell", 72));
         assert!(out.rows.iter().all(|r| (r.source == "nemo") == (r.system.name == "eval-dgx-h100")));
-        // NVFP4 rows are skipped (fp4 training is not modelled).
-        assert!(out.skipped.keys().any(|(s, why)| s == "nemo-blackwell" && why.contains("NVFP4")));
+        // The precision cell's recipe is the request's: NVFP4 rows train in nvfp4 (Blackwell only), FP8-MX / MXFP8
+        // rows with the mxfp8 recipe, FP8-CS rows with current (tensorwise) scaling.
+        use crate::llm::recipe::Fp8Recipe;
+        let nvfp4 = out.rows.iter().filter(|r| r.request.precision == crate::hw::Precision::Nvfp4);
+        assert!(nvfp4.clone().count() > 0 && nvfp4.clone().all(|r| r.source == "nemo-blackwell"));
+        let recipe = |r: &crate::llm::config::TrainingRequest| r.parallelism.fp8_recipe;
+        assert!(out.rows.iter().any(|r| recipe(&r.request) == Some(Fp8Recipe::Mxfp8)));
+        assert!(out.rows.iter().all(|r| recipe(&r.request) != Some(Fp8Recipe::Mxfp8) || r.source != "nemo"));
+        assert_eq!(super::nemo_precision("FP8-CS (FP8-MX)"), Some(("fp8", Some("tensorwise"))));
+        assert_eq!(super::nemo_precision("FP8"), Some(("fp8", None)));
     }
 
     #[test]
