@@ -19,9 +19,11 @@
 //! - **Recompute** (Korthikanti et al. 2022, §5): `full` re-runs every forward operator of the layer (its
 //!   tensor- and context-parallel communication included) during the backward pass; `selective` re-runs the core
 //!   attention (QKᵀ, softmax, its dropout, ·V, or the FlashAttention forward).
-//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8; everything
-//!   else stays 16-bit. Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear,
-//!   LayerNormMLP, the GEMM epilogues), so they are not separate operators.
+//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8 (`fp8_block`
+//!   under blockwise scaling, nvfp4 under fp4 training); everything else stays 16-bit. Under delayed scaling
+//!   Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear, LayerNormMLP, the GEMM
+//!   epilogues), so they are not separate operators; current scaling's amax passes and MXFP8's scale writes are
+//!   ([`crate::llm::recipe::scaling_ops`]).
 //! - **Dropout** (Megatron-LM `--hidden-dropout`, `--attention-dropout`; Korthikanti et al.'s masks): with
 //!   `model.dropout` > 0, each layer runs a dropout over the attention probabilities (b·h/tp·l² elements, unless
 //!   FlashAttention fuses it) and two fused bias-dropout-add kernels on its two residual branches (reading the
