@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use super::config::{ConfigError, TrainingConfig};
-use super::decompose::{chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts};
 use super::cuda_graphs::CudaGraphs;
+use super::decompose::{chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts};
 use super::framework::OptimizerImpl;
 use super::layout::Layout;
 use super::moe::layout::MoeLayout;
