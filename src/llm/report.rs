@@ -135,6 +135,12 @@ pub struct ResolvedConfig {
     pub optimizer: OptimizerImpl,
     /// Gradients reduced in fp32 (the request's `grad_reduce_in_fp32` or the framework's default).
     pub grad_reduce_in_fp32: bool,
+    /// How the fp8 GEMMs are scaled (`delayed` unless the request names another; meaningful under precision fp8).
+    pub fp8_recipe: crate::llm::recipe::Fp8Recipe,
+    /// The parameter all-gathers move fp8 weights.
+    pub fp8_param_gather: bool,
+    /// Which passes replay as CUDA graphs.
+    pub cuda_graphs: crate::llm::cuda_graphs::CudaGraphs,
     /// Unique parameters of the model (every expert; multi-token-prediction layers not counted).
     pub model_parameters: f64,
     /// Parameters one token uses: the model's with only the top-k routed experts of each MoE layer (= model
@@ -415,6 +421,9 @@ pub fn report(
             framework: cfg.framework.framework,
             optimizer: cfg.framework.optimizer,
             grad_reduce_in_fp32: cfg.framework.grad_reduce_in_fp32,
+            fp8_recipe: cfg.fp8_recipe,
+            fp8_param_gather: cfg.fp8_param_gather,
+            cuda_graphs: cfg.framework.cuda_graphs,
             model_parameters: model_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
             active_parameters: active_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
             head_dim: cfg.head_dim,

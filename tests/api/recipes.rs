@@ -32,6 +32,13 @@ async fn recipes_and_cuda_graphs_are_answered_and_move_the_time() {
     let has = |p: &Value, name: &str| p["operators"].as_array().unwrap().iter().any(|o| o["name"] == name);
     assert!(has(&cs, "FP8_Amax") && has(&cs, "FP8_Amax_Allreduce"));
     assert!(!has(&delayed, "FP8_Amax"));
+    // The answer's `config` echoes the options in effect.
+    let c = &cs["config"];
+    assert_eq!(
+        (&c["fp8_recipe"], &c["fp8_param_gather"], &c["cuda_graphs"]),
+        (&json!("tensorwise"), &json!(true), &json!("per_layer"))
+    );
+    assert_eq!(delayed["config"]["fp8_recipe"], "delayed");
     // The amax passes cost more than the halved parameter gather saves here (one gather per step against a pass
     // per GEMM and micro-batch).
     assert!(time(&cs) > time(&delayed), "{} {}", time(&cs), time(&delayed));
