@@ -17,8 +17,9 @@ async fn every_example_request_predicts_a_positive_time() {
     let app = TestApp::new().await;
     let examples = example_requests();
     // Five GPT / Llama / Llemma layouts on each of Perlmutter and Vista, and on DGX H100 Llama 3.1 405B with the
-    // embedding-and-loss split (NeMo) and Llama 3.1 8B with torchtitan's compiled FSDP2.
-    assert_eq!(examples.len(), 12);
+    // embedding-and-loss split (NeMo), Llama 3.1 8B with torchtitan's compiled FSDP2 and Llama 3.1 8B in fp8 with
+    // current scaling, fp8 parameter gathers and per-layer CUDA graphs.
+    assert_eq!(examples.len(), 13);
     for (file, req) in examples {
         let r = app.post_json("/v1/predictions/training", &req).await;
         assert_eq!(r.status, 200, "{file}: {}", String::from_utf8_lossy(&r.body));
