@@ -118,7 +118,7 @@ pub fn sim_limits(config: &Config) -> crate::llm::serving::SimLimits {
 /// without progress on stderr): the tests' start. `serve` listens between the two.
 pub async fn start(store: Store, config: &Config) -> Result<Started, AppError> {
     let service = prepare(store, config).await?;
-    let worker = complete(&service, config, Show::Quiet).await?;
+    let worker = complete(&service, config, Show::Quiet, SamplesInstall::BeforeReady).await?;
     Ok(Started { router: build(service.clone(), config), service, worker })
 }
 
@@ -135,13 +135,29 @@ pub async fn prepare(store: Store, config: &Config) -> Result<Service, AppError>
     Ok(service)
 }
 
-/// The second half of a start: installs the bundled measurements and models when the database lacks them
-/// (`bundled_models`; progress on stderr as `show` says), loads the active models (queueing a retrain for those
-/// trained on another feature list), starts the metrics upkeep, the replica poller and the job runner, and marks
-/// the start ready. Returns the job runner's handle. Errors (the start is marked failed with the reason): a
-/// database error, an unreadable bundle.
-pub async fn complete(service: &Service, config: &Config, show: Show) -> Result<tokio::task::JoinHandle<()>, AppError> {
-    let result = complete_inner(service, config, show).await;
+/// Where a start installs the bundled samples (the second step of a bundle install, `crate::store::bundles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplesInstall {
+    /// Before the start is ready ([`start`]: tests that read the samples at once).
+    BeforeReady,
+    /// After it is ready, while requests are served; the job runner begins once they are in (`perfcast serve`:
+    /// predictions need only the models).
+    AfterReady,
+}
+
+/// The second half of a start: installs the bundled models when the database lacks them (`bundled_models`;
+/// progress on stderr as `show` says), loads the active models (queueing a retrain for those trained on another
+/// feature list), starts the metrics upkeep and the replica poller, installs the bundled samples (before or after
+/// the start is marked ready, as `samples` says) and starts the job runner once they are in. Returns the task that
+/// runs the job runner (and, with [`SamplesInstall::AfterReady`], the samples' install before it). Errors (the
+/// start is marked failed with the reason): a database error, an unreadable bundle.
+pub async fn complete(
+    service: &Service,
+    config: &Config,
+    show: Show,
+    samples: SamplesInstall,
+) -> Result<tokio::task::JoinHandle<()>, AppError> {
+    let result = complete_inner(service, config, show, samples).await;
     match &result {
         Ok(_) => service.startup.set_phase(Phase::Ready),
         Err(e) => service.startup.fail(e.to_string()),
@@ -153,10 +169,18 @@ async fn complete_inner(
     service: &Service,
     config: &Config,
     show: Show,
+    samples: SamplesInstall,
 ) -> Result<tokio::task::JoinHandle<()>, AppError> {
     let store = &service.store;
-    let parsed =
-        if config.bundled_models { install_bundle(store, &service.startup, show).await? } else { Default::default() };
+    let (parsed, pending) = if config.bundled_models {
+        let after = if samples == SamplesInstall::AfterReady { "; serving while the samples install" } else { "" };
+        install_bundled_models(store, &service.startup, show, after).await?
+    } else {
+        Default::default()
+    };
+    if let (Some(bundle), SamplesInstall::BeforeReady) = (&pending, samples) {
+        install_bundled_samples(store, bundle, &service.startup, show).await?;
+    }
     service.startup.set_phase(Phase::LoadingModels);
     let t0 = std::time::Instant::now();
     let loaded = service.load_models_parsed(parsed.0).await.map_err(|e| AppError::Start(e.to_string()))?;
@@ -172,38 +196,73 @@ async fn complete_inner(
     // Other processes on the database (replicas on PostgreSQL, `perfcast import` on SQLite) commit models and
     // systems too: poll for them, so every replica serves the same versions within seconds.
     crate::service::replicas::spawn_sync(service.clone(), Duration::from_secs(2));
-    Ok(spawn_jobs(service, config))
+    let Some(bundle) = pending.filter(|_| samples == SamplesInstall::AfterReady) else {
+        return Ok(spawn_jobs(service, config));
+    };
+    // After the start is marked ready (the caller does it when this returns): the samples, then the job runner.
+    let (store, startup) = (store.clone(), service.startup.clone());
+    startup.set_samples_after_ready(true);
+    // Lines, not a bar, beside the server's log.
+    let show = if show == Show::Bar { Show::Lines } else { show };
+    let first = async move {
+        // A failure is logged and left to the next start, which finds the version unrecorded and goes on.
+        let _ = install_bundled_samples(&store, &bundle, &startup, show).await;
+        startup.set_samples_after_ready(false);
+    };
+    Ok(crate::jobs::spawn_after(
+        first,
+        service.store.clone(),
+        service.registry.clone(),
+        worker_config(config),
+        service.worker.clone(),
+        std::sync::Arc::new(service.clone()),
+    ))
 }
 
 /// Installs the bundle embedded in the binary unless the database has its version ([`crate::bundle::install`]),
-/// advancing `progress`, telling on stderr what it does as `show` says, and logging what it did. Returns the
-/// models it activated, parsed (none when nothing was installed), for [`Service::load_models_parsed`]. Errors: a
-/// bundle that does not read (a build bug), a database error.
+/// both steps, advancing `progress`, telling on stderr what it does as `show` says, and logging what it did.
+/// Returns the models it activated, parsed (none when nothing was installed), for [`Service::load_models_parsed`].
+/// Errors: a bundle that does not read (a build bug), a database error.
 pub async fn install_bundle(
     store: &Store,
     progress: &std::sync::Arc<Startup>,
     show: Show,
 ) -> Result<crate::bundle::ParsedModels, AppError> {
+    let (parsed, pending) = install_bundled_models(store, progress, show, "").await?;
+    if let Some(bundle) = pending {
+        install_bundled_samples(store, &bundle, progress, show).await?;
+    }
+    Ok(parsed)
+}
+
+/// The first step of installing the embedded bundle ([`crate::bundle::install_models`]): its systems and models,
+/// unless the database has its version. Returns the models it activated, parsed, and the bundle when its samples
+/// are still to install ([`install_bundled_samples`]). `after` ends the line that says it is done (what happens to
+/// the samples).
+pub async fn install_bundled_models(
+    store: &Store,
+    progress: &std::sync::Arc<Startup>,
+    show: Show,
+    after: &str,
+) -> Result<(crate::bundle::ParsedModels, Option<crate::bundle::Bundle>), AppError> {
     let bundle = crate::bundle::Bundle::embedded().map_err(|e| AppError::Start(e.to_string()))?;
     if store.bundle_installed(&bundle.manifest.version).await? {
         tracing::debug!(version = %bundle.manifest.version, "bundled measurements already installed");
         return Ok(Default::default());
     }
-    let samples: u64 = bundle.manifest.parts.iter().map(|p| p.samples).sum();
-    let what = format!(
-        "installing bundled measurements: {} samples, {} models",
-        crate::service::startup::thousands(samples),
-        bundle.manifest.models.len()
-    );
-    let reporter = show.report(&what, progress);
-    let result = crate::bundle::install(store, &bundle, true, progress).await;
+    let samples = crate::service::startup::thousands(bundle.manifest.parts.iter().map(|p| p.samples).sum());
+    let models = bundle.manifest.models.len();
+    let what = format!("installing bundled measurements: {samples} samples, {models} models");
+    let reporter = show.report(&what, progress, true);
+    let result = crate::bundle::install_models(store, &bundle, true, progress).await;
     match result.map_err(|e| AppError::Start(e.to_string())) {
         Ok(Some(r)) => {
-            reporter.finish(&format!("{what} … done in {:.1} s", r.seconds));
-            tracing::info!(version = %r.version, samples = r.samples, models = r.models, activated = r.activated,
-                replaced_profiles = r.removed_profiles, seconds = format!("{:.2}", r.seconds),
-                read_seconds = format!("{:.2}", r.read_seconds), "installed the bundled measurements and models");
-            Ok(r.parsed)
+            reporter.finish(&format!("{models} models … done in {:.1} s{after}", r.seconds));
+            tracing::info!(version = %bundle.manifest.version, models = r.models, activated = r.activated,
+                stored_before = r.stored_before, replaced_profiles = r.removed_profiles,
+                seconds = format!("{:.2}", r.seconds), read_seconds = format!("{:.2}", r.read_seconds),
+                "installed the bundled models");
+            Ok((r.parsed, Some(bundle)))
         }
         Ok(None) => {
             reporter.finish(&format!("{what} … another process installed them"));
@@ -213,6 +272,38 @@ pub async fn install_bundle(
         Err(e) => {
             reporter.finish(&format!("{what} … failed: {e}"));
             Err(e)
+        }
+    }
+}
+
+/// The second step of installing the embedded bundle ([`crate::bundle::install_samples`]): its samples, one
+/// transaction per part, then the row that records its version. Tells on stderr and in the log what it did.
+/// Errors: a database error.
+pub async fn install_bundled_samples(
+    store: &Store,
+    bundle: &crate::bundle::Bundle,
+    progress: &std::sync::Arc<Startup>,
+    show: Show,
+) -> Result<(), AppError> {
+    let total = crate::service::startup::thousands(bundle.manifest.parts.iter().map(|p| p.samples).sum());
+    let what = format!("writing {total} bundled samples");
+    if !progress.samples_after_ready() {
+        progress.set_phase(Phase::WritingSamples);
+    }
+    let reporter = show.report(&what, progress, false);
+    match crate::bundle::install_samples(store, bundle, progress).await {
+        Ok(r) => {
+            reporter.finish(&format!("{what} … done in {:.1} s", r.seconds));
+            tracing::info!(version = %bundle.manifest.version, profiles = r.profiles, samples = r.samples,
+                recorded = r.recorded, seconds = format!("{:.2}", r.seconds),
+                read_seconds = format!("{:.2}", r.read_seconds), "installed the bundled samples");
+            Ok(())
+        }
+        Err(e) => {
+            reporter.finish(&format!("{what} … failed: {e}"));
+            tracing::error!(version = %bundle.manifest.version, error = %e,
+                "installing the bundled samples failed; the next start goes on where this one stopped");
+            Err(AppError::Start(e.to_string()))
         }
     }
 }
@@ -294,7 +385,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             tracing::info!("perfcast stopped before its start was complete");
             return Ok(());
         }
-        worker = complete(&service, &config, Show::detect(false)) => worker?,
+        worker = complete(&service, &config, Show::detect(false), SamplesInstall::AfterReady) => worker?,
     };
     tracing::info!(%addr, "perfcast ready");
     server.await.map_err(AppError::Serve)?;

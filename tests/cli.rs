@@ -90,10 +90,10 @@ fn split(reply: &str) -> (u16, String, &str) {
 }
 
 /// The README's first command on a new database, from a directory holding nothing but the binary's database: it
-/// listens at once — `/healthz` answers while the bundled measurements and models install, `/readyz` answers 503
-/// `starting` with the install's progress, and a prediction meanwhile is answered 503 with `Retry-After` rather
-/// than held until the install ends; stderr says what it does. Then it is ready, answers from the bundled models
-/// (embedded in the binary), and stops on SIGTERM.
+/// listens at once — `/healthz` answers while the bundled models install, `/readyz` answers 503 `starting` with the
+/// install's progress, and a prediction meanwhile is answered 503 with `Retry-After` rather than held until the
+/// install ends; stderr says what it does. Then it is ready, answers from the bundled models (embedded in the
+/// binary) while their training samples install (`/readyz` counting them), and stops on SIGTERM.
 #[test]
 fn serve_listens_at_once_on_a_new_database_says_how_far_its_start_is_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,11 +157,8 @@ fn serve_listens_at_once_on_a_new_database_says_how_far_its_start_is_and_stops_o
     let mut last_done = 0;
     for p in &progress {
         let phase = p["phase"].as_str().unwrap();
-        assert!(
-            ["checking", "reading", "writing_samples", "writing_models", "committing", "loading_models"]
-                .contains(&phase),
-            "{p}"
-        );
+        // The models come first and are all a prediction needs: the server is ready before any sample is written.
+        assert!(["checking", "reading", "writing_models", "committing", "loading_models"].contains(&phase), "{p}");
         // Totals from the start of the install on (the check for an installed version comes first).
         if phase != "checking" {
             assert_eq!(
@@ -170,8 +167,9 @@ fn serve_listens_at_once_on_a_new_database_says_how_far_its_start_is_and_stops_o
                 "{p}"
             );
         }
-        let done = p["samples_done"].as_u64().unwrap();
-        assert!(done >= last_done && done <= samples_total, "samples written go up to the total: {progress:?}");
+        assert_eq!(p["samples_done"], 0, "{p}");
+        let done = p["models_done"].as_u64().unwrap();
+        assert!(done >= last_done && done <= models_total, "models written go up to the total: {progress:?}");
         last_done = done;
     }
     let (refused, took) = refused.unwrap();
@@ -201,10 +199,36 @@ fn serve_listens_at_once_on_a_new_database_says_how_far_its_start_is_and_stops_o
 
     let systems = http_get(port, "/v1/systems").unwrap();
     assert!(systems.contains("perlmutter-a100-40g"));
+    let ready_after = start.elapsed();
+    // The samples follow while it serves: /readyz says how far (until they are all in), then every part is a profile.
+    let mut last = 0;
+    let installed = loop {
+        let r = http_get(port, "/readyz").unwrap();
+        let (status, _, body) = split(&r);
+        assert_eq!(status, 200, "ready stays ready while the samples install: {r}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        let Some(b) = v.get("bundled_samples") else { break start.elapsed() };
+        let done = b["samples_done"].as_u64().unwrap();
+        assert_eq!(b["samples_total"].as_u64(), Some(samples_total), "{v}");
+        assert!(done >= last && done <= samples_total, "{v}");
+        last = done;
+        assert!(start.elapsed() < Duration::from_secs(180), "samples not in after 180 s: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let profiles: serde_json::Value =
+        serde_json::from_str(split(&http_get(port, "/v1/profiles?limit=1").unwrap()).2).unwrap();
+    assert_eq!(profiles["total"].as_u64(), Some(manifest.parts.len() as u64), "{profiles}");
+    let log = std::fs::read_to_string(&stderr).unwrap();
+    let done = format!(
+        "perfcast: writing {} bundled samples … done in ",
+        perfcast::service::startup::thousands(samples_total)
+    );
+    assert!(log.contains(&done), "stderr says when the samples are in:\n{log}");
     println!(
-        "first start on a new database: /healthz after {:.2} s, ready after {:.1} s",
+        "first start on a new database: /healthz after {:.2} s, ready after {:.1} s, samples in after {:.1} s",
         listening.as_secs_f64(),
-        start.elapsed().as_secs_f64()
+        ready_after.as_secs_f64(),
+        installed.as_secs_f64()
     );
     let estimate = http_post_json(
         port,

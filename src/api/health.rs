@@ -38,10 +38,25 @@ pub struct Ready {
     pub database: &'static str,
     /// Active learned models loaded.
     pub active_models: usize,
+    /// While a first start installs the bundled samples after it became ready (`perfcast serve` serves once the
+    /// bundled models are in): how many of them are written. Absent otherwise. The job runner (retraining,
+    /// calibrations) begins once they are all in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundled_samples: Option<BundledSamples>,
 }
 
-/// Readiness: the start is complete (the first start on a new database installs the bundled measurements and
-/// models first), the database answers and the registry of active models is loaded. While the server starts the
+/// Progress of the bundled samples' install after the start ([`Ready::bundled_samples`]).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BundledSamples {
+    /// Samples written so far (a part stored by an interrupted earlier start counts as written).
+    pub samples_done: u64,
+    /// Samples in the bundle.
+    pub samples_total: u64,
+}
+
+/// Readiness: the start is complete (the first start on a new database installs the bundled models first; their
+/// training samples follow while it serves, `bundled_samples` saying how far), the database answers and the
+/// registry of active models is loaded. While the server starts the
 /// 503 is `starting`, with the install's progress in its `startup` member and a `Retry-After`.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
@@ -66,7 +81,17 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, ApiErr
     if !state.service.loaded.load(Ordering::SeqCst) {
         return Err(unavailable("the active models are not loaded yet".into()));
     }
-    Ok(Json(Ready { status: "ready", database: state.service.store.engine().as_str(), active_models: state.service.registry.load().len() }))
+    let bundled_samples = state
+        .service
+        .startup
+        .samples_after_ready()
+        .then(|| BundledSamples { samples_done: startup.samples_done, samples_total: startup.samples_total });
+    Ok(Json(Ready {
+        status: "ready",
+        database: state.service.store.engine().as_str(),
+        active_models: state.service.registry.load().len(),
+        bundled_samples,
+    }))
 }
 
 /// Prometheus metrics (text exposition format): `perfcast_http_requests_total` and

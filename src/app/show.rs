@@ -39,9 +39,9 @@ impl Show {
         }
     }
 
-    /// Starts showing `what` (`installing bundled measurements: 231,468 samples, 94 models`) and `progress` until
-    /// [`Reporter::finish`].
-    pub(super) fn report(self, what: &str, progress: &Arc<Startup>) -> Reporter {
+    /// Starts showing `what` (`installing bundled measurements: 531,891 samples, 193 models`) and `progress` until
+    /// [`Reporter::finish`]; the bar counts the models written (`models`) or the samples.
+    pub(super) fn report(self, what: &str, progress: &Arc<Startup>, models: bool) -> Reporter {
         let (bar, ticker) = match self {
             Show::Quiet => (None, None),
             Show::Lines => {
@@ -64,8 +64,13 @@ impl Show {
                 let ticker = tokio::spawn(async move {
                     loop {
                         let p = progress.snapshot();
-                        b.set_length((p.samples_total + MODEL_WEIGHT * p.models_total).max(1));
-                        b.set_position(p.samples_done + MODEL_WEIGHT * p.models_done);
+                        let (done, total) = if models {
+                            (MODEL_WEIGHT * p.models_done, MODEL_WEIGHT * p.models_total)
+                        } else {
+                            (p.samples_done, p.samples_total)
+                        };
+                        b.set_length(total.max(1));
+                        b.set_position(done);
                         b.set_message(match p.phase {
                             Phase::WritingSamples | Phase::WritingModels => format!(
                                 "{} of {} samples, {} of {} models",

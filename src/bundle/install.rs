@@ -16,8 +16,8 @@ use crate::learn::registry::is_stale;
 use crate::samples::Sample;
 use crate::service::profiles::split_key;
 use crate::service::startup::{Phase, Startup};
-use crate::store::bundles::{BundleInstall, BundleProfile};
-use crate::store::profiles::{NewProfile, SampleBatch};
+use crate::store::bundles::{BundleModels, BundleProfile, ModelsInstalled};
+use crate::store::profiles::{NewProfile, SampleBatch, Stored};
 use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::Store;
 
@@ -33,7 +33,7 @@ impl std::fmt::Debug for ParsedModels {
     }
 }
 
-/// What [`install`] did.
+/// What [`install`] did (both steps).
 #[derive(Debug)]
 pub struct InstallReport {
     /// The bundle version installed.
@@ -46,7 +46,7 @@ pub struct InstallReport {
     pub activated: usize,
     /// Profiles of an earlier bundle version removed.
     pub removed_profiles: u64,
-    /// Wall-clock time of the install (parsing and the transaction), seconds.
+    /// Wall-clock time of the install (parsing and the transactions), seconds.
     pub seconds: f64,
     /// Of which reading the bundle (decompressing and parsing its parts and models), seconds.
     pub read_seconds: f64,
@@ -54,23 +54,55 @@ pub struct InstallReport {
     pub parsed: ParsedModels,
 }
 
+/// What [`install_models`] did: the first step of an install, after which predictions are served.
+#[derive(Debug)]
+pub struct ModelsReport {
+    /// Shipped model versions stored now, and of those activated (both 0 when an interrupted start or a replica
+    /// stored them before: `stored_before`).
+    pub models: usize,
+    pub activated: usize,
+    pub stored_before: bool,
+    /// Profiles of an earlier bundle version removed.
+    pub removed_profiles: u64,
+    /// Wall-clock time of the step (reading the models and the transaction), seconds.
+    pub seconds: f64,
+    /// Of which decompressing and parsing the models, seconds.
+    pub read_seconds: f64,
+    /// The activated versions' models, parsed.
+    pub parsed: ParsedModels,
+}
+
+/// What [`install_samples`] did: the second step of an install.
+#[derive(Debug)]
+pub struct SamplesReport {
+    /// Profiles created and their samples (a part stored before, by an interrupted start or a replica, is not
+    /// created again and not counted).
+    pub profiles: usize,
+    pub samples: u64,
+    /// Whether this process recorded the version (false: a replica finished the same install first).
+    pub recorded: bool,
+    /// Wall-clock time of the step (reading the parts and the transactions), seconds.
+    pub seconds: f64,
+    /// Of which decompressing and parsing the parts, seconds.
+    pub read_seconds: f64,
+}
+
 /// One part parsed: its decompressed bytes, its gzip'd bytes as shipped, the part, its samples.
 type ParsedPart = (Vec<u8>, Vec<u8>, super::Part, SampleBatch);
 
 /// The profiles of `bundle`'s parts, parsed exactly as an upload of the part's bytes would be (format
 /// `perfcast_jsonl`, split keys from the bytes' SHA-256 and the sample's index), labelled with their dataset and the
-/// bundle version; and, with `with_models`, its shipped models. CPU work (inflating and parsing 231,468 lines and
-/// 40 MB of model JSON): the parts are parsed on every core, largest first, the models beside them. A part with a
-/// row perfcast refuses, or a GPU outside the catalog, is an error: the bundle is perfcast's own output.
-fn read(bundle: &Bundle, with_models: bool) -> Result<(Vec<ParsedPart>, Vec<ShippedModel>), BundleError> {
+/// bundle version. CPU work (inflating and parsing 531,891 lines): the parts are parsed on every core, largest
+/// first. A part with a row perfcast refuses, or a GPU outside the catalog, is an error: the bundle is perfcast's
+/// own output.
+fn read_parts(bundle: &Bundle) -> Result<Vec<ParsedPart>, BundleError> {
     let files = bundle.part_files()?;
     let parts = &bundle.manifest.parts;
     let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(parts[i].samples));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
-    let (parsed, shipped) = std::thread::scope(|scope| {
-        let models = scope.spawn(|| if with_models { bundle.models() } else { Ok(Vec::new()) });
+    let mut parsed = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
@@ -87,15 +119,13 @@ fn read(bundle: &Bundle, with_models: bool) -> Result<(Vec<ParsedPart>, Vec<Ship
         for w in workers {
             parsed.extend(w.join().map_err(|_| BundleError::Corrupt("a part's parser panicked".into()))??);
         }
-        let shipped = models.join().map_err(|_| BundleError::Corrupt("reading the models panicked".into()))??;
-        Ok::<_, BundleError>((parsed, shipped))
+        Ok::<_, BundleError>(parsed)
     })?;
-    let mut parsed = parsed;
     parsed.sort_by_key(|(i, _)| *i);
-    Ok((parsed.into_iter().map(|(_, p)| p).collect(), shipped))
+    Ok(parsed.into_iter().map(|(_, p)| p).collect())
 }
 
-/// One part of `samples.tar` (`files`), inflated and parsed (see [`read`]).
+/// One part of `samples.tar` (`files`), inflated and parsed (see [`read_parts`]).
 fn read_part(files: &BTreeMap<String, Vec<u8>>, part: &super::Part) -> Result<ParsedPart, BundleError> {
     let gz = files.get(&part.file).ok_or_else(|| BundleError::Corrupt(format!("no {} in samples.tar", part.file)))?;
     let raw = gunzip(gz, &part.file)?;
@@ -178,17 +208,9 @@ fn new_version(bundle: &Bundle, m: &ShippedModel, activate: bool) -> NewRegresso
     }
 }
 
-/// Installs `bundle` unless its version is installed already (then `None`): its training set as profiles
-/// (labels `bundle` = the version, `dataset`), the systems of its collectives, and its models — each activated
-/// where no version of its key is active, or the active one is bundled (an earlier bundle) or trained on another
-/// feature list than this build computes; where a model trained here is active, the shipped one is stored
-/// inactive and a retrain is queued to compare them. Calibrations of the bundled systems are queued. One
-/// transaction ([`Store::install_bundle`]); profiles of earlier bundle versions are replaced.
-///
-/// `with_models: false` installs the training set only (`perfcast models bundle` trains the models on it).
-///
-/// `progress` follows it: phase, totals from the manifest, samples and models written.
-///
+/// Installs `bundle` unless its version is installed already (then `None`), both steps one after the other
+/// ([`install_models`], then [`install_samples`]; `perfcast serve` runs the second after it is ready). With
+/// `with_models: false` it installs the training set only (`perfcast models bundle` trains the models on it).
 /// Errors: an unreadable bundle, a database error.
 pub async fn install(
     store: &Store,
@@ -196,6 +218,38 @@ pub async fn install(
     with_models: bool,
     progress: &Startup,
 ) -> Result<Option<InstallReport>, BundleError> {
+    let Some(models) = install_models(store, bundle, with_models, progress).await? else {
+        return Ok(None);
+    };
+    let samples = install_samples(store, bundle, progress).await?;
+    Ok(Some(InstallReport {
+        version: bundle.manifest.version.clone(),
+        profiles: samples.profiles,
+        samples: samples.samples,
+        models: models.models,
+        activated: models.activated,
+        removed_profiles: models.removed_profiles,
+        seconds: models.seconds + samples.seconds,
+        read_seconds: models.read_seconds + samples.read_seconds,
+        parsed: models.parsed,
+    }))
+}
+
+/// The first step of installing `bundle` (`crate::store::bundles`), after which predictions can be served:
+/// unless its version is installed already (then `None`), its systems and, with `with_models`, its models — each
+/// activated where no version of its key is active, or the active one is bundled (an earlier bundle) or trained
+/// on another feature list than this build computes; where a model trained here is active, the shipped one is
+/// stored inactive (the last step queues a retrain to compare them). Profiles of earlier bundle versions are
+/// removed. Returns the activated models parsed (their LightGBM texts parse while the transaction writes).
+/// `progress` follows it: totals from the manifest, the models written.
+///
+/// Errors: an unreadable bundle, a database error.
+pub async fn install_models(
+    store: &Store,
+    bundle: &Bundle,
+    with_models: bool,
+    progress: &Startup,
+) -> Result<Option<ModelsReport>, BundleError> {
     let started = Instant::now();
     let version = &bundle.manifest.version;
     progress.set_phase(Phase::Checking);
@@ -204,12 +258,29 @@ pub async fn install(
     }
     let samples_total = bundle.manifest.parts.iter().map(|p| p.samples).sum();
     progress.set_totals(samples_total, if with_models { bundle.manifest.models.len() as u64 } else { 0 });
+    // A start that stopped after this step (or a replica that did it): the samples are left, the models are in.
+    if with_models && store.bundle_models_stored(version).await? {
+        progress.add_models(bundle.manifest.models.len() as u64);
+        return Ok(Some(ModelsReport {
+            models: 0,
+            activated: 0,
+            stored_before: true,
+            removed_profiles: 0,
+            seconds: started.elapsed().as_secs_f64(),
+            read_seconds: 0.0,
+            parsed: ParsedModels::default(),
+        }));
+    }
     progress.set_phase(Phase::Reading);
     // Off the async runtime: the server answers /healthz and /readyz meanwhile.
     let owned = bundle.clone();
-    let (parts, shipped) = tokio::task::spawn_blocking(move || read(&owned, with_models))
-        .await
-        .map_err(|e| BundleError::Corrupt(format!("reading the bundle: {e}")))??;
+    let shipped = if with_models {
+        tokio::task::spawn_blocking(move || owned.models())
+            .await
+            .map_err(|e| BundleError::Corrupt(format!("reading the bundled models: {e}")))??
+    } else {
+        Vec::new()
+    };
     let read_seconds = started.elapsed().as_secs_f64();
     let active: HashMap<String, (bool, bool)> = store
         .active_regressors()
@@ -230,25 +301,60 @@ pub async fn install(
     let parsing = tokio::task::spawn_blocking(move || {
         texts.into_iter().map(|t| t.and_then(|t| Model::from_text(&t).ok())).collect::<Vec<Option<Model>>>()
     });
-    let mut follow_ups = Vec::new();
-    let calibrate: BTreeSet<&str> =
-        parts.iter().filter(|(_, _, _, b)| !b.comms.is_empty()).filter_map(|(_, _, p, _)| p.system.as_deref()).collect();
-    for system in calibrate {
-        follow_ups.push(follow_up(&Job::Calibrate(CalibrateParams { system: system.to_string() })));
-    }
-    if regressors.iter().any(|r| !r.activate) {
-        follow_ups.push(follow_up(&Job::Retrain(RetrainJob::automatic("bundled measurements installed"))));
-    }
-    let manifest = serde_json::to_value(&bundle.manifest).map_err(|e| BundleError::Corrupt(e.to_string()))?;
-    // The samples move into the request; the profiles borrow their bytes.
-    let (raws, rest): (Vec<Vec<u8>>, Vec<_>) =
-        parts.into_iter().map(|(raw, gz, part, batch)| (raw, (gz, part, batch))).unzip();
-    let profiles = raws
+    progress.set_phase(Phase::WritingModels);
+    let request = BundleModels { version, systems: &bundle.manifest.systems, regressors: &regressors };
+    let (stored, removed_profiles, stored_before) = match store.install_bundle_models(&request, progress).await? {
+        ModelsInstalled::BundleInstalled => {
+            progress.reset_counts();
+            return Ok(None);
+        }
+        ModelsInstalled::StoredBefore => (Vec::new(), 0, true),
+        ModelsInstalled::Stored { regressors, removed_profiles } => (regressors, removed_profiles, false),
+    };
+    let parsed = parsing.await.map_err(|e| BundleError::Corrupt(format!("parsing the shipped models: {e}")))?;
+    let parsed = stored.iter().zip(parsed).filter_map(|(r, m)| Some((r.id, m?))).collect();
+    Ok(Some(ModelsReport {
+        models: stored.len(),
+        activated: stored.iter().filter(|r| r.active).count(),
+        stored_before,
+        removed_profiles,
+        seconds: started.elapsed().as_secs_f64(),
+        read_seconds,
+        parsed: ParsedModels(parsed),
+    }))
+}
+
+/// The second step of installing `bundle` (`crate::store::bundles`), after [`install_models`]: its training set as
+/// profiles (labels `bundle` = the version, `dataset`, `part`), one transaction per part (a part stored before is
+/// kept), then the calibrations of its systems and the retrain a model stored inactive calls for, and the row that
+/// records the version. `progress` counts the samples written.
+///
+/// Errors: an unreadable bundle, a database error.
+pub async fn install_samples(store: &Store, bundle: &Bundle, progress: &Startup) -> Result<SamplesReport, BundleError> {
+    let started = Instant::now();
+    let version = &bundle.manifest.version;
+    let owned = bundle.clone();
+    let parts = tokio::task::spawn_blocking(move || read_parts(&owned))
+        .await
+        .map_err(|e| BundleError::Corrupt(format!("reading the bundled measurements: {e}")))??;
+    let read_seconds = started.elapsed().as_secs_f64();
+    let calibrate: BTreeSet<&str> = parts
         .iter()
-        .zip(rest)
-        .map(|(raw, (gz, part, batch))| BundleProfile {
+        .filter(|(_, _, _, b)| !b.comms.is_empty())
+        .filter_map(|(_, _, p, _)| p.system.as_deref())
+        .collect();
+    let follow_ups: Vec<_> = calibrate
+        .into_iter()
+        .map(|system| follow_up(&Job::Calibrate(CalibrateParams { system: system.to_string() })))
+        .collect();
+    let retrain = follow_up(&Job::Retrain(RetrainJob::automatic("bundled measurements installed")));
+    let manifest = serde_json::to_value(&bundle.manifest).map_err(|e| BundleError::Corrupt(e.to_string()))?;
+    let (mut profiles, mut samples) = (0, 0);
+    let mut conn = store.install_connection().await?;
+    for (raw, gz, part, batch) in parts {
+        let profile = BundleProfile {
             profile: NewProfile {
-                sha256: hex::encode(Sha256::digest(raw)),
+                sha256: hex::encode(Sha256::digest(&raw)),
                 format: Format::PerfcastJsonl.as_str().to_string(),
                 system: part.system.clone(),
                 gpu: None,
@@ -257,36 +363,26 @@ pub async fn install(
                     ("dataset".to_string(), part.dataset.clone()),
                     ("part".to_string(), part.file.clone()),
                 ]),
-                raw,
+                raw: &raw,
                 rejected: Vec::new(),
             },
             raw_gzip: gz,
             samples: batch,
-        })
-        .collect();
-    let request = BundleInstall {
-        version,
-        manifest: &manifest,
-        systems: &bundle.manifest.systems,
-        profiles,
-        regressors: &regressors,
-        follow_ups: &follow_ups,
-    };
-    let Some(done) = store.install_bundle(&request, progress).await? else {
-        progress.reset_counts();
-        return Ok(None);
-    };
-    let parsed = parsing.await.map_err(|e| BundleError::Corrupt(format!("parsing the shipped models: {e}")))?;
-    let parsed = done.regressors.iter().zip(parsed).filter_map(|(r, m)| Some((r.id, m?))).collect();
-    Ok(Some(InstallReport {
-        version: version.clone(),
-        profiles: done.profiles,
-        samples: done.samples,
-        models: done.regressors.len(),
-        activated: done.regressors.iter().filter(|r| r.active).count(),
-        removed_profiles: done.removed_profiles,
-        seconds: started.elapsed().as_secs_f64(),
-        read_seconds,
-        parsed: ParsedModels(parsed),
-    }))
+        };
+        match store.install_bundle_profile(&mut conn, &profile, progress).await {
+            Ok(Stored::Created(r)) => {
+                profiles += 1;
+                samples += r.samples;
+            }
+            // Stored before (an interrupted start, a replica): its samples count as done.
+            Ok(Stored::Duplicate(r)) => progress.add_samples(r.samples),
+            Err(e) => {
+                store.end_install(conn).await;
+                return Err(e.into());
+            }
+        }
+    }
+    store.end_install(conn).await;
+    let recorded = store.finish_bundle(version, &manifest, &follow_ups, &retrain).await?;
+    Ok(SamplesReport { profiles, samples, recorded, seconds: started.elapsed().as_secs_f64(), read_seconds })
 }

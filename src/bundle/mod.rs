@@ -37,7 +37,7 @@ use crate::learn::lgbm::Model;
 use crate::learn::registry::is_stale;
 use crate::learn::{ActiveRegressor, Registry};
 
-pub use install::{install, InstallReport, ParsedModels};
+pub use install::{install, install_models, install_samples, InstallReport, ModelsReport, ParsedModels, SamplesReport};
 
 /// The bundle's manifest, as committed (`models/bundled/manifest.json`).
 pub const MANIFEST_JSON: &str = include_str!("../../models/bundled/manifest.json");

@@ -275,8 +275,10 @@ where
     let mut parsed = std::collections::HashMap::new();
     if config.bundled_models {
         let startup = std::sync::Arc::new(crate::service::startup::Startup::default());
-        match crate::app::install_bundle(&store, &startup, progress.show()).await {
-            Ok(p) => parsed = p.0,
+        // The models alone: an answer needs nothing else, and the next `perfcast serve` installs the samples.
+        let after = "; the samples are installed by the next `perfcast serve`";
+        match crate::app::install_bundled_models(&store, &startup, progress.show(), after).await {
+            Ok((p, _)) => parsed = p.0,
             Err(e) => {
                 eprintln!("error: {e}");
                 store.close().await;

@@ -27,7 +27,7 @@ pub mod runner;
 pub mod search;
 
 pub use models::{load_registry, load_registry_at_start, stale_models, REGISTRY_SWAP};
-pub use runner::spawn;
+pub use runner::{spawn, spawn_after};
 
 /// The kinds of job, as stored in the `kind` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

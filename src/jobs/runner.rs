@@ -52,8 +52,24 @@ pub fn spawn(
     handle: WorkerHandle,
     search: Arc<dyn SearchRunner>,
 ) -> JoinHandle<()> {
+    spawn_after(std::future::ready(()), store, registry, config, handle, search)
+}
+
+/// [`spawn`], the runner beginning once `first` is done, in the same task (aborting it aborts both): a first
+/// start installs the bundled samples after it is ready, and no job may train or calibrate on half of them.
+pub fn spawn_after(
+    first: impl std::future::Future<Output = ()> + Send + 'static,
+    store: Store,
+    registry: SharedRegistry,
+    config: WorkerConfig,
+    handle: WorkerHandle,
+    search: Arc<dyn SearchRunner>,
+) -> JoinHandle<()> {
     let runner = Runner { store, registry, config, handle, search, owner: owner_id() };
-    tokio::spawn(async move { runner.serve().await })
+    tokio::spawn(async move {
+        first.await;
+        runner.serve().await
+    })
 }
 
 impl Runner {

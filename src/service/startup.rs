@@ -6,7 +6,7 @@
 //! A service made with [`super::Service::new`] (the CLI, tests that drive the router directly) has no startup in
 //! flight: its phase is [`Phase::Idle`] and nothing is held back.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -23,13 +23,14 @@ pub enum Phase {
     Checking,
     /// Another replica is installing the bundle into the shared database (PostgreSQL); this one waits for it.
     WaitingForReplica,
-    /// Decompressing and parsing the bundled measurements and models.
+    /// Decompressing and parsing the bundled models.
     Reading,
-    /// Writing the bundled samples (`samples_done` of `samples_total`), in one transaction.
+    /// Writing the bundled samples (`samples_done` of `samples_total`), one transaction per part, before the start
+    /// is ready (a CLI or test start; `perfcast serve` writes them after it is ready, `/readyz` showing how far).
     WritingSamples,
-    /// Writing the bundled model versions (`models_done` of `models_total`), in the same transaction.
+    /// Writing the bundled model versions (`models_done` of `models_total`) and systems, in one transaction.
     WritingModels,
-    /// Committing the install.
+    /// Committing the bundled models.
     Committing,
     /// Loading the active models (parsing their LightGBM texts).
     LoadingModels,
@@ -59,10 +60,10 @@ impl Phase {
             Phase::Idle => "idle",
             Phase::Checking => "checking for the bundled measurements",
             Phase::WaitingForReplica => "waiting for another replica to install the bundled measurements",
-            Phase::Reading => "reading the bundled measurements and models",
+            Phase::Reading => "reading the bundled models",
             Phase::WritingSamples => "writing the bundled samples",
             Phase::WritingModels => "writing the bundled models",
-            Phase::Committing => "committing the bundled measurements and models",
+            Phase::Committing => "committing the bundled models",
             Phase::LoadingModels => "loading the active models",
             Phase::Ready => "ready",
             Phase::Failed => "failed",
@@ -100,7 +101,11 @@ impl StartupProgress {
 
     /// One line for people: `writing the bundled samples: 120,000 of 231,468 samples, 0 of 94 models (3.1 s)`.
     pub fn summary(&self) -> String {
-        let mut s = self.phase.describe().to_string();
+        let mut s = match self.phase {
+            // The samples install after the start is ready: the only progress shown then.
+            Phase::Ready if self.samples_done < self.samples_total => "ready; writing the bundled samples".to_string(),
+            phase => phase.describe().to_string(),
+        };
         if self.samples_total > 0 || self.models_total > 0 {
             s.push_str(&format!(
                 ": {} of {} samples, {} of {} models",
@@ -139,6 +144,7 @@ pub struct Startup {
     samples_total: AtomicU64,
     models_done: AtomicU64,
     models_total: AtomicU64,
+    samples_after_ready: AtomicBool,
     began: Mutex<Instant>,
     failure: Mutex<Option<String>>,
 }
@@ -151,6 +157,7 @@ impl Default for Startup {
             samples_total: AtomicU64::new(0),
             models_done: AtomicU64::new(0),
             models_total: AtomicU64::new(0),
+            samples_after_ready: AtomicBool::new(false),
             began: Mutex::new(Instant::now()),
             failure: Mutex::new(None),
         }
@@ -210,6 +217,17 @@ impl Startup {
         self.models_done.store(0, Ordering::SeqCst);
     }
 
+    /// The bundled samples install after the start is ready (`perfcast serve`: the models are in and served, the
+    /// samples follow; `/readyz` shows how far): set when that begins, cleared when it ends.
+    pub fn set_samples_after_ready(&self, on: bool) {
+        self.samples_after_ready.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the bundled samples are installing after the start was marked ready.
+    pub fn samples_after_ready(&self) -> bool {
+        self.samples_after_ready.load(Ordering::SeqCst)
+    }
+
     /// The start failed with `detail`.
     pub fn fail(&self, detail: String) {
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail);
@@ -235,16 +253,10 @@ impl crate::store::bundles::InstallObserver for Startup {
     fn waiting_for_replica(&self) {
         self.set_phase(Phase::WaitingForReplica);
     }
-    fn writing(&self) {
-        self.set_phase(Phase::WritingSamples);
-    }
     fn samples_written(&self, n: u64) {
         self.add_samples(n);
     }
     fn models_written(&self, n: u64) {
-        if self.phase() == Phase::WritingSamples {
-            self.set_phase(Phase::WritingModels);
-        }
         self.add_models(n);
     }
     fn committing(&self) {

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use crate::common::TestApp;
 use perfcast::bundle::{install, Bundle};
 use perfcast::config::Config;
-use perfcast::service::startup::Startup;
 use perfcast::learn::Grid;
+use perfcast::service::startup::Startup;
 use serde_json::{json, Value};
 
 fn bundled() -> Config {
@@ -23,10 +23,8 @@ fn measured_h100_bf16_4096_us() -> f64 {
     let bytes = std::fs::read(path).unwrap();
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
-    let row = text
-        .lines()
-        .find(|l| l.contains(",bfloat16,4096,4096,4096,"))
-        .expect("the H100 table has the bf16 4096³ GEMM");
+    let row =
+        text.lines().find(|l| l.contains(",bfloat16,4096,4096,4096,")).expect("the H100 table has the bf16 4096³ GEMM");
     row.rsplit(',').next().unwrap().parse::<f64>().unwrap() * 1e3
 }
 
@@ -62,7 +60,11 @@ async fn a_new_database_answers_from_the_bundled_models_at_once() {
     assert_eq!(versions.len(), manifest.models.len());
     for r in versions {
         let p = &r["provenance"];
-        assert_eq!((p["bundled"].as_bool(), r["active"].as_bool(), r["version"].as_i64()), (Some(true), Some(true), Some(1)), "{r}");
+        assert_eq!(
+            (p["bundled"].as_bool(), r["active"].as_bool(), r["version"].as_i64()),
+            (Some(true), Some(true), Some(1)),
+            "{r}"
+        );
         assert_eq!(p["bundle"], json!(manifest.version));
         assert_eq!(p["commit"], json!(manifest.commit));
         assert!(!p["datasets"].as_array().unwrap().is_empty() && p["trained_at"].is_string(), "{r}");
@@ -98,14 +100,18 @@ async fn a_new_database_answers_from_the_bundled_models_at_once() {
 async fn a_retrain_after_a_small_upload_keeps_the_bundled_coverage() {
     let app = TestApp::started(bundled()).await;
     let before = app.get("/v1/regressors/linear.fwd.bf16").await.json();
-    let bundled_rows = before["versions"][0]["train_rows"].as_u64().unwrap() + before["versions"][0]["validation_rows"].as_u64().unwrap();
+    let bundled_rows = before["versions"][0]["train_rows"].as_u64().unwrap()
+        + before["versions"][0]["validation_rows"].as_u64().unwrap();
     // A user measures 40 bf16 GEMMs on an L4 (a GPU the bundle has no rows of).
     let mut lines = String::new();
     for i in 0..40u64 {
         let (m, n, k): (u64, u64, u64) = (256 << (i % 5), 1024 << (i % 4), 512 << (i % 3));
         let us = 2.0 * (m * n * k) as f64 / 100e12 * 1e6 + 8.0;
-        lines.push_str(&json!({"op": "linear", "dtype": "bf16", "gpu": "NVIDIA L4",
-            "dims": {"M": m, "N": n, "K": k}, "time_us": us}).to_string());
+        lines.push_str(
+            &json!({"op": "linear", "dtype": "bf16", "gpu": "NVIDIA L4",
+            "dims": {"M": m, "N": n, "K": k}, "time_us": us})
+            .to_string(),
+        );
         lines.push('\n');
     }
     let r = app.post_bytes("/v1/profiles?format=perfcast_jsonl", lines.into_bytes(), &[]).await;
@@ -127,11 +133,21 @@ async fn a_retrain_after_a_small_upload_keeps_the_bundled_coverage() {
     let after = app.get("/v1/regressors/linear.fwd.bf16").await.json();
     let active = after["versions"].as_array().unwrap().iter().find(|v| v["active"] == json!(true)).unwrap().clone();
     if active["provenance"]["bundled"] == json!(false) {
-        assert_eq!(active["samples"].as_u64(), Some(before["versions"][0]["samples"].as_u64().unwrap() + uploaded), "{active}");
-        assert!(active["train_rows"].as_u64().unwrap() + active["validation_rows"].as_u64().unwrap() > bundled_rows, "{active}");
+        assert_eq!(
+            active["samples"].as_u64(),
+            Some(before["versions"][0]["samples"].as_u64().unwrap() + uploaded),
+            "{active}"
+        );
+        assert!(
+            active["train_rows"].as_u64().unwrap() + active["validation_rows"].as_u64().unwrap() > bundled_rows,
+            "{active}"
+        );
         let datasets: Vec<&str> =
             active["provenance"]["datasets"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
-        assert!(datasets.contains(&"aiconfigurator") && datasets.iter().any(|d| d.starts_with("upload ")), "{datasets:?}");
+        assert!(
+            datasets.contains(&"aiconfigurator") && datasets.iter().any(|d| d.starts_with("upload ")),
+            "{datasets:?}"
+        );
     }
     let newest = &after["versions"][0];
     assert_eq!(newest["provenance"]["bundled"], json!(false), "the retrain stored a version: {after}");
@@ -152,7 +168,10 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     let first = install(&app.store, &old, true, &Startup::default()).await.unwrap().unwrap();
     assert_eq!(first.samples, bundle.manifest.parts.iter().map(|p| p.samples).sum::<u64>());
     assert_eq!((first.models, first.activated), (bundle.manifest.models.len(), bundle.manifest.models.len()));
-    assert!(install(&app.store, &old, true, &Startup::default()).await.unwrap().is_none(), "an installed version installs once");
+    assert!(
+        install(&app.store, &old, true, &Startup::default()).await.unwrap().is_none(),
+        "an installed version installs once"
+    );
     // The real version: the old profiles go (their bytes are the same, so the new ones replace them one for one),
     // the shipped models become the active versions 2 (the active ones were bundled).
     let second = install(&app.store, &bundle, true, &Startup::default()).await.unwrap().unwrap();
@@ -162,7 +181,9 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     let (_, total) = app.store.list_profiles(1, 0).await.unwrap();
     assert_eq!(total, bundle.manifest.parts.len() as u64);
     let active = app.store.active_regressors().await.unwrap();
-    assert!(active.iter().all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
+    assert!(active
+        .iter()
+        .all(|r| r.version == 2 && r.provenance.bundle.as_deref() == Some(&bundle.manifest.version[..])));
     // The install hands over the models it activated, parsed, under their stored ids (what the start's registry
     // takes instead of parsing them again): exactly the active versions.
     let mut parsed: Vec<i64> = second.parsed.0.keys().copied().collect();
@@ -171,6 +192,53 @@ async fn a_new_bundle_version_replaces_the_old_one_without_doubling_its_samples(
     ids.sort_unstable();
     assert_eq!(parsed, ids);
     assert_eq!(app.store.installed_bundles().await.unwrap().len(), 2);
+}
+
+/// A start killed between the steps of an install — the models stored, some parts not — is finished by the next
+/// start: the missing part is written, the stored parts and the models are not written again, the version is
+/// recorded only then, and the calibrations its samples call for are queued once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_install_interrupted_between_its_steps_is_finished_by_the_next_start_without_doubling_anything() {
+    use sqlx::Connection;
+    let app = TestApp::with_config(TestApp::config()).await;
+    let bundle = Bundle::embedded().unwrap();
+    let version = &bundle.manifest.version;
+    let total: u64 = bundle.manifest.parts.iter().map(|p| p.samples).sum();
+    let first = install(&app.store, &bundle, true, &Startup::default()).await.unwrap().unwrap();
+    assert_eq!((first.profiles, first.samples), (bundle.manifest.parts.len(), total));
+    // What a kill before the last part's commit leaves: no version row, no follow-up jobs, one part missing.
+    let mut c = sqlx::AnyConnection::connect(app.store.url()).await.unwrap();
+    let jobs = "SELECT COUNT(*) FROM jobs";
+    let queued: i64 = sqlx::query_scalar(jobs).fetch_one(&mut c).await.unwrap();
+    assert!(queued > 0, "the install queues the calibrations of its systems");
+    let smallest = bundle.manifest.parts.iter().min_by_key(|p| p.samples).unwrap();
+    for q in ["DELETE FROM bundles", "DELETE FROM jobs"] {
+        sqlx::query(q).execute(&mut c).await.unwrap();
+    }
+    let pattern = format!("%\"part\":\"{}\"%", smallest.file);
+    for q in [
+        "DELETE FROM op_samples WHERE profile_id IN (SELECT id FROM profiles WHERE labels LIKE $1)",
+        "DELETE FROM comm_samples WHERE profile_id IN (SELECT id FROM profiles WHERE labels LIKE $1)",
+        "DELETE FROM kernel_samples WHERE profile_id IN (SELECT id FROM profiles WHERE labels LIKE $1)",
+        "DELETE FROM timer_samples WHERE profile_id IN (SELECT id FROM profiles WHERE labels LIKE $1)",
+        "DELETE FROM profiles WHERE labels LIKE $1",
+    ] {
+        sqlx::query(q).bind(&pattern).execute(&mut c).await.unwrap();
+    }
+    assert_eq!(app.store.list_profiles(1, 0).await.unwrap().1, bundle.manifest.parts.len() as u64 - 1);
+    assert!(!app.store.bundle_installed(version).await.unwrap());
+    let versions = app.store.list_regressors().await.unwrap().len();
+
+    let second = install(&app.store, &bundle, true, &Startup::default()).await.unwrap().unwrap();
+    // Only the missing part is written; no model version again (193 would double the list).
+    assert_eq!((second.profiles, second.samples), (1, smallest.samples));
+    assert_eq!((second.models, second.removed_profiles), (0, 0));
+    assert_eq!(app.store.list_regressors().await.unwrap().len(), versions);
+    assert_eq!(app.store.list_profiles(1, 0).await.unwrap().1, bundle.manifest.parts.len() as u64);
+    assert!(app.store.bundle_installed(version).await.unwrap());
+    let requeued: i64 = sqlx::query_scalar(jobs).fetch_one(&mut c).await.unwrap();
+    assert_eq!(requeued, queued, "the same follow-up jobs, queued by the step that finished the install");
+    assert!(install(&app.store, &bundle, true, &Startup::default()).await.unwrap().is_none());
 }
 
 /// The latency (µs) of the first row of aiconfigurator table `file` (under `../shared/data/aiconfigurator/`)

@@ -11,8 +11,10 @@
 //! - at most one active version per regressor key, no empty model text, and every active model loads after the
 //!   restart (`/readyz` counts what `GET /v1/regressors` lists as active) and serves estimates;
 //! - no communication sample is left out of both its system's calibration and a pending calibration job;
-//! - the bundled measurements and models (installed at the first start, in one transaction) are there whole or not
-//!   at all — the first start is killed partway through its install once;
+//! - the bundled measurements and models (installed at the first start: the models in one transaction, then each
+//!   part of the samples in one, then the version's row) leave no part half-written, and the version is recorded
+//!   only with every part — the first start is killed partway through its install once, and the next start goes
+//!   on where it stopped;
 //! - jobs a kill left `running` are queued again at the restart (on PostgreSQL: claimed again once their 2 s lease
 //!   expires) and re-run (`attempts` grows; they end `succeeded`).
 //!
@@ -69,12 +71,20 @@ use database::*;
 use run::*;
 use uploads::*;
 
-/// Waits until the server is ready (`/readyz` 200: a start after the first installs nothing, but a restart after
-/// the kill during the first start's install installs the bundle again). The limit only guards against a hang:
-/// on a loaded 2-core machine the install took 60 s before it was made fast.
+/// Waits until the server is ready and its bundled samples are in (`/readyz` 200 without `bundled_samples`: a start
+/// after the first installs nothing, but the restart after the kill during the first start's install goes on with
+/// it after it is ready, and the job runner begins only then). The limit only guards against a hang: on a loaded
+/// 2-core machine the install took 60 s before it was made fast.
 fn wait_ready(run: &Run, server: &mut Server) {
-    if let Err(e) = server.wait_ready(Duration::from_secs(180)) {
-        run.fail(Some(server), e);
+    let start = Instant::now();
+    loop {
+        let left = Duration::from_secs(180).saturating_sub(start.elapsed());
+        match server.wait_ready(left) {
+            Err(e) => run.fail(Some(server), e),
+            Ok(ready) if ready.get("bundled_samples").is_none() => return,
+            Ok(_) if left.is_zero() => run.fail(Some(server), "the bundled samples were not in after 180 s".into()),
+            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
 }
 
@@ -132,7 +142,7 @@ fn kill_loop(bin: &Path, dir: &Path, db: Database, rounds: usize, seed: u64) -> 
     let serial = Arc::new(AtomicU64::new(0));
     let mut before: Option<Snapshot> = None;
 
-    // The first start installs the bundled measurements and models (seconds, one transaction): kill it partway.
+    // The first start installs the bundled models, then the samples (seconds): kill it partway.
     let mut first = start_server(bin, dir, &db, "server-install.log");
     std::thread::sleep(Duration::from_millis(rng.range(200, 3000)));
     first.kill();
