@@ -85,8 +85,8 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 8] =
-    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 9] =
+    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "nemo-long-cp", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -277,11 +277,16 @@ pub fn run_with(
     }
     let per_gpu: std::collections::BTreeSet<(&str, String)> = results
         .iter()
-        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell"))
+        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell" | "nemo-long-cp"))
         .map(|r| (r.source, r.gpu.clone()))
         .collect();
     for (source, gpu) in per_gpu {
         add(format!("{source} {gpu}"), &|r| r.source == source && r.gpu == gpu);
+    }
+    let long_cp: std::collections::BTreeSet<(String, u32)> =
+        results.iter().filter(|r| r.source == "nemo-long-cp").map(|r| (r.gpu.clone(), r.cp)).collect();
+    for (gpu, cp) in long_cp {
+        add(format!("nemo-long-cp {gpu} cp {cp}"), &|r| r.source == "nemo-long-cp" && r.gpu == gpu && r.cp == cp);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
