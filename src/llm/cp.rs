@@ -253,8 +253,18 @@ pub fn cp_ops(cfg: &TrainingConfig, layout: &Layout, hp: u64, kv: u64, dh: u64, 
         o.overlaps = Some(Overlap { with: OpName::FlashAttention, chunks: 1 });
         o
     };
+    // Features as before this module: one tensor's elements (K or V) and the cp group's placement.
     let send = |phase, calls: u64, bytes: f64| {
-        collective(OpName::CpP2p, phase, calls as u32, Collective::SendRecv, bytes, ring, active, feats(kv_elems, ring))
+        collective(
+            OpName::CpP2p,
+            phase,
+            calls as u32,
+            Collective::SendRecv,
+            bytes,
+            ring,
+            active,
+            feats(kv_elems / 2, g),
+        )
     };
     match comm.comm_type {
         CpCommType::P2p | CpCommType::A2aP2p | CpCommType::A2a => {
