@@ -499,8 +499,8 @@ mod tests {
         let mean = means.iter().sum::<f64>() / k;
         let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
         let q = r.quantiles.as_ref().unwrap();
-        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, DGX Cloud, llm-foundry.
-        assert_eq!(q.shift.sources, 7);
+        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, NeMo's long sequences, DGX Cloud, llm-foundry.
+        assert_eq!(q.shift.sources, 8);
         assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
         assert!(q.shift.half_width() > 0.0);
     }
