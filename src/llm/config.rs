@@ -274,6 +274,19 @@ pub struct ParallelSpec {
     /// tp·cp·pp·dp. Needs `model.attention` = `flash`. Default 1.
     #[serde(default = "one")]
     pub context_parallel: u32,
+    /// Megatron-Core's `cp_comm_type` (`--cp-comm-type`, Transformer Engine's `attn_forward_func_with_cp`): how
+    /// the context-parallel ranks exchange attention data — `p2p` (the K/V ring hidden behind each step's
+    /// attention), `all_gather` (K/V of the whole sequence gathered, exposed; `allgather` also accepted), `a2a`
+    /// (Ulysses all-to-alls of Q, K, V and O, heads per tp rank divisible by cp), `a2a+p2p` (all-to-all inside
+    /// groups, ring across them; needs `hierarchical_context_parallel_sizes`). Default: the framework's —
+    /// `all_gather` under torchtitan (its `context_parallel_rotate_method`), `p2p` otherwise
+    /// ([`crate::llm::cp`]). No effect with context_parallel 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
+    /// Megatron-Core's `hierarchical_context_parallel_sizes` for `cp_comm_type` `a2a+p2p`: `[a2a, p2p]`, the
+    /// all-to-all group of a adjacent cp ranks and the ring over the cp/a groups; a·p2p = context_parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hierarchical_context_parallel_sizes: Option<Vec<u32>>,
     /// How layers are divided among stages: `s1` (S1 eq. 3–5) or `uniform` (Megatron-Core, with the four options
     /// below). Default `s1` with virtual_stages = 1 and none of the options below, `uniform` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -401,6 +414,8 @@ impl Default for ParallelSpec {
             tp_comm_overlap: false,
             overlap_p2p_comm: false,
             context_parallel: 1,
+            cp_comm_type: None,
+            hierarchical_context_parallel_sizes: None,
             layer_split: None,
             num_layers_in_first_pipeline_stage: None,
             num_layers_in_last_pipeline_stage: None,
@@ -524,6 +539,8 @@ pub struct TrainingConfig {
     pub dp: u32,
     /// Context-parallel degree.
     pub cp: u32,
+    /// How the context-parallel ranks communicate ([`crate::llm::cp::CpComm`]).
+    pub cp_comm: crate::llm::cp::CpComm,
     pub micro_batch: u32,
     /// Micro-batches per step, m.
     pub grad_accum: u32,

@@ -8,6 +8,7 @@
 //! import `learn` or anything outside the domain core.
 
 pub mod config;
+pub mod cp;
 pub mod cuda_graphs;
 pub mod decompose;
 pub mod flops;

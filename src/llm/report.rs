@@ -99,6 +99,10 @@ pub struct ResolvedConfig {
     pub pp: u32,
     pub dp: u32,
     pub context_parallel: u32,
+    /// How the context-parallel ranks communicate, in effect (the request's `cp_comm_type` or the framework's
+    /// default; [`crate::llm::cp`]); absent with context_parallel 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
     pub gpus: u64,
     pub micro_batch: u32,
     /// Micro-batches per step, m.
@@ -396,6 +400,7 @@ pub fn report(
             pp,
             dp: cfg.dp,
             context_parallel: cfg.cp,
+            cp_comm_type: (cfg.cp > 1).then_some(cfg.cp_comm.comm_type),
             gpus: cfg.gpus(),
             micro_batch: cfg.micro_batch,
             grad_accum: cfg.grad_accum,

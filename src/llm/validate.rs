@@ -17,7 +17,8 @@ use crate::hw::Precision;
 /// `parallelism.global_batch` not a multiple of micro_batch·dp or inconsistent with `grad_accum`;
 /// `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer` with ZeRO stage 0;
 /// `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp (Megatron's
-/// load-balanced causal split); `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
+/// load-balanced causal split); `parallelism.cp_comm_type` and `parallelism.hierarchical_context_parallel_sizes`
+/// as [`crate::llm::cp::CpComm::validate`] refuses them; `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
 /// `parallelism.virtual_stages` with pp = 1 or micro-batches not divisible by pp (Narayanan et al. 2021's
 /// interleaved schedule); `parallelism.layer_split` `s1` with interleaving or with Megatron-Core's split options;
 /// Megatron-Core's split refusing the layers (`parallelism.virtual_stages`, `parallelism.layer_split`, or the
@@ -121,6 +122,14 @@ pub fn validate(
             ));
         }
     }
+    let cp_comm = crate::llm::cp::CpComm::validate(
+        par.cp_comm_type,
+        par.hierarchical_context_parallel_sizes.as_deref(),
+        cp,
+        tp,
+        model.heads,
+        model.kv_heads.unwrap_or(model.heads),
+    )?;
     if par.sequence_parallel && tp > 1 && (model.seq_len / cp) % tp != 0 {
         return Err(bad(
             "parallelism.sequence_parallel",
@@ -223,6 +232,7 @@ pub fn validate(
         pp: par.pp,
         dp: par.dp,
         cp,
+        cp_comm,
         micro_batch: par.micro_batch,
         grad_accum,
         global_batch: grad_accum as u64 * per_step,
@@ -289,7 +299,8 @@ pub fn validate_request(req: &super::config::TrainingRequest, system_gpus: u64) 
 /// `cfg` run by `framework` with the options it was validated with (a mixture-of-experts model's dispatcher and
 /// options as [`moe_under`] resolves them). Errors: `parallelism.torch_compile` with a framework that does not
 /// compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused kernels instead);
-/// [`moe_under`]'s.
+/// [`moe_under`]'s; `parallelism.cp_comm_type` as [`crate::llm::cp::CpComm::resolve`] refuses it (Ulysses under
+/// torchtitan). The context-parallel kind becomes the framework's default where the request gave none.
 pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<TrainingConfig, ConfigError> {
     if cfg.framework_options.torch_compile == Some(true) && !matches!(framework, Framework::Torchtitan | Framework::Hf)
     {
@@ -324,6 +335,9 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
     }
     if let Some(moe) = cfg.moe.as_mut() {
         moe_under(framework, moe, cfg.framework_options.moe_token_dispatcher)?;
+    }
+    if cfg.cp > 1 {
+        cfg.cp_comm = cfg.cp_comm.resolve(framework)?;
     }
     cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
     Ok(cfg)

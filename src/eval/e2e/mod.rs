@@ -1,5 +1,5 @@
 //! End-to-end training measurements of `../shared/data` (DATA.md: vTrain, NeuSight's distributed runs,
-//! NeMo/Megatron-Bridge and DGX Cloud tables, llm-foundry's MPT runs) turned into prediction requests with their measured iteration time.
+//! NeMo/Megatron-Bridge and DGX Cloud tables, NeMo's long-sequence table, llm-foundry's MPT runs) turned into prediction requests with their measured iteration time.
 //! What each source ran is reconstructed from its documentation; every assumption is stated where it is made.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,8 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-blackwell`, `nemo-moe`, `dgxc`, `llmfoundry`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-blackwell`, `nemo-moe`, `nemo-long-cp`, `dgxc`,
+    /// `llmfoundry`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -115,6 +116,7 @@ fn request(
 mod dgxc;
 mod llmfoundry;
 mod nemo;
+mod nemo_long;
 mod nemo_moe;
 mod neusight;
 mod vtrain;
@@ -122,6 +124,7 @@ mod vtrain;
 pub use dgxc::dgxc;
 pub use llmfoundry::llmfoundry;
 pub use nemo::{architecture, nemo};
+pub use nemo_long::nemo_long;
 pub use nemo_moe::nemo_moe;
 pub use neusight::{neusight, neusight_single};
 pub use vtrain::vtrain;
@@ -134,6 +137,7 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     neusight_single(data, &mut out)?;
     nemo(data, &mut out)?;
     nemo_moe(data, &mut out)?;
+    nemo_long(data, &mut out)?;
     dgxc(data, &mut out)?;
     llmfoundry(data, &mut out)?;
     Ok(out)
@@ -236,6 +240,34 @@ mod tests {
         assert!(out.rows.iter().all(|r| recipe(&r.request) != Some(Fp8Recipe::Mxfp8) || r.source != "nemo"));
         assert_eq!(super::nemo_precision("FP8-CS (FP8-MX)"), Some(("fp8", Some("tensorwise"))));
         assert_eq!(super::nemo_precision("FP8"), Some(("fp8", None)));
+    }
+
+    #[test]
+    fn nemo_long_sequence_rows_convert_tflops_with_nemos_formula() {
+        let mut out = E2eData::default();
+        nemo_long(&data(), &mut out).unwrap();
+        // All 17 rows: Llama-3 8B on B200 at 8k–1M tokens (8), Llama-2 7B on H100 at 4k–1M (9).
+        assert_eq!(out.rows.len(), 17, "{:?}", out.skipped);
+        assert!(out.rows.iter().all(|r| r.source == "nemo-long-cp"));
+        // Llama-2 7B, 1M tokens on 1,024 H100 (tp 8, dp 4, cp 32), 4 sequences per step at 536 TFLOP/s per GPU.
+        // NeMo's llama2 formula with B = 4, s = 1,048,576, L = 32, d = 4096, kv = h, f = 11,008, V = 32,000:
+        // F = B·s·L·d²·(12 + 12 + 18·11008/4096 + 12·s/4096 + 6·32000/(32·4096))
+        //   = 4·1048576·32·16777216·(24 + 48.375 + 3072 + 1.46484375) = 2.2518e15·3145.84 = 7.0838e18 FLOPs;
+        // t = F / (536e12 · 1024) = 12.906 s.
+        let r = out.rows.iter().find(|r| r.id.contains("LLAMA2-7B 1024K")).unwrap();
+        let p = &r.request.parallelism;
+        assert_eq!((p.tp, p.pp, p.dp, p.context_parallel, p.micro_batch, p.global_batch), (8, 1, 4, 32, 1, Some(4)));
+        let f = 4.0
+            * 1048576.0
+            * 32.0
+            * 4096.0f64.powi(2)
+            * (24.0 + 18.0 * 11008.0 / 4096.0 + 12.0 * 1048576.0 / 4096.0 + 6.0 * 32000.0 / (32.0 * 4096.0));
+        assert!((r.measured_s - f / (536e12 * 1024.0)).abs() < 1e-9 * r.measured_s, "{}", r.measured_s);
+        assert!((r.measured_s - 12.906).abs() < 0.01, "{}", r.measured_s);
+        // The B200 rows run on tp·pp·dp·cp GPUs: 1M tokens at tp 4 · dp 4 · cp 16 = 256.
+        let b = out.rows.iter().find(|r| r.id.contains("LLAMA3-8B 1024K")).unwrap();
+        assert_eq!(b.request.parallelism.context_parallel, 16);
+        assert!(b.id.contains(" 256 GPUs"), "{}", b.id);
     }
 
     #[test]

@@ -81,6 +81,7 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         tp_comm_overlap: t.tp_comm_overlap,
         overlap_p2p_comm: false,
         context_parallel: 1,
+        cp_comm_type: t.cp_comm_type,
         layer_split: Some(LayerSplit::S1),
         torch_compile: t.torch_compile,
         optimizer: t.optimizer,
@@ -101,8 +102,19 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         moe_grouped_gemm: t.moe_grouped_gemm,
         ..ParallelSpec::default()
     };
+    if t.cp_comm_type == Some(crate::llm::cp::CpCommType::A2aP2p) {
+        return Err(bad(
+            "training.cp_comm_type",
+            "a2a+p2p needs hierarchical_context_parallel_sizes per candidate and is not searched: predict it with \
+             /v1/predictions, or search p2p, all_gather or a2a",
+        ));
+    }
     let base = validate(&req.model, &template, req.precision, system_gpus)
         .and_then(|c| with_framework(c, req.framework))
+        .and_then(|mut c| {
+            c.cp_comm = c.cp_comm.resolve(req.framework)?;
+            Ok(c)
+        })
         .map_err(|e| {
             let field = e.field.replace("parallelism.", "training.");
             ConfigError { field, message: e.message }
@@ -262,6 +274,11 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
                 continue;
             }
             if (m.seq_len / cp) % tp != 0 && sp.sp.iter().all(|&s| s) {
+                continue;
+            }
+            let (hp, kvp) = (m.heads / tp, (sp.base.kv_heads / tp).max(1));
+            if cp > 1 && sp.base.cp_comm.comm_type == crate::llm::cp::CpCommType::A2a && (hp % cp != 0 || kvp % cp != 0)
+            {
                 continue;
             }
             for pp in divisors(req.gpus / per_pp) {

@@ -88,6 +88,11 @@ pub struct SearchTraining {
     /// `false`.
     #[serde(default)]
     pub tp_comm_overlap: bool,
+    /// Megatron-Core's `cp_comm_type` for the candidates with context_parallel > 1: `p2p`, `all_gather` or `a2a`
+    /// (candidates whose heads per tp rank cp does not divide are skipped); `a2a+p2p` is not searched. Default:
+    /// the framework's ([`crate::llm::cp::CpCommType::default_for`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
     /// Megatron-Core's `overlap_p2p_comm` (in effect for interleaved candidates). Default `false`.
     #[serde(default)]
     pub overlap_p2p_comm: bool,
@@ -169,6 +174,7 @@ impl Default for SearchTraining {
             align_param_gather: false,
             bucket_size: None,
             tp_comm_overlap: false,
+            cp_comm_type: None,
             overlap_p2p_comm: false,
             layer_split: LayerSplit::Uniform,
             overlap_moe_expert_parallel_comm: false,
@@ -315,6 +321,8 @@ impl Candidate {
             tp_comm_overlap: req.training.tp_comm_overlap,
             overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
+            cp_comm_type: req.training.cp_comm_type,
+            hierarchical_context_parallel_sizes: None,
             layer_split: Some(req.training.layer_split),
             recompute_modules: None,
             ep: self.ep,
