@@ -108,8 +108,9 @@ macro_rules! examples {
 }
 
 /// The request files of `examples/` (name without `.json` → body) the predict page offers.
-pub const EXAMPLES: [(&str, &str); 12] = examples!(
+pub const EXAMPLES: [(&str, &str); 13] = examples!(
     "dgx-h100/llama-3.1-405b_pp8-vp8-cp2_embedding-loss-split",
+    "dgx-h100/llama-3.1-8b_fp8-tensorwise_param-gather_cuda-graphs",
     "dgx-h100/llama-3.1-8b_torchtitan_fsdp2_compiled",
     "perlmutter-a100-40g/gpt-20b_pp4-tp4-dp8",
     "perlmutter-a100-40g/gpt-20b_pp4-tp8-dp4",

@@ -173,10 +173,11 @@ impl Efficiency {
         }
     }
 
-    /// The GEMM fraction for `dtype` on a GPU without a measured one.
+    /// The GEMM fraction for `dtype` on a GPU without a measured one (block-scaled fp8 and nvfp4 GEMMs take the
+    /// fp8 fraction of their own peak: no end-to-end row measures them apart).
     pub fn gemm(&self, dtype: Precision) -> f64 {
         match dtype {
-            Precision::Fp8 => self.gemm_fp8,
+            Precision::Fp8 | Precision::Fp8Block | Precision::Nvfp4 => self.gemm_fp8,
             Precision::Fp16 | Precision::Bf16 => self.gemm_16bit,
             _ => self.gemm_32bit,
         }

@@ -85,8 +85,8 @@ pub fn predicted_s(row: &E2eRow, p: &TrainingPrediction) -> f64 {
 }
 
 /// The end-to-end sources, in report order.
-pub const SOURCES: [&str; 8] =
-    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "dgxc", "llmfoundry"];
+pub const SOURCES: [&str; 9] =
+    ["vtrain", "neusight", "neusight-1gpu", "nemo", "nemo-blackwell", "nemo-moe", "nemo-long-cp", "dgxc", "llmfoundry"];
 
 /// How to get the efficiencies the predictions use.
 #[derive(Debug, Clone)]
@@ -115,7 +115,9 @@ pub fn prepare(
     for row in std::mem::take(&mut data_rows.rows) {
         let system = row.system.resolve().map_err(|e| format!("{}: {e:?}", row.id))?;
         let req = &row.request;
-        match validate_request(req, system.total_gpus()) {
+        match validate_request(req, system.total_gpus())
+            .and_then(|cfg| crate::llm::recipe::check_gpu(&cfg, &system.gpu).map(|()| cfg))
+        {
             Ok(cfg) => {
                 let p = Prepared {
                     source: row.source,
@@ -277,11 +279,16 @@ pub fn run_with(
     }
     let per_gpu: std::collections::BTreeSet<(&str, String)> = results
         .iter()
-        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell"))
+        .filter(|r| matches!(r.source, "nemo-moe" | "nemo-blackwell" | "nemo-long-cp"))
         .map(|r| (r.source, r.gpu.clone()))
         .collect();
     for (source, gpu) in per_gpu {
         add(format!("{source} {gpu}"), &|r| r.source == source && r.gpu == gpu);
+    }
+    let long_cp: std::collections::BTreeSet<(String, u32)> =
+        results.iter().filter(|r| r.source == "nemo-long-cp").map(|r| (r.gpu.clone(), r.cp)).collect();
+    for (gpu, cp) in long_cp {
+        add(format!("nemo-long-cp {gpu} cp {cp}"), &|r| r.source == "nemo-long-cp" && r.gpu == gpu && r.cp == cp);
     }
     for pp in [1, 2, 4] {
         add(format!("vtrain pp {pp}"), &|r| r.source == "vtrain" && r.pp == pp);
@@ -494,8 +501,8 @@ mod tests {
         let mean = means.iter().sum::<f64>() / k;
         let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
         let q = r.quantiles.as_ref().unwrap();
-        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, DGX Cloud, llm-foundry.
-        assert_eq!(q.shift.sources, 7);
+        // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, NeMo's long sequences, DGX Cloud, llm-foundry.
+        assert_eq!(q.shift.sources, 8);
         assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
         assert!(q.shift.half_width() > 0.0);
     }

@@ -20,6 +20,8 @@ pub enum Precision {
     Fp8,
     #[serde(rename = "fp8_block")]
     Fp8Block,
+    /// NVFP4 (E2M1 elements, one FP8 scale per 16); `fp4` is accepted for it.
+    #[serde(alias = "fp4")]
     Nvfp4,
 }
 

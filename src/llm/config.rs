@@ -274,6 +274,19 @@ pub struct ParallelSpec {
     /// tp·cp·pp·dp. Needs `model.attention` = `flash`. Default 1.
     #[serde(default = "one")]
     pub context_parallel: u32,
+    /// Megatron-Core's `cp_comm_type` (`--cp-comm-type`, Transformer Engine's `attn_forward_func_with_cp`): how
+    /// the context-parallel ranks exchange attention data — `p2p` (the K/V ring hidden behind each step's
+    /// attention), `all_gather` (K/V of the whole sequence gathered, exposed; `allgather` also accepted), `a2a`
+    /// (Ulysses all-to-alls of Q, K, V and O, heads per tp rank divisible by cp), `a2a+p2p` (all-to-all inside
+    /// groups, ring across them; needs `hierarchical_context_parallel_sizes`). Default: the framework's —
+    /// `all_gather` under torchtitan (its `context_parallel_rotate_method`), `p2p` otherwise
+    /// ([`crate::llm::cp`]). No effect with context_parallel 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
+    /// Megatron-Core's `hierarchical_context_parallel_sizes` for `cp_comm_type` `a2a+p2p`: `[a2a, p2p]`, the
+    /// all-to-all group of a adjacent cp ranks and the ring over the cp/a groups; a·p2p = context_parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hierarchical_context_parallel_sizes: Option<Vec<u32>>,
     /// How layers are divided among stages: `s1` (S1 eq. 3–5) or `uniform` (Megatron-Core, with the four options
     /// below). Default `s1` with virtual_stages = 1 and none of the options below, `uniform` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -362,6 +375,21 @@ pub struct ParallelSpec {
     /// framework's (Megatron-LM: true under bf16; NeMo's recipes: false; torchtitan and Hugging Face FSDP: true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_reduce_in_fp32: Option<bool>,
+    /// Megatron-LM's `--fp8-recipe` under `precision` `fp8`: `delayed` (the default), `tensorwise` (current
+    /// scaling), `blockwise` (1×128 / 128×128 block scales) or `mxfp8` (Blackwell) —
+    /// [`crate::llm::recipe::Fp8Recipe`]. Needs precision fp8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<crate::llm::recipe::Fp8Recipe>,
+    /// Megatron-LM's `--fp8-param-gather` (torchtitan: `enable_fsdp_float8_all_gather`): the parameter all-gathers
+    /// of the distributed optimizer or of ZeRO-3 / FSDP move the fp8 weights, 1 byte per parameter instead of 2.
+    /// Needs precision fp8 and `distributed_optimizer` or `zero_stage` 3. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_param_gather: bool,
+    /// CUDA graphs (Megatron-LM `--cuda-graph-impl` / `--cuda-graph-scope`): `none` (the default), `per_layer`
+    /// (each transformer layer's forward and backward replayed as one graph) or `full_iteration` (the whole
+    /// forward-backward as one graph) — [`crate::llm::cuda_graphs::CudaGraphs`]. Only under `megatron` and `nemo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
 }
 
 impl Default for ParallelSpec {
@@ -386,6 +414,8 @@ impl Default for ParallelSpec {
             tp_comm_overlap: false,
             overlap_p2p_comm: false,
             context_parallel: 1,
+            cp_comm_type: None,
+            hierarchical_context_parallel_sizes: None,
             layer_split: None,
             num_layers_in_first_pipeline_stage: None,
             num_layers_in_last_pipeline_stage: None,
@@ -394,6 +424,9 @@ impl Default for ParallelSpec {
             torch_compile: None,
             optimizer: None,
             grad_reduce_in_fp32: None,
+            fp8_recipe: None,
+            fp8_param_gather: false,
+            cuda_graphs: None,
             recompute_modules: None,
             ep: 1,
             expert_tp: None,
@@ -417,6 +450,7 @@ impl ParallelSpec {
             optimizer: self.optimizer,
             grad_reduce_in_fp32: self.grad_reduce_in_fp32,
             moe_token_dispatcher: self.moe_token_dispatcher,
+            cuda_graphs: self.cuda_graphs,
         }
     }
 
@@ -465,9 +499,11 @@ pub struct TrainingRequest {
     #[schema(value_type = crate::llm::model_ref::TrainingModelInput)]
     pub model: ModelSpec,
     pub parallelism: ParallelSpec,
-    /// Training precision (mixed precision with fp32 master weights for 16- and 8-bit). `fp8` runs the
+    /// Training precision (mixed precision with fp32 master weights for 16-, 8- and 4-bit). `fp8` runs the
     /// transformer layers' GEMMs in FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA
-    /// Transformer Engine) and everything else in bf16; the GPU needs FP8 tensor cores. Default `fp16`.
+    /// Transformer Engine, scaled as `parallelism.fp8_recipe` says) and everything else in bf16; the GPU needs FP8
+    /// tensor cores. `nvfp4` (alias `fp4`) runs them in NVFP4 (Transformer Engine's `NVFP4BlockScaling`) at the
+    /// GPU's fp4 peak, Blackwell only. Default `fp16`.
     #[serde(default = "fp16")]
     pub precision: Precision,
     /// The framework that runs the training: `megatron` (Megatron-LM / Megatron-Core with Transformer Engine),
@@ -503,6 +539,8 @@ pub struct TrainingConfig {
     pub dp: u32,
     /// Context-parallel degree.
     pub cp: u32,
+    /// How the context-parallel ranks communicate ([`crate::llm::cp::CpComm`]).
+    pub cp_comm: crate::llm::cp::CpComm,
     pub micro_batch: u32,
     /// Micro-batches per step, m.
     pub grad_accum: u32,
@@ -510,6 +548,10 @@ pub struct TrainingConfig {
     pub global_batch: u64,
     pub zero_stage: u32,
     pub precision: Precision,
+    /// How the fp8 GEMMs are scaled (delayed unless the request names another; [`crate::llm::recipe`]).
+    pub fp8_recipe: crate::llm::recipe::Fp8Recipe,
+    /// The parameter all-gathers move fp8 weights ([`TrainingConfig::param_gather_elem_bytes`]).
+    pub fp8_param_gather: bool,
     /// Key/value heads (= heads without GQA).
     pub kv_heads: u32,
     /// MLP hidden width.
@@ -593,13 +635,13 @@ impl TrainingConfig {
         self.sequence_parallel && self.tp > 1
     }
 
-    /// The precision of everything that is not an FP8 GEMM: the request's precision, or bf16 (fp16 where the
-    /// GPU has no bf16) under fp8 training (Transformer Engine keeps norms, softmax, attention and the LM head
-    /// in 16 bits).
+    /// The precision of everything that is not an FP8 / FP4 GEMM: the request's precision, or bf16 (fp16 where
+    /// the GPU has no bf16) under fp8 and nvfp4 training (Transformer Engine keeps norms, softmax, attention and
+    /// the LM head in 16 bits).
     pub fn non_gemm_precision(&self, has_bf16: bool) -> Precision {
         match self.precision {
-            Precision::Fp8 if has_bf16 => Precision::Bf16,
-            Precision::Fp8 => Precision::Fp16,
+            Precision::Fp8 | Precision::Nvfp4 if has_bf16 => Precision::Bf16,
+            Precision::Fp8 | Precision::Nvfp4 => Precision::Fp16,
             p => p,
         }
     }

@@ -184,7 +184,7 @@ fn chunk_work(
         |phase| send_target(pp, v, s, c, phase).map(|to| p2p_op(cfg, layout, phase, layout.p2p_group(cfg, s, to)));
     let zero = (cfg.zero_stage >= 2 && cfg.grad_ranks() > 1).then(|| {
         let params = chunk_params(cfg, s, c, n, v_padded);
-        let bytes = params * comm_elem_bytes(cfg);
+        let bytes = params * cfg.param_gather_elem_bytes();
         let gather = |phase| collective_op(OpName::DpAllGather, phase, Collective::AllGather, bytes, layout, params);
         ZeroWork {
             reduce_scatter: collective_op(
@@ -386,7 +386,8 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, expert_params: f64,
     } else {
         Some((OpName::DpAllReduce, Collective::AllReduce, params * ge))
     };
-    let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * e);
+    let pe = cfg.param_gather_elem_bytes();
+    let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * pe);
     let shared = cfg.model.tied_embeddings || cfg.model.mtp_layers > 0;
     let tied = shared && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
     let edp = cfg.moe.as_ref().map_or(1, |m| m.edp).max(1);
@@ -405,7 +406,7 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, expert_params: f64,
         optimizer_params: if sharded { params / n as f64 } else { params } + expert_optimizer,
         embedding_grad_bytes: tied.then(|| embedding_params(cfg, v_padded) * e),
         expert_sync,
-        expert_gather_bytes: (experts && sharded).then_some(expert_params * e),
+        expert_gather_bytes: (experts && sharded).then_some(expert_params * pe),
     }
 }
 

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 
 use crate::hw::GpuSpec;
 use crate::llm::config::{bad, ConfigError};
+use crate::llm::cuda_graphs::CudaGraphs;
 use crate::llm::moe::{Dispatcher, MoeTraining};
 
 /// The framework a training run uses (`framework` in a training request and a search).
@@ -78,6 +79,13 @@ impl Framework {
     /// whose MoE blocks (`Qwen3MoeSparseMoeBlock`, `MixtralSparseMoeBlock`) hold every expert on every rank.
     pub fn has_expert_parallelism(self) -> bool {
         self != Framework::Hf
+    }
+
+    /// The framework captures training steps as CUDA graphs: Megatron-Core (`--cuda-graph-impl local` or
+    /// `transformer_engine`, NeMo's `cuda_graph_impl`); torchtitan, DeepSpeed and Hugging Face's Trainer have no
+    /// such option for training.
+    pub fn has_cuda_graphs(self) -> bool {
+        self.is_megatron_core()
     }
 }
 
@@ -195,6 +203,8 @@ pub struct FrameworkTraits {
     /// parameter-count buckets: the gather of block i + 1 is prefetched during block i's forward, so each
     /// block's gather hides behind its predecessor's computation ([`crate::llm::timing::chunk_seconds`]).
     pub gather_per_block: bool,
+    /// Which parts of the iteration replay as CUDA graphs (host time, [`crate::llm::cuda_graphs`]).
+    pub cuda_graphs: CudaGraphs,
 }
 
 /// A framework's defaults and the request's options over them.
@@ -210,6 +220,8 @@ pub struct FrameworkOptions {
     pub grad_reduce_in_fp32: Option<bool>,
     /// The mixture-of-experts token dispatcher, else the framework's default ([`Framework::moe_dispatchers`]).
     pub moe_token_dispatcher: Option<Dispatcher>,
+    /// CUDA graphs, else none (every framework's default; [`Framework::has_cuda_graphs`]).
+    pub cuda_graphs: Option<CudaGraphs>,
 }
 
 impl FrameworkTraits {
@@ -237,6 +249,7 @@ impl FrameworkTraits {
             optimizer: opts.optimizer.unwrap_or(optimizer),
             grad_reduce_in_fp32: opts.grad_reduce_in_fp32.unwrap_or(reduce_fp32),
             gather_per_block: per_block,
+            cuda_graphs: opts.cuda_graphs.unwrap_or_default(),
         }
     }
 

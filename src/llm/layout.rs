@@ -51,6 +51,17 @@ impl Layout {
         (cfg.tp as u64 * cfg.cp as u64 * cfg.dp as u64).min(self.gpus_per_node as u64) as u32
     }
 
+    /// The all-to-all group of `a` adjacent context-parallel ranks (stride tp; `cp_comm_type` `a2a`, the inner
+    /// level of `a2a+p2p`).
+    pub fn cp_a2a_group(&self, a: u32) -> Group {
+        let per_node = if self.tp_group.ranks >= self.gpus_per_node {
+            1
+        } else {
+            (self.gpus_per_node / self.tp_group.ranks).max(1).min(a)
+        };
+        Group::new(a, per_node)
+    }
+
     /// The send between neighbours of the context-parallel ring: across nodes when the ring spans nodes (its
     /// slowest hop sets the pace).
     pub fn cp_ring_group(&self) -> Group {

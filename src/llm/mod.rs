@@ -8,6 +8,8 @@
 //! import `learn` or anything outside the domain core.
 
 pub mod config;
+pub mod cp;
+pub mod cuda_graphs;
 pub mod decompose;
 pub mod flops;
 pub mod framework;
@@ -20,6 +22,7 @@ pub mod operators;
 pub mod partition;
 pub mod pipeline;
 pub mod predict;
+pub mod recipe;
 pub mod report;
 pub mod run;
 pub mod schedule;

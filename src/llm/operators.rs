@@ -11,17 +11,20 @@
 //!   all-reduce becomes an all-gather plus a reduce-scatter of the same total volume. In the backward pass the
 //!   extra all-gather of a column-parallel layer's input (for its weight gradient) overlaps the input-gradient
 //!   GEMM and is not charged (Megatron's asynchronous gradient communication).
-//! - **Context parallelism** (Megatron-Core / Transformer Engine ring attention): each rank holds tokens/cp of
-//!   every sequence; attention runs as cp FlashAttention calls of tokens/cp queries against one key/value chunk
-//!   (the load-balanced causal split makes every step equal work), while the next chunk's keys and values (and in
-//!   the backward pass their gradients) travel to the ring neighbour; the send is hidden behind the step's
-//!   attention and only its excess is charged.
+//! - **Context parallelism** ([`crate::llm::cp`], per `cp_comm_type`): each rank holds tokens/cp of every
+//!   sequence (the load-balanced causal split of 2·cp chunks makes every rank's work equal). Megatron-Core's
+//!   default `p2p` runs attention as cp FlashAttention calls of tokens/cp queries against one key/value chunk,
+//!   while the next chunk's keys and values (and in the backward pass their gradients) travel to the ring
+//!   neighbour; the send is hidden behind the step's attention and only its excess is charged. `all_gather`,
+//!   `a2a` (Ulysses) and `a2a+p2p` communicate as [`crate::llm::cp`] says.
 //! - **Recompute** (Korthikanti et al. 2022, §5): `full` re-runs every forward operator of the layer (its
 //!   tensor- and context-parallel communication included) during the backward pass; `selective` re-runs the core
 //!   attention (QKᵀ, softmax, its dropout, ·V, or the FlashAttention forward).
-//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8; everything
-//!   else stays 16-bit. Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear,
-//!   LayerNormMLP, the GEMM epilogues), so they are not separate operators.
+//! - **FP8** (Micikevicius et al. 2022; Transformer Engine): the four GEMMs of each layer run in fp8 (`fp8_block`
+//!   under blockwise scaling, nvfp4 under fp4 training); everything else stays 16-bit. Under delayed scaling
+//!   Transformer Engine fuses the fp8 casts into the neighbouring kernels (LayerNormLinear, LayerNormMLP, the GEMM
+//!   epilogues), so they are not separate operators; current scaling's amax passes and MXFP8's scale writes are
+//!   ([`crate::llm::recipe::scaling_ops`]).
 //! - **Dropout** (Megatron-LM `--hidden-dropout`, `--attention-dropout`; Korthikanti et al.'s masks): with
 //!   `model.dropout` > 0, each layer runs a dropout over the attention probabilities (b·h/tp·l² elements, unless
 //!   FlashAttention fuses it) and two fused bias-dropout-add kernels on its two residual branches (reading the
@@ -87,6 +90,15 @@ pub enum OpName {
     /// Context parallelism's ring exchange of key/value chunks (and their gradients).
     #[serde(rename = "CP_P2P")]
     CpP2p,
+    /// Context parallelism's all-gather of the whole sequence's keys and values (`cp_comm_type` `all_gather`).
+    #[serde(rename = "CP_Allgather")]
+    CpAllGather,
+    /// Context parallelism's reduce-scatter of the key/value gradients (`cp_comm_type` `all_gather`, backward).
+    #[serde(rename = "CP_Reduce_Scatter")]
+    CpReduceScatter,
+    /// Context parallelism's Ulysses all-to-alls of Q, K, V and O (`cp_comm_type` `a2a`, `a2a+p2p`).
+    #[serde(rename = "CP_Alltoall")]
+    CpAllToAll,
     #[serde(rename = "DP_Allreduce")]
     DpAllReduce,
     #[serde(rename = "DP_Reduce_Scatter")]
@@ -181,6 +193,13 @@ pub enum OpName {
     /// All-gather of the updated expert parameters over the expert-data-parallel group.
     #[serde(rename = "EDP_Allgather")]
     EdpAllGather,
+    /// Current scaling's absolute-maximum pass over an fp8 GEMM's operand before its cast (and MXFP8's scale
+    /// writes; [`crate::llm::recipe::scaling_ops`]).
+    #[serde(rename = "FP8_Amax")]
+    Fp8Amax,
+    /// Current scaling's all-reduce of a sequence-parallel operand's amax over the tensor-parallel group.
+    #[serde(rename = "FP8_Amax_Allreduce")]
+    Fp8AmaxAllreduce,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.
@@ -247,7 +266,8 @@ impl Overlap {
 /// The precisions operators run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpPrecisions {
-    /// The transformer layers' four GEMMs (fp8 under fp8 training).
+    /// The transformer layers' four GEMMs (fp8 under fp8 training, `fp8_block` under blockwise scaling, nvfp4 under
+    /// fp4 training).
     pub gemm: Precision,
     /// Everything else.
     pub other: Precision,
@@ -256,7 +276,7 @@ pub struct OpPrecisions {
 impl OpPrecisions {
     /// The precisions of `cfg` on `gpu` (see [`TrainingConfig::non_gemm_precision`]).
     pub fn of(cfg: &TrainingConfig, gpu: &GpuSpec) -> OpPrecisions {
-        OpPrecisions { gemm: cfg.precision, other: cfg.non_gemm_precision(gpu.peak_tflops.bf16.is_some()) }
+        OpPrecisions { gemm: cfg.gemm_precision(), other: cfg.non_gemm_precision(gpu.peak_tflops.bf16.is_some()) }
     }
 }
 
@@ -405,6 +425,8 @@ pub fn layer_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions) -> V
     let mut ops = layer_passes(cfg, layout, prec, true);
     let recomputed = crate::llm::moe::recompute::recomputed(cfg, &ops);
     ops.extend(recomputed);
+    let scaling = crate::llm::recipe::scaling_ops(cfg, layout, &ops);
+    ops.extend(scaling);
     ops
 }
 
@@ -489,15 +511,17 @@ pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, m
             ));
         }
         Attention::Flash => {
-            // With cp > 1: cp ring steps, each tokens/cp queries against one key/value chunk.
-            // G: key/value heads on this GPU (Megatron replicates them when tp exceeds them).
+            // With cp > 1 (crate::llm::cp): ring steps of tokens/ring queries against one key/value chunk, on the
+            // heads left after the all-to-all (p2p: cp steps of tokens/cp on every head; a2a: the whole sequence
+            // on heads/cp). G: key/value heads on this GPU (Megatron replicates them when tp exceeds them).
+            let (calls, q, heads, kv) = crate::llm::cp::attention_calls(cfg, hp, core_kv);
             ops.extend(compute(
                 OpName::FlashAttention,
                 OpClass::FlashAttention,
                 o,
-                &[b, lr, hp, core_dh, core_kv],
-                vec![b, lr, hp, core_dh],
-                cfg.cp,
+                &[b, q, heads, core_dh, kv],
+                vec![b, q, heads, core_dh],
+                calls,
             ));
         }
     }
@@ -531,28 +555,8 @@ pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, m
     };
     ops.extend(tp_sync(cfg, layout, Phase::Fwd, fwd_sites, act_bytes, t * d, mlp));
     ops.extend(tp_sync(cfg, layout, Phase::Bwd, bwd_sites, act_bytes, t * d, mlp));
-    if cfg.cp > 1 {
-        // Keys and values of one chunk: 2 · b · (l/cp) · kv/tp · d/h elements; backward also their gradients
-        // (MLA: the per-head keys and values of the head dims).
-        let kv_bytes = 2.0 * (b * lr * core_kv * core_dh) as f64 * e;
-        let ring = layout.cp_ring_group();
-        let feats =
-            vec![b * lr * core_kv * core_dh, layout.cp_group.nodes as u64, layout.cp_group.ranks_per_node as u64];
-        for (phase, bytes) in [(Phase::Fwd, kv_bytes), (Phase::Bwd, 2.0 * kv_bytes)] {
-            let mut p2p = collective(
-                OpName::CpP2p,
-                phase,
-                cfg.cp - 1,
-                Collective::SendRecv,
-                bytes,
-                ring,
-                layout.active_per_node,
-                feats.clone(),
-            );
-            p2p.overlaps = Some(Overlap { with: OpName::FlashAttention, chunks: 1 });
-            ops.push(p2p);
-        }
-    }
+    // Context parallelism's communication (MLA: the per-head keys and values of the head dims).
+    ops.extend(crate::llm::cp::cp_ops(cfg, layout, hp, core_kv, core_dh, e));
     ops
 }
 

@@ -17,7 +17,7 @@ use super::schedule::{schedule, Step};
 use super::timing::{time_training, TimedTraining, Timer};
 use super::trace::{trace, Trace};
 use crate::cost::CostBackend;
-use crate::hw::{GpuSpec, Precision};
+use crate::hw::GpuSpec;
 
 /// Predicts one training iteration of `cfg` with `backend` (which also provides the system).
 ///
@@ -52,16 +52,7 @@ pub fn predict_traced(
     Ok((report(cfg, backend, &work, &timed, &step), timeline))
 }
 
-/// Refuses fp8 training on a GPU without fp8 tensor cores (field `precision`).
+/// Refuses a precision or fp8 recipe the GPU lacks ([`crate::llm::recipe::check_gpu`]).
 fn check_precision(cfg: &TrainingConfig, gpu: &GpuSpec) -> Result<(), ConfigError> {
-    if cfg.precision == Precision::Fp8 && gpu.peak_matmul_flops(Precision::Fp8).is_none() {
-        return Err(ConfigError {
-            field: "precision".into(),
-            message: format!(
-                "{} has no fp8 tensor cores (its peak_tflops.fp8 is null): fp8 training needs them",
-                gpu.name
-            ),
-        });
-    }
-    Ok(())
+    crate::llm::recipe::check_gpu(cfg, gpu)
 }

@@ -99,6 +99,10 @@ pub struct ResolvedConfig {
     pub pp: u32,
     pub dp: u32,
     pub context_parallel: u32,
+    /// How the context-parallel ranks communicate, in effect (the request's `cp_comm_type` or the framework's
+    /// default; [`crate::llm::cp`]); absent with context_parallel 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
     pub gpus: u64,
     pub micro_batch: u32,
     /// Micro-batches per step, m.
@@ -135,6 +139,12 @@ pub struct ResolvedConfig {
     pub optimizer: OptimizerImpl,
     /// Gradients reduced in fp32 (the request's `grad_reduce_in_fp32` or the framework's default).
     pub grad_reduce_in_fp32: bool,
+    /// How the fp8 GEMMs are scaled (`delayed` unless the request names another; meaningful under precision fp8).
+    pub fp8_recipe: crate::llm::recipe::Fp8Recipe,
+    /// The parameter all-gathers move fp8 weights.
+    pub fp8_param_gather: bool,
+    /// Which passes replay as CUDA graphs.
+    pub cuda_graphs: crate::llm::cuda_graphs::CudaGraphs,
     /// Unique parameters of the model (every expert; multi-token-prediction layers not counted).
     pub model_parameters: f64,
     /// Parameters one token uses: the model's with only the top-k routed experts of each MoE layer (= model
@@ -390,6 +400,7 @@ pub fn report(
             pp,
             dp: cfg.dp,
             context_parallel: cfg.cp,
+            cp_comm_type: (cfg.cp > 1).then_some(cfg.cp_comm.comm_type),
             gpus: cfg.gpus(),
             micro_batch: cfg.micro_batch,
             grad_accum: cfg.grad_accum,
@@ -415,6 +426,9 @@ pub fn report(
             framework: cfg.framework.framework,
             optimizer: cfg.framework.optimizer,
             grad_reduce_in_fp32: cfg.framework.grad_reduce_in_fp32,
+            fp8_recipe: cfg.fp8_recipe,
+            fp8_param_gather: cfg.fp8_param_gather,
+            cuda_graphs: cfg.framework.cuda_graphs,
             model_parameters: model_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
             active_parameters: active_params(cfg, padded_vocab(cfg.model.vocab as u64, 1)),
             head_dim: cfg.head_dim,

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use super::config::{ConfigError, TrainingConfig};
+use super::cuda_graphs::CudaGraphs;
 use super::decompose::{chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts};
 use super::framework::OptimizerImpl;
 use super::layout::Layout;
@@ -22,7 +23,7 @@ use super::moe::layout::MoeLayout;
 use super::moe::mtp::mtp_ops;
 use super::moe::ops::moe_layer_ops;
 use super::operators::{
-    comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
+    embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
 };
 use super::pipeline::StageTail;
 use crate::comm::Group;
@@ -46,6 +47,8 @@ pub struct Timer<'a> {
     attention_scale: f64,
     /// How the optimizer step is launched (fused by default).
     optimizer: OptimizerImpl,
+    /// Which passes replay as CUDA graphs (none by default).
+    graphs: CudaGraphs,
 }
 
 /// Optimizer parameter tensors per transformer layer (two norm weights, the QKV, output, up — gate and up with
@@ -70,7 +73,13 @@ pub fn optimizer_tensors(cfg: &TrainingConfig, layers: u32, moe_layers: u32) -> 
 impl<'a> Timer<'a> {
     /// A timer over `backend` with an empty cache (Megatron's kernels).
     pub fn new(backend: &'a dyn CostBackend) -> Timer<'a> {
-        Timer { backend, cache: HashMap::new(), attention_scale: 1.0, optimizer: OptimizerImpl::Fused }
+        Timer {
+            backend,
+            cache: HashMap::new(),
+            attention_scale: 1.0,
+            optimizer: OptimizerImpl::Fused,
+            graphs: CudaGraphs::None,
+        }
     }
 
     /// A timer over `backend` for `cfg`'s framework: its attention kernel and optimizer implementation.
@@ -79,8 +88,25 @@ impl<'a> Timer<'a> {
         Timer {
             attention_scale: fw.attention.slowdown(&backend.system().gpu),
             optimizer: fw.optimizer,
+            graphs: fw.cuda_graphs,
             ..Timer::new(backend)
         }
+    }
+
+    /// Forward and backward seconds of one transformer layer's `ops` (timed as `timed`) under the framework's
+    /// CUDA graphs: [`pass_seconds_with`] with the layer's host time per pass as
+    /// [`CudaGraphs::layer_host_us`] gives it (one graph launch costs one kernel's host time).
+    pub fn layer_seconds(&self, ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
+        let host_us = self.backend.efficiency().map_or(0.0, |e| e.host_us);
+        let graphs = self.graphs;
+        pass_seconds_with(ops, timed, |eager| graphs.layer_host_us(eager, host_us))
+    }
+
+    /// Forward and backward seconds of operators outside the layers (embedding, head) under the framework's CUDA
+    /// graphs ([`CudaGraphs::outside_host_us`]).
+    pub fn outside_seconds(&self, ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
+        let graphs = self.graphs;
+        pass_seconds_with(ops, timed, |eager| graphs.outside_host_us(eager))
     }
 
     /// The time multiplier of the framework's attention kernel.
@@ -211,6 +237,12 @@ pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, Conf
 /// dispatches kernels ahead of the GPU, so a pass of short kernels runs at the host's pace and a pass of long ones
 /// at the GPU's (the launch-bound regime of small models and large tensor parallelism).
 pub fn pass_seconds(ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
+    pass_seconds_with(ops, timed, |host_us| host_us)
+}
+
+/// [`pass_seconds`] with each pass's host time (µs, the sum over its kernels) mapped by `host` first (CUDA graphs
+/// replace the per-kernel dispatch, [`CudaGraphs`]).
+pub fn pass_seconds_with(ops: &[StageOp], timed: &[TimedOp], host: impl Fn(f64) -> f64) -> (f64, f64) {
     let (mut f, mut b) = (0.0, 0.0);
     let (mut host_f, mut host_b) = (0.0, 0.0);
     for (o, t) in ops.iter().zip(timed) {
@@ -220,7 +252,7 @@ pub fn pass_seconds(ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
             Phase::Bwd => (b, host_b) = (b + calls * t.charged_us, host_b + calls * t.time.host_us),
         }
     }
-    (f.max(host_f) * 1e-6, b.max(host_b) * 1e-6)
+    (f.max(host(host_f)) * 1e-6, b.max(host(host_b)) * 1e-6)
 }
 
 /// Per-micro-batch forward and backward seconds of one layer, of one MoE layer, of the first stage's embedding,
@@ -246,20 +278,20 @@ pub fn pieces(
         Some(moe) => {
             let ops = moe_layer_ops(cfg, layout, moe, prec);
             let timed = crate::llm::moe::timing::time_layer(cfg, &ops, timer)?;
-            pass_seconds(&ops, &timed)
+            timer.layer_seconds(&ops, &timed)
         }
         None => (0.0, 0.0),
     };
     let mtp = mtp_seconds(cfg, &mtp_ops(cfg, layout, prec, v_padded), timer)?;
-    let mut seconds = |ops: Vec<StageOp>| -> Result<(f64, f64), ConfigError> {
+    let mut seconds = |ops: Vec<StageOp>, layer: bool| -> Result<(f64, f64), ConfigError> {
         let timed = time_ops(&ops, timer)?;
-        Ok(pass_seconds(&ops, &timed))
+        Ok(if layer { timer.layer_seconds(&ops, &timed) } else { timer.outside_seconds(&ops, &timed) })
     };
     Ok(Pieces {
-        layer: seconds(layer_ops(cfg, layout, prec))?,
+        layer: seconds(layer_ops(cfg, layout, prec), true)?,
         moe_layer,
-        embedding: seconds(embedding_ops(cfg, layout, prec, v_padded))?,
-        head: seconds(head_ops(cfg, layout, prec, v_padded))?,
+        embedding: seconds(embedding_ops(cfg, layout, prec, v_padded), false)?,
+        head: seconds(head_ops(cfg, layout, prec, v_padded), false)?,
         mtp,
     })
 }
@@ -271,7 +303,7 @@ fn mtp_seconds(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> Resu
         return Ok((0.0, 0.0));
     }
     let timed = crate::llm::moe::timing::time_layer(cfg, ops, timer)?;
-    Ok(pass_seconds(ops, &timed))
+    Ok(timer.layer_seconds(ops, &timed))
 }
 
 /// ZeRO ≥ 2's per-micro-batch collectives of one model chunk, seconds.
@@ -440,7 +472,7 @@ pub fn chunk_times(
             let send = |phase| send_target(pp, v, s, c, phase).map(|to| sends.get(cfg, layout, phase, s, to));
             let zero = if cfg.zero_stage >= 2 && cfg.grad_ranks() > 1 {
                 let params = chunk_params(cfg, s, c, n, v_padded);
-                let bytes = params * comm_elem_bytes(cfg);
+                let bytes = params * cfg.param_gather_elem_bytes();
                 let a = layout.active_per_node;
                 let rs_bytes = params * cfg.grad_elem_bytes();
                 let rs = timer.collective_s(Collective::ReduceScatter, rs_bytes, layout.dp_group, a)?;
@@ -631,11 +663,11 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
     let embedding = time_ops(&d.embedding, timer)?;
     let head = time_ops(&d.head, timer)?;
     let p = Pieces {
-        layer: pass_seconds(&d.layer, &layer),
-        moe_layer: pass_seconds(&d.moe_layer, &moe_layer),
-        embedding: pass_seconds(&d.embedding, &embedding),
-        head: pass_seconds(&d.head, &head),
-        mtp: pass_seconds(&d.mtp, &mtp),
+        layer: timer.layer_seconds(&d.layer, &layer),
+        moe_layer: timer.layer_seconds(&d.moe_layer, &moe_layer),
+        embedding: timer.outside_seconds(&d.embedding, &embedding),
+        head: timer.outside_seconds(&d.head, &head),
+        mtp: timer.layer_seconds(&d.mtp, &mtp),
     };
     let chunks = d.stages.len() * d.v as usize;
     let (mut fwd_s, mut bwd_s) = (Vec::with_capacity(chunks), Vec::with_capacity(chunks));

@@ -17,7 +17,8 @@ use crate::hw::Precision;
 /// `parallelism.global_batch` not a multiple of micro_batch·dp or inconsistent with `grad_accum`;
 /// `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer` with ZeRO stage 0;
 /// `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp (Megatron's
-/// load-balanced causal split); `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
+/// load-balanced causal split); `parallelism.cp_comm_type` and `parallelism.hierarchical_context_parallel_sizes`
+/// as [`crate::llm::cp::CpComm::validate`] refuses them; `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
 /// `parallelism.virtual_stages` with pp = 1 or micro-batches not divisible by pp (Narayanan et al. 2021's
 /// interleaved schedule); `parallelism.layer_split` `s1` with interleaving or with Megatron-Core's split options;
 /// Megatron-Core's split refusing the layers (`parallelism.virtual_stages`, `parallelism.layer_split`, or the
@@ -121,6 +122,14 @@ pub fn validate(
             ));
         }
     }
+    let cp_comm = crate::llm::cp::CpComm::validate(
+        par.cp_comm_type,
+        par.hierarchical_context_parallel_sizes.as_deref(),
+        cp,
+        tp,
+        model.heads,
+        model.kv_heads.unwrap_or(model.heads),
+    )?;
     if par.sequence_parallel && tp > 1 && (model.seq_len / cp) % tp != 0 {
         return Err(bad(
             "parallelism.sequence_parallel",
@@ -223,11 +232,19 @@ pub fn validate(
         pp: par.pp,
         dp: par.dp,
         cp,
+        cp_comm,
         micro_batch: par.micro_batch,
         grad_accum,
         global_batch: grad_accum as u64 * per_step,
         zero_stage: par.zero_stage,
         precision,
+        fp8_recipe: crate::llm::recipe::validate(
+            precision,
+            par.fp8_recipe,
+            par.fp8_param_gather,
+            par.distributed_optimizer || par.zero_stage >= 3,
+        )?,
+        fp8_param_gather: par.fp8_param_gather,
         kv_heads,
         ffn_hidden,
         sequence_parallel: par.sequence_parallel,
@@ -282,7 +299,8 @@ pub fn validate_request(req: &super::config::TrainingRequest, system_gpus: u64) 
 /// `cfg` run by `framework` with the options it was validated with (a mixture-of-experts model's dispatcher and
 /// options as [`moe_under`] resolves them). Errors: `parallelism.torch_compile` with a framework that does not
 /// compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused kernels instead);
-/// [`moe_under`]'s.
+/// [`moe_under`]'s; `parallelism.cp_comm_type` as [`crate::llm::cp::CpComm::resolve`] refuses it (Ulysses under
+/// torchtitan). The context-parallel kind becomes the framework's default where the request gave none.
 pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<TrainingConfig, ConfigError> {
     if cfg.framework_options.torch_compile == Some(true) && !matches!(framework, Framework::Torchtitan | Framework::Hf)
     {
@@ -294,8 +312,32 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
             ),
         ));
     }
+    let graphs = cfg.framework_options.cuda_graphs.unwrap_or_default();
+    if graphs != crate::llm::cuda_graphs::CudaGraphs::None && !framework.has_cuda_graphs() {
+        return Err(bad(
+            "parallelism.cuda_graphs",
+            format!(
+                "{} does not capture training steps as CUDA graphs: cuda_graphs {} applies to megatron and nemo",
+                framework.as_str(),
+                graphs.as_str()
+            ),
+        ));
+    }
+    if cfg.fp8_param_gather && !matches!(framework, Framework::Megatron | Framework::Nemo | Framework::Torchtitan) {
+        return Err(bad(
+            "parallelism.fp8_param_gather",
+            format!(
+                "{} gathers 16-bit parameters: fp8_param_gather applies to megatron, nemo (--fp8-param-gather) and \
+                 torchtitan (enable_fsdp_float8_all_gather)",
+                framework.as_str()
+            ),
+        ));
+    }
     if let Some(moe) = cfg.moe.as_mut() {
         moe_under(framework, moe, cfg.framework_options.moe_token_dispatcher)?;
+    }
+    if cfg.cp > 1 {
+        cfg.cp_comm = cfg.cp_comm.resolve(framework)?;
     }
     cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
     Ok(cfg)

@@ -29,6 +29,7 @@ mod operations;
 mod plots;
 mod predictions;
 mod profiles;
+mod recipes;
 mod search;
 mod store;
 mod systems;

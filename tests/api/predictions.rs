@@ -17,8 +17,9 @@ async fn every_example_request_predicts_a_positive_time() {
     let app = TestApp::new().await;
     let examples = example_requests();
     // Five GPT / Llama / Llemma layouts on each of Perlmutter and Vista, and on DGX H100 Llama 3.1 405B with the
-    // embedding-and-loss split (NeMo) and Llama 3.1 8B with torchtitan's compiled FSDP2.
-    assert_eq!(examples.len(), 12);
+    // embedding-and-loss split (NeMo), Llama 3.1 8B with torchtitan's compiled FSDP2 and Llama 3.1 8B in fp8 with
+    // current scaling, fp8 parameter gathers and per-layer CUDA graphs.
+    assert_eq!(examples.len(), 13);
     for (file, req) in examples {
         let r = app.post_json("/v1/predictions/training", &req).await;
         assert_eq!(r.status, 200, "{file}: {}", String::from_utf8_lossy(&r.body));
@@ -271,4 +272,43 @@ async fn training_takes_a_catalog_name_or_a_hugging_face_config() {
         let p = app.post_json("/v1/predictions/training", &req(bad.clone())).await.problem(422);
         assert_eq!(p["errors"][0]["field"], "model", "{bad}: {p}");
     }
+}
+
+#[tokio::test]
+async fn context_parallel_comm_types_answer_and_ulysses_needs_divisible_heads() {
+    let app = TestApp::new().await;
+    // Llama 3.1 8B at 128k tokens on 8 GPUs with Ulysses: 32 heads and 8 key/value heads split over cp 8.
+    let req = |cp: u32, kind: &str, framework: &str| {
+        json!({"system": "dgx-h100", "framework": framework, "precision": "bf16",
+               "model": {"name": "Llama-3.1-8B", "seq_len": 131072},
+               "parallelism": {"context_parallel": cp, "cp_comm_type": kind, "global_batch": 8}})
+    };
+    let a2a = predict(&app, &req(8, "a2a", "megatron")).await;
+    assert_eq!(a2a["config"]["cp_comm_type"], "a2a");
+    let names = |p: &Value| -> Vec<String> {
+        p["operators"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(names(&a2a).iter().any(|n| n == "CP_Alltoall"), "{:?}", names(&a2a));
+    assert!(!names(&a2a).iter().any(|n| n == "CP_P2P"));
+    // The exposed all-gather (Transformer Engine) is slower than the hidden ring at 16k tokens per rank.
+    let ring = predict(&app, &req(8, "p2p", "megatron")).await;
+    let ag = predict(&app, &req(8, "all_gather", "megatron")).await;
+    let t = |p: &Value| p["iteration_time_s"].as_f64().unwrap();
+    assert!(t(&ag) > t(&ring), "all_gather {} s, p2p {} s", t(&ag), t(&ring));
+    assert!(names(&ag).iter().any(|n| n == "CP_Allgather") && names(&ag).iter().any(|n| n == "CP_Reduce_Scatter"));
+    // torchtitan's default is its all-gather rotate method.
+    let mut tt = req(8, "p2p", "torchtitan");
+    tt["parallelism"].as_object_mut().unwrap().remove("cp_comm_type");
+    assert_eq!(predict(&app, &tt).await["config"]["cp_comm_type"], "all_gather");
+    // cp 16: 8 key/value heads do not split over 16 ranks; torchtitan has no Ulysses.
+    for body in [req(16, "a2a", "megatron"), req(8, "a2a", "torchtitan")] {
+        let p = app.post_json("/v1/predictions/training", &body).await.problem(422);
+        assert_eq!(p["errors"][0]["field"], "parallelism.cp_comm_type", "{p}");
+    }
+    let mut bad = req(8, "a2a+p2p", "nemo");
+    bad["parallelism"]["hierarchical_context_parallel_sizes"] = json!([2, 8]);
+    let p = app.post_json("/v1/predictions/training", &bad).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "parallelism.hierarchical_context_parallel_sizes");
+    bad["parallelism"]["hierarchical_context_parallel_sizes"] = json!([2, 4]);
+    assert_eq!(predict(&app, &bad).await["config"]["cp_comm_type"], "a2a+p2p");
 }

@@ -1,5 +1,5 @@
 //! End-to-end training measurements of `../shared/data` (DATA.md: vTrain, NeuSight's distributed runs,
-//! NeMo/Megatron-Bridge and DGX Cloud tables, llm-foundry's MPT runs) turned into prediction requests with their measured iteration time.
+//! NeMo/Megatron-Bridge and DGX Cloud tables, NeMo's long-sequence table, llm-foundry's MPT runs) turned into prediction requests with their measured iteration time.
 //! What each source ran is reconstructed from its documentation; every assumption is stated where it is made.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,8 @@ use crate::llm::TrainingRequest;
 /// One measured configuration.
 #[derive(Debug, Clone)]
 pub struct E2eRow {
-    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-blackwell`, `nemo-moe`, `dgxc`, `llmfoundry`.
+    /// `vtrain`, `neusight`, `neusight-1gpu`, `nemo`, `nemo-blackwell`, `nemo-moe`, `nemo-long-cp`, `dgxc`,
+    /// `llmfoundry`.
     pub source: &'static str,
     /// Where it comes from (file and line or table title and column).
     pub id: String,
@@ -80,6 +81,27 @@ fn dgx_h100() -> SystemSpec {
 }
 
 /// The request of a measured run: `framework` is what ran it ([`crate::llm::framework::Framework`]'s wire name).
+/// The request precision and fp8 recipe of a NeMo / Megatron-Bridge table's precision cell, as the tables name
+/// them (the first configuration of an `x (y)` cell): `BF16` → bf16; `FP8-CS` (current scaling) → fp8 with
+/// `fp8_recipe` tensorwise; `FP8-MX` and `MXFP8` → fp8 with mxfp8; `FP8` (no recipe stated) → fp8 with Megatron's
+/// default (delayed); `NVFP4` → nvfp4; anything else (an empty cell) → none.
+pub(super) fn nemo_precision(cell: &str) -> Option<(&'static str, Option<&'static str>)> {
+    let p = cell.trim().to_ascii_uppercase();
+    if p.starts_with("BF16") {
+        Some(("bf16", None))
+    } else if p.starts_with("FP8-CS") {
+        Some(("fp8", Some("tensorwise")))
+    } else if p.starts_with("FP8-MX") || p.starts_with("MXFP8") {
+        Some(("fp8", Some("mxfp8")))
+    } else if p.starts_with("FP8") {
+        Some(("fp8", None))
+    } else if p.starts_with("NVFP4") {
+        Some(("nvfp4", None))
+    } else {
+        None
+    }
+}
+
 fn request(
     system: &str,
     model: Value,
@@ -94,6 +116,7 @@ fn request(
 mod dgxc;
 mod llmfoundry;
 mod nemo;
+mod nemo_long;
 mod nemo_moe;
 mod neusight;
 mod vtrain;
@@ -101,6 +124,7 @@ mod vtrain;
 pub use dgxc::dgxc;
 pub use llmfoundry::llmfoundry;
 pub use nemo::{architecture, nemo};
+pub use nemo_long::nemo_long;
 pub use nemo_moe::nemo_moe;
 pub use neusight::{neusight, neusight_single};
 pub use vtrain::vtrain;
@@ -113,6 +137,7 @@ pub fn load(data: &Path) -> Result<E2eData, String> {
     neusight_single(data, &mut out)?;
     nemo(data, &mut out)?;
     nemo_moe(data, &mut out)?;
+    nemo_long(data, &mut out)?;
     dgxc(data, &mut out)?;
     llmfoundry(data, &mut out)?;
     Ok(out)
@@ -205,8 +230,44 @@ mod tests {
         let gb200 = out.rows.iter().find(|r| r.id.contains("LLAMA3_70B") && r.system.name == "gb200-nvl72").unwrap();
         assert_eq!((gb200.source, gb200.system.gpus_per_node), ("nemo-blackwell", 72));
         assert!(out.rows.iter().all(|r| (r.source == "nemo") == (r.system.name == "eval-dgx-h100")));
-        // NVFP4 rows are skipped (fp4 training is not modelled).
-        assert!(out.skipped.keys().any(|(s, why)| s == "nemo-blackwell" && why.contains("NVFP4")));
+        // The precision cell's recipe is the request's: NVFP4 rows train in nvfp4 (Blackwell only), FP8-MX / MXFP8
+        // rows with the mxfp8 recipe, FP8-CS rows with current (tensorwise) scaling.
+        use crate::llm::recipe::Fp8Recipe;
+        let nvfp4 = out.rows.iter().filter(|r| r.request.precision == crate::hw::Precision::Nvfp4);
+        assert!(nvfp4.clone().count() > 0 && nvfp4.clone().all(|r| r.source == "nemo-blackwell"));
+        let recipe = |r: &crate::llm::config::TrainingRequest| r.parallelism.fp8_recipe;
+        assert!(out.rows.iter().any(|r| recipe(&r.request) == Some(Fp8Recipe::Mxfp8)));
+        assert!(out.rows.iter().all(|r| recipe(&r.request) != Some(Fp8Recipe::Mxfp8) || r.source != "nemo"));
+        assert_eq!(super::nemo_precision("FP8-CS (FP8-MX)"), Some(("fp8", Some("tensorwise"))));
+        assert_eq!(super::nemo_precision("FP8"), Some(("fp8", None)));
+    }
+
+    #[test]
+    fn nemo_long_sequence_rows_convert_tflops_with_nemos_formula() {
+        let mut out = E2eData::default();
+        nemo_long(&data(), &mut out).unwrap();
+        // All 17 rows: Llama-3 8B on B200 at 8k–1M tokens (8), Llama-2 7B on H100 at 4k–1M (9).
+        assert_eq!(out.rows.len(), 17, "{:?}", out.skipped);
+        assert!(out.rows.iter().all(|r| r.source == "nemo-long-cp"));
+        // Llama-2 7B, 1M tokens on 1,024 H100 (tp 8, dp 4, cp 32), 4 sequences per step at 536 TFLOP/s per GPU.
+        // NeMo's llama2 formula with B = 4, s = 1,048,576, L = 32, d = 4096, kv = h, f = 11,008, V = 32,000:
+        // F = B·s·L·d²·(12 + 12 + 18·11008/4096 + 12·s/4096 + 6·32000/(32·4096))
+        //   = 4·1048576·32·16777216·(24 + 48.375 + 3072 + 1.46484375) = 2.2518e15·3145.84 = 7.0838e18 FLOPs;
+        // t = F / (536e12 · 1024) = 12.906 s.
+        let r = out.rows.iter().find(|r| r.id.contains("LLAMA2-7B 1024K")).unwrap();
+        let p = &r.request.parallelism;
+        assert_eq!((p.tp, p.pp, p.dp, p.context_parallel, p.micro_batch, p.global_batch), (8, 1, 4, 32, 1, Some(4)));
+        let f = 4.0
+            * 1048576.0
+            * 32.0
+            * 4096.0f64.powi(2)
+            * (24.0 + 18.0 * 11008.0 / 4096.0 + 12.0 * 1048576.0 / 4096.0 + 6.0 * 32000.0 / (32.0 * 4096.0));
+        assert!((r.measured_s - f / (536e12 * 1024.0)).abs() < 1e-9 * r.measured_s, "{}", r.measured_s);
+        assert!((r.measured_s - 12.906).abs() < 0.01, "{}", r.measured_s);
+        // The B200 rows run on tp·pp·dp·cp GPUs: 1M tokens at tp 4 · dp 4 · cp 16 = 256.
+        let b = out.rows.iter().find(|r| r.id.contains("LLAMA3-8B 1024K")).unwrap();
+        assert_eq!(b.request.parallelism.context_parallel, 16);
+        assert!(b.id.contains(" 256 GPUs"), "{}", b.id);
     }
 
     #[test]

@@ -72,20 +72,6 @@ fn first_number(cell: &str) -> Option<f64> {
     head.trim().parse::<f64>().ok()
 }
 
-/// The request precision of a table's precision cell: BF16 → bf16; FP8 with delayed or current scaling (`FP8`,
-/// `FP8-CS`) and MXFP8 (`MXFP8`, `FP8-MX`; block-scaled, Blackwell) → fp8; NVFP4 and an empty cell → none (fp4
-/// training is not modelled).
-fn precision_of(p: &str) -> Option<&'static str> {
-    let p = p.to_ascii_uppercase();
-    if p.starts_with("BF16") {
-        Some("bf16")
-    } else if p.starts_with("FP8") || p.starts_with("MXFP8") {
-        Some("fp8")
-    } else {
-        None
-    }
-}
-
 /// The source and system of a table's `System` cell: DGX-H100 (and NeMo 24.07's rows, which name none) is the
 /// fitted source `nemo`; the Blackwell systems, DGX B200 and B300 and the GB200 / GB300 NVL72 racks, are the
 /// predicted-only source `nemo-blackwell` on their presets (no constant is fitted on them).
@@ -106,7 +92,8 @@ fn system_of(system: &str, legacy: bool) -> Option<(&'static str, SystemSpec)> {
 /// the step time is GBS · sequence / (tokens/s/GPU · GPUs) — the tables' tokens per second need no FLOPs formula
 /// (their TFLOP/s column is checked against it in the report). DGX-H100 rows are the source `nemo`; the Blackwell
 /// rows (DGX B200, B300, GB200 / GB300 NVL72) the predicted-only `nemo-blackwell` ([`system_of`]).
-/// Mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision (or NVFP4) are skipped.
+/// Mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision are skipped; the precision
+/// cell's recipe is passed as `fp8_recipe` ([`super::nemo_precision`]).
 /// NeMo 24.07's table (no precision column) is FP8 (its SOURCE.txt).
 pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
     for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
@@ -127,9 +114,9 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
             out.skip(source, "mixture-of-experts, hybrid or unknown architecture");
             continue;
         };
-        let precision = if legacy { Some("fp8") } else { precision_of(g("Precision")) };
-        let Some(precision) = precision else {
-            out.skip(source, "no precision given, or NVFP4 (fp4 training is not modelled)");
+        let precision = if legacy { Some(("fp8", None)) } else { super::nemo_precision(g("Precision")) };
+        let Some((precision, recipe)) = precision else {
+            out.skip(source, "no precision given");
             continue;
         };
         let num = |k: &str| first_number(g(k));
@@ -161,6 +148,9 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
             // counts the embedding and the loss as pipeline layers: 126 + 2 = 128 over pp·VP.
             parallelism["account_for_embedding_in_pipeline_split"] = json!(true);
             parallelism["account_for_loss_in_pipeline_split"] = json!(true);
+        }
+        if let Some(recipe) = recipe {
+            parallelism["fp8_recipe"] = json!(recipe);
         }
         let Some(request) = request(&sys.name, model, parallelism, precision, "nemo") else {
             out.skip(source, "request does not parse");

@@ -48,17 +48,6 @@ fn preset(name: &str) -> SystemSpec {
     crate::hw::presets().into_iter().find(|p| p.name == name).unwrap_or_else(|| panic!("the {name} preset"))
 }
 
-fn precision_of(p: &str) -> Option<&'static str> {
-    let p = p.to_ascii_uppercase();
-    if p.starts_with("BF16") {
-        Some("bf16")
-    } else if p.starts_with("FP8") || p.starts_with("MXFP8") {
-        Some("fp8")
-    } else {
-        None
-    }
-}
-
 fn first_number(cell: &str) -> Option<f64> {
     let head = cell.split('(').next()?.replace([',', '*'], "");
     head.trim().parse::<f64>().ok()
@@ -149,8 +138,8 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
                 }
             },
         };
-        let Some(precision) = precision_of(g("Precision")) else {
-            out.skip("nemo-moe", "no precision given (or NVFP4)");
+        let Some((precision, recipe)) = super::nemo_precision(g("Precision")) else {
+            out.skip("nemo-moe", "no precision given");
             continue;
         };
         let num = |k: &str| first_number(g(k));
@@ -184,6 +173,9 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
                     continue;
                 }
             }
+        }
+        if let Some(recipe) = recipe {
+            p["fp8_recipe"] = json!(recipe);
         }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision, "nemo") else {

@@ -203,5 +203,7 @@ pub fn moe_layer_ops(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, p
     ops.extend(moe_mlp_passes(cfg, layout, moe, prec));
     let recomputed = super::recompute::recomputed(cfg, &ops);
     ops.extend(recomputed);
+    let scaling = crate::llm::recipe::scaling_ops(cfg, layout, &ops);
+    ops.extend(scaling);
     ops
 }

@@ -25,9 +25,8 @@ use crate::op::Phase;
 fn module_of(name: OpName) -> Option<RecomputeModule> {
     use OpName::*;
     Some(match name {
-        QkT | Fillmask | Softmax | FusedSoftmax | AttnV | FlashAttention | AttentionDropout | CpP2p => {
-            RecomputeModule::CoreAttn
-        }
+        QkT | Fillmask | Softmax | FusedSoftmax | AttnV | FlashAttention | AttentionDropout | CpP2p | CpAllGather
+        | CpReduceScatter | CpAllToAll => RecomputeModule::CoreAttn,
         LayerNorm | RMSNorm => RecomputeModule::Layernorm,
         MlaQUp | MlaKvUp | RoPE => RecomputeModule::MlaUpProj,
         Linear3 | GeLU | SwiGLU | Linear4 => RecomputeModule::Mlp,

@@ -89,6 +89,7 @@ impl<'a> Evaluator<'a> {
         }
         cfg.tp = c.tp;
         cfg.cp = c.cp;
+        cfg.cp_comm.a2a = if c.cp > 1 && cfg.cp_comm.comm_type == crate::llm::cp::CpCommType::A2a { c.cp } else { 1 };
         cfg.pp = c.pp;
         cfg.dp = c.dp;
         cfg.micro_batch = c.micro_batch;

@@ -24,7 +24,6 @@ use super::predict::predict;
 use super::run::run_estimate;
 use super::validate::{validate, validate_run, with_framework};
 use crate::cost::CostBackend;
-use crate::hw::Precision;
 use evaluator::Evaluator;
 
 fn divisors(n: u64) -> Vec<u32> {
@@ -82,10 +81,14 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         tp_comm_overlap: t.tp_comm_overlap,
         overlap_p2p_comm: false,
         context_parallel: 1,
+        cp_comm_type: t.cp_comm_type,
         layer_split: Some(LayerSplit::S1),
         torch_compile: t.torch_compile,
         optimizer: t.optimizer,
         grad_reduce_in_fp32: t.grad_reduce_in_fp32,
+        fp8_recipe: t.fp8_recipe,
+        fp8_param_gather: t.fp8_param_gather,
+        cuda_graphs: t.cuda_graphs,
         recompute_modules: None,
         ep: 1,
         expert_tp: None,
@@ -99,8 +102,19 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         moe_grouped_gemm: t.moe_grouped_gemm,
         ..ParallelSpec::default()
     };
+    if t.cp_comm_type == Some(crate::llm::cp::CpCommType::A2aP2p) {
+        return Err(bad(
+            "training.cp_comm_type",
+            "a2a+p2p needs hierarchical_context_parallel_sizes per candidate and is not searched: predict it with \
+             /v1/predictions, or search p2p, all_gather or a2a",
+        ));
+    }
     let base = validate(&req.model, &template, req.precision, system_gpus)
         .and_then(|c| with_framework(c, req.framework))
+        .and_then(|mut c| {
+            c.cp_comm = c.cp_comm.resolve(req.framework)?;
+            Ok(c)
+        })
         .map_err(|e| {
             let field = e.field.replace("parallelism.", "training.");
             ConfigError { field, message: e.message }
@@ -262,6 +276,11 @@ fn enumerate(req: &SearchRequest, sp: &Space, f: &mut dyn FnMut(Candidate)) {
             if (m.seq_len / cp) % tp != 0 && sp.sp.iter().all(|&s| s) {
                 continue;
             }
+            let (hp, kvp) = (m.heads / tp, (sp.base.kv_heads / tp).max(1));
+            if cp > 1 && sp.base.cp_comm.comm_type == crate::llm::cp::CpCommType::A2a && (hp % cp != 0 || kvp % cp != 0)
+            {
+                continue;
+            }
             for pp in divisors(req.gpus / per_pp) {
                 if pp > sp.max_pp || sp.fixed_pp.is_some_and(|f| f != pp) {
                     continue;
@@ -337,9 +356,8 @@ pub fn search(
     let start = Instant::now();
     let system = backend.system();
     let sp = space(req, system.gpus_per_node, system.total_gpus())?;
-    if req.precision == Precision::Fp8 && system.gpu.peak_matmul_flops(Precision::Fp8).is_none() {
-        return Err(bad("precision", format!("{} has no fp8 tensor cores", system.gpu.name)));
-    }
+    crate::llm::recipe::check_gpu(&sp.base, &system.gpu)
+        .map_err(|e| ConfigError { field: e.field.replace("parallelism.", "training."), message: e.message })?;
     let mut candidates: Vec<Candidate> = Vec::new();
     enumerate(req, &sp, &mut |c| candidates.push(c));
     let total = candidates.len() as u64;

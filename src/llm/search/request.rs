@@ -88,6 +88,11 @@ pub struct SearchTraining {
     /// `false`.
     #[serde(default)]
     pub tp_comm_overlap: bool,
+    /// Megatron-Core's `cp_comm_type` for the candidates with context_parallel > 1: `p2p`, `all_gather` or `a2a`
+    /// (candidates whose heads per tp rank cp does not divide are skipped); `a2a+p2p` is not searched. Default:
+    /// the framework's ([`crate::llm::cp::CpCommType::default_for`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
     /// Megatron-Core's `overlap_p2p_comm` (in effect for interleaved candidates). Default `false`.
     #[serde(default)]
     pub overlap_p2p_comm: bool,
@@ -132,6 +137,15 @@ pub struct SearchTraining {
     /// Reduce gradients in fp32; default the framework's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_reduce_in_fp32: Option<bool>,
+    /// The fp8 recipe (precision fp8), as in a training request's `parallelism`. Default `delayed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<crate::llm::recipe::Fp8Recipe>,
+    /// Parameter all-gathers in fp8 (precision fp8; distributed optimizer or ZeRO-3). Default `false`.
+    #[serde(default)]
+    pub fp8_param_gather: bool,
+    /// CUDA graphs (`none`, `per_layer`, `full_iteration`; megatron and nemo). Default `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
 }
 
 fn yes() -> bool {
@@ -160,6 +174,7 @@ impl Default for SearchTraining {
             align_param_gather: false,
             bucket_size: None,
             tp_comm_overlap: false,
+            cp_comm_type: None,
             overlap_p2p_comm: false,
             layer_split: LayerSplit::Uniform,
             overlap_moe_expert_parallel_comm: false,
@@ -173,6 +188,9 @@ impl Default for SearchTraining {
             torch_compile: None,
             optimizer: None,
             grad_reduce_in_fp32: None,
+            fp8_recipe: None,
+            fp8_param_gather: false,
+            cuda_graphs: None,
         }
     }
 }
@@ -303,6 +321,8 @@ impl Candidate {
             tp_comm_overlap: req.training.tp_comm_overlap,
             overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
+            cp_comm_type: req.training.cp_comm_type,
+            hierarchical_context_parallel_sizes: None,
             layer_split: Some(req.training.layer_split),
             recompute_modules: None,
             ep: self.ep,
@@ -322,6 +342,9 @@ impl Candidate {
             torch_compile: req.training.torch_compile,
             optimizer: req.training.optimizer,
             grad_reduce_in_fp32: req.training.grad_reduce_in_fp32,
+            fp8_recipe: req.training.fp8_recipe,
+            fp8_param_gather: req.training.fp8_param_gather,
+            cuda_graphs: req.training.cuda_graphs,
             ..ParallelSpec::default()
         }
     }
