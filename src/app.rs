@@ -10,6 +10,7 @@ use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::{middleware, Router};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -88,11 +89,28 @@ pub fn build(service: Service, config: &Config) -> Router {
         )
         .layer(tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION]))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request<_>| {
+                    let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                })
+                .on_failure(log_failure),
+        )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// How a failed response is logged (tower-http's default logs every 5xx at ERROR): a 503 at WARN — it is what
+/// `/readyz` and every request answer while a first start installs the bundled models, which a readiness probe
+/// polls several times a second — and everything else at ERROR.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    let ms = latency.as_millis();
+    match class {
+        ServerErrorsFailureClass::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::warn!(classification = %class, latency_ms = ms, "response failed")
+        }
+        _ => tracing::error!(classification = %class, latency_ms = ms, "response failed"),
+    }
 }
 
 /// A started application: the router, the service behind it and the worker task.
