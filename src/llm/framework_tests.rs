@@ -10,11 +10,13 @@ use super::validate::{validate, with_framework};
 use crate::cost::{AnalyticBackend, Derated, Efficiency};
 use crate::hw::{presets, Precision, System};
 
-fn preset(name: &str) -> System {
+/// A system preset by name, resolved (the recipe tests use it too).
+pub(super) fn preset(name: &str) -> System {
     presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap()
 }
 
-fn llama8b() -> ModelSpec {
+/// Llama 3.1 8B's architecture at 8,192 tokens (the recipe tests use it too).
+pub(super) fn llama8b() -> ModelSpec {
     serde_json::from_value(serde_json::json!({"name": "Llama-3.1-8B", "layers": 32, "hidden": 4096, "heads": 32,
         "kv_heads": 8, "ffn_hidden": 14336, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm",
         "activation": "swiglu", "attention": "flash"}))

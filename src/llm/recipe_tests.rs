@@ -3,23 +3,13 @@
 
 use super::*;
 use crate::cost::{AnalyticBackend, CostBackend, Derated, Efficiency, Timed};
-use crate::hw::{presets, System};
+use crate::hw::System;
 use crate::llm::config::{ModelSpec, ParallelSpec};
 use crate::llm::decompose::decompose;
 use crate::llm::framework::Framework;
+use crate::llm::framework_tests::{llama8b, preset};
 use crate::llm::predict::predict;
 use crate::llm::validate::{validate, with_framework};
-
-fn preset(name: &str) -> System {
-    presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap()
-}
-
-fn llama8b() -> ModelSpec {
-    serde_json::from_value(serde_json::json!({"name": "Llama-3.1-8B", "layers": 32, "hidden": 4096, "heads": 32,
-        "kv_heads": 8, "ffn_hidden": 14336, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm",
-        "activation": "swiglu", "attention": "flash"}))
-    .unwrap()
-}
 
 fn config(
     system: &System,
