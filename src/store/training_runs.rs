@@ -45,8 +45,14 @@ pub struct StoredTrainingRun {
     pub created_at: String,
 }
 
-const RUN_COLUMNS: &str = "id, system, framework, format, config, LENGTH(log) AS log_bytes, steps, warmup_steps, \
-                           measured_iteration_s, predicted_iteration_s, created_at";
+/// The columns a stored run is read from on `engine` (the log's size in bytes, not the log).
+fn run_columns(engine: super::Engine) -> String {
+    format!(
+        "id, system, framework, format, config, {} AS log_bytes, steps, warmup_steps, measured_iteration_s, \
+         predicted_iteration_s, created_at",
+        engine.byte_length("log")
+    )
+}
 
 fn decode_run(r: &sqlx::any::AnyRow) -> Result<StoredTrainingRun, StoreError> {
     let config: String = r.try_get("config")?;
@@ -91,7 +97,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let job = create_job_in(&mut tx, self.engine(), &follow_up.kind, &follow_up.params, follow_up.dedupe).await?;
-        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM training_runs WHERE id = $1"))
+        let row = sqlx::query(&format!("SELECT {} FROM training_runs WHERE id = $1", run_columns(self.engine())))
             .bind(id)
             .fetch_one(&mut *tx)
             .await?;
@@ -101,10 +107,13 @@ impl Store {
 
     /// The runs stored for `system`, oldest first.
     pub async fn training_runs(&self, system: &str) -> Result<Vec<StoredTrainingRun>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM training_runs WHERE system = $1 ORDER BY id"))
-            .bind(system)
-            .fetch_all(self.pool())
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM training_runs WHERE system = $1 ORDER BY id",
+            run_columns(self.engine())
+        ))
+        .bind(system)
+        .fetch_all(self.pool())
+        .await?;
         rows.iter().map(decode_run).collect()
     }
 

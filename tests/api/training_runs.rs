@@ -61,8 +61,12 @@ async fn uploaded_runs_move_the_systems_prediction_toward_them() {
     // Three runs, each measured at 1.3 · t0 after its warm-up, in three formats.
     let measured = 1.3 * t0;
     // 1. Megatron: four lines of 1.3 · t0 after a 5 s warm-up line → median 1.3 · t0.
-    let a = upload(&app, "dgx-h100", "megatron", &megatron, &megatron_log(measured * 1000.0)).await;
+    // A line the parser skips, with a non-ASCII character: `log_bytes` counts its UTF-8 bytes (✓ is 3).
+    let log = format!("setup done ✓\n{}", megatron_log(measured * 1000.0));
+    let a = upload(&app, "dgx-h100", "megatron", &megatron, &log).await;
     assert_eq!((a["run"]["steps"].as_u64(), a["run"]["warmup_steps"].as_u64()), (Some(5), Some(1)));
+    assert_eq!(a["run"]["log_bytes"].as_u64(), Some(log.len() as u64));
+    assert_eq!(log.len(), log.chars().count() + 2);
     assert!(close(a["run"]["ratio"].as_f64().unwrap(), 1.3, 1e-6), "{}", a["run"]);
     // 2. torchtitan: tps = tokens per step per GPU / step time = 4 · 4096 / 8 / (1.3 · t0) = 2048 / (1.3 · t0).
     let tps = 2048.0 / measured;
