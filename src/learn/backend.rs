@@ -155,6 +155,52 @@ impl LearnedBackend {
         }
     }
 
+    /// A TensorRT-LLM NVFP4 `linear` or `moe` forward for a TensorRT-LLM request: the fastest of the engines' own
+    /// measured kernels for the operator on this GPU (TensorRT-LLM's, SGLang's, vLLM's), named by the model that
+    /// answered. TensorRT-LLM runs the fastest kernel it has for an NVFP4 GEMM or fused MoE, and every engine's
+    /// measured NVFP4 kernel is one it has:
+    /// - GEMM: `trtllm::nvfp4_gemm` asks its `AutoTuner` for a tactic (`tensorrt_llm/_torch/custom_ops/
+    ///   torch_custom_ops.py`); the engine profiles every tactic at start-up (`PyTorchModelEngine.warmup` runs the
+    ///   model under `autotune()`, `tensorrt_llm/_torch/pyexecutor/model_engine.py`), while aiconfigurator's
+    ///   collector times `Linear.forward` outside `autotune()` (`collector/trtllm/collect_gemm.py`), where
+    ///   `AutoTuner.choose_one` answers the fallback tactic −1 (`tensorrt_llm/_torch/autotuner.py`: "Early return if
+    ///   it's not tuning, use cache found one or fallback one"). Its decode rows show it: on a B200, x[4, 8192] ·
+    ///   W[8192, 8192] takes 22.5 µs — 4.8× the 4.7 µs its 37.7 MB of weights take at 8 TB/s — and grows with k
+    ///   whatever n (x[4, 1024] · W[1024, 8192]: 8.4 µs, · W[1024, 1024]: 8.3 µs), where vLLM's and SGLang's CuteDSL
+    ///   kernels (TensorRT-LLM carries the same `Sm100BlockScaledPersistentDenseGemmKernel`) take 12.8 and 13.5 µs.
+    /// - MoE: at decode sizes TensorRT-LLM's NVFP4 experts run the TRT-LLM-gen kernels (aiconfigurator's own SDK
+    ///   reads its `moe_torch_flow_min_latency` rows for NVFP4 gated MoE of at most 128 tokens, `sdk/operations/
+    ///   moe.py`), which SGLang calls through FlashInfer (`flashinfer_trtllm_moe`) — 52 µs for 8 tokens of
+    ///   DeepSeek-R1 at moe tp 4 on a B200 against the CUTLASS rows' 242 µs that the most-rows rule of
+    ///   [`crate::learn::op_data::engine_kernels`] keeps.
+    ///
+    /// Unchanged when TensorRT-LLM's own model did not answer (another engine's stands in already) or no other
+    /// engine's model of its own exists.
+    fn fastest_engine_kernel(&self, shape: &OpShape, dtype: Precision, t: Timed) -> Timed {
+        let applies = self.kernels == KernelChoice::Engine(KernelFamily::Trtllm)
+            && dtype == Precision::Nvfp4
+            && matches!(shape.class, OpClass::Linear | OpClass::Moe)
+            && shape.phase == Phase::Fwd
+            && t.source.kernel_family() == Some(KernelFamily::Trtllm);
+        if !applies {
+            return t;
+        }
+        let gpu = &self.analytic.system().gpu;
+        let mut best = t;
+        for f in [KernelFamily::Sglang, KernelFamily::Vllm] {
+            let segment = f.key_segment().map(|_| f);
+            let Some(model) = self.registry.op_on_family(shape.class, shape.phase, dtype, segment, gpu) else {
+                continue;
+            };
+            if let Ok(o) = self.corrected(shape, dtype, model, None) {
+                if o.source != Source::Analytic && o.time_us < best.time_us {
+                    best = o;
+                }
+            }
+        }
+        best
+    }
+
     /// The backward of a GEMM class as two forward GEMMs through the forward model, when one is active.
     fn gemm_backward_via_forward(
         &self,
@@ -241,6 +287,7 @@ impl LearnedBackend {
     pub fn compute_uncached(&self, shape: &OpShape, dtype: Precision) -> Result<Timed, UnsupportedPrecision> {
         if let Some((model, instead_of)) = self.model_for(shape.class, shape.phase, dtype) {
             let t = self.corrected(shape, dtype, model, instead_of)?;
+            let t = self.fastest_engine_kernel(shape, dtype, t);
             return Ok(self.static_activation_scale(shape, dtype, t));
         }
         if let Some(t) = self.gemm_backward_via_forward(shape, dtype) {
@@ -311,10 +358,11 @@ impl CostBackend for LearnedBackend {
                 continue;
             }
             let Some((model, instead_of)) = self.model_for(shape.class, shape.phase, dtype) else { continue };
-            // Answers [`LearnedBackend::static_activation_scale`] adjusts are left to `compute`.
+            // Answers [`LearnedBackend::static_activation_scale`] and [`LearnedBackend::fastest_engine_kernel`]
+            // adjust are left to `compute`.
             if self.kernels == KernelChoice::Engine(KernelFamily::Trtllm)
-                && dtype == Precision::Fp8
-                && shape.class == OpClass::Linear
+                && ((dtype == Precision::Fp8 && shape.class == OpClass::Linear)
+                    || (dtype == Precision::Nvfp4 && matches!(shape.class, OpClass::Linear | OpClass::Moe)))
             {
                 continue;
             }

@@ -20,6 +20,8 @@
 //! one decode worker and reported apart. LLM-Inference-Bench stays the second serving source (`perfcast eval
 //! inference`).
 
+#[cfg(test)]
+mod decode_tests;
 pub mod rows;
 
 use std::collections::BTreeSet;

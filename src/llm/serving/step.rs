@@ -4,7 +4,8 @@
 //!
 //! Per layer, T = prefill tokens + decoding sequences (the step's tokens), per GPU (a/t query heads, g_t = max(1,
 //! g/t) key/value heads, f/t MLP columns):
-//! - two norms [T, d]; QKV `Linear1` [T, d → (a/t + 2·g_t)·D]; `RoPE` over q and k; `Attention_Prefill`
+//! - two norms [T, d]; QKV `Linear1` [T, d → (a/t + 2·g_t)·D]; `RoPE` over q and k (not under TensorRT-LLM,
+//!   whose attention op applies it); `Attention_Prefill`
 //!   (B, L, a/t, g_t, D) over whole prompts charged by the share of their tokens in this step (a chunk of c of a
 //!   prompt's L tokens costs c/L of the prompt's causal attention: summed over the chunks, a chunk at offset p
 //!   costs c·(p + c/2), and Σ = L²/2); `Attention_Decode` (B, C, a/t, g_t, D) at the decodes' mean context C;
@@ -34,6 +35,7 @@
 //! `Linear1` GEMMs, prefill attention runs as heads of D_nope + D_rope dims, decode attention as one key/value head
 //! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's.
 
+use super::request::Engine;
 use super::validate::ServingConfig;
 use crate::comm::Group;
 use crate::cost::Timed;
@@ -187,7 +189,11 @@ pub fn for_each_op(
             (rope, v)
         }
     };
-    compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
+    // TensorRT-LLM applies RoPE inside its attention op (`TrtllmAttention.support_fused_rope()`, negotiated in
+    // `Attention.__init__`, `tensorrt_llm/_torch/modules/attention.py`): no kernel of its own.
+    if cfg.engine != Engine::Trtllm {
+        compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
+    }
     if load.prefill_tokens > 0 {
         let l = load.prompt_len.max(1) as u64;
         let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
