@@ -21,8 +21,14 @@ use super::AppState;
 use crate::service::keys::{AuthError, Scope};
 
 /// Route templates whose POST is a write.
-pub const WRITE_ROUTES: [&str; 5] =
-    ["/v1/profiles", "/v1/systems", "/v1/gpus/import", "/v1/regressors/retrain", "/v1/systems/{name}/calibrate"];
+pub const WRITE_ROUTES: [&str; 6] = [
+    "/v1/profiles",
+    "/v1/systems",
+    "/v1/gpus/import",
+    "/v1/regressors/retrain",
+    "/v1/systems/{name}/calibrate",
+    "/v1/systems/{name}/training-runs",
+];
 
 /// The authentication settings and the per-key rate limiter.
 #[derive(Debug)]

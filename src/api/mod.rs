@@ -18,6 +18,7 @@ pub mod problem;
 pub mod profiles;
 pub mod regressors;
 pub mod systems;
+pub mod training_runs;
 pub mod ui;
 
 use axum::body::Body;
@@ -85,11 +86,12 @@ column of the body).",
 )]
 struct ApiDoc;
 
-/// The API router (without state) and its OpenAPI document. `upload_limit_bytes` bounds profile uploads
-/// (after gzip decoding); other routes use the app-wide JSON body limit.
+/// The API router (without state) and its OpenAPI document. `upload_limit_bytes` bounds profile and training-run
+/// uploads (after gzip decoding); other routes use the app-wide JSON body limit.
 pub fn router(upload_limit_bytes: usize) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let uploads = OpenApiRouter::new()
         .routes(routes!(profiles::upload_profile, profiles::list_profiles))
+        .routes(routes!(training_runs::upload_training_run, training_runs::list_training_runs))
         .layer(axum::extract::DefaultBodyLimit::max(upload_limit_bytes))
         .layer(tower_http::decompression::RequestDecompressionLayer::new());
     let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())

@@ -17,7 +17,8 @@ pub struct ProblemLocation {
     /// Dotted path of the offending field in the request (`model.heads`, `gpu.sm_count`); absent for syntax errors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// 1-based line of the request body.
+    /// 1-based line of the request body — or, with `field` naming a text member (a training run's `log`), of that
+    /// text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     /// 1-based column of the request body.

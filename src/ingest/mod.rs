@@ -21,6 +21,7 @@ pub mod rocprof;
 pub mod tau;
 mod text;
 pub mod torch_trace;
+pub mod training_log;
 
 use std::fmt;
 

@@ -21,6 +21,7 @@ use crate::store::jobs::{FollowUpJob, JobRecord};
 use crate::store::{Store, StoreError};
 
 pub mod calibrate;
+pub mod calibrate_training;
 pub mod models;
 pub mod retrain;
 pub mod runner;
@@ -39,18 +40,21 @@ pub enum JobKind {
     Calibrate,
     /// Run a configuration search too large to answer inline ([`search`]).
     Search,
+    /// Refit a system × framework's training calibration to its uploaded runs ([`calibrate_training`]).
+    CalibrateTraining,
 }
 
 impl JobKind {
     /// Every kind the runner claims.
-    pub const ALL: [JobKind; 3] = [JobKind::Retrain, JobKind::Calibrate, JobKind::Search];
+    pub const ALL: [JobKind; 4] = [JobKind::Retrain, JobKind::Calibrate, JobKind::Search, JobKind::CalibrateTraining];
 
-    /// The stored name (`retrain`, `calibrate`, `search`).
+    /// The stored name (`retrain`, `calibrate`, `search`, `calibrate_training`).
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Retrain => "retrain",
             JobKind::Calibrate => "calibrate",
             JobKind::Search => "search",
+            JobKind::CalibrateTraining => "calibrate_training",
         }
     }
 
@@ -123,6 +127,8 @@ pub enum Job {
     Retrain(RetrainJob),
     Calibrate(CalibrateParams),
     Search(Box<SearchRequest>),
+    #[serde(rename = "calibrate_training")]
+    CalibrateTraining(calibrate_training::CalibrateTrainingParams),
 }
 
 /// Why a stored job cannot be run.
@@ -143,6 +149,7 @@ impl Job {
             Job::Retrain(_) => JobKind::Retrain,
             Job::Calibrate(_) => JobKind::Calibrate,
             Job::Search(_) => JobKind::Search,
+            Job::CalibrateTraining(_) => JobKind::CalibrateTraining,
         }
     }
 
@@ -152,6 +159,7 @@ impl Job {
             Job::Retrain(p) => serde_json::to_value(p),
             Job::Calibrate(p) => serde_json::to_value(p),
             Job::Search(r) => serde_json::to_value(r),
+            Job::CalibrateTraining(p) => serde_json::to_value(p),
         };
         v.unwrap_or_else(|_| serde_json::json!({}))
     }
@@ -161,7 +169,7 @@ impl Job {
     /// parameters do not.
     pub fn dedupe(&self) -> bool {
         match self {
-            Job::Retrain(RetrainJob::Automatic(_)) | Job::Calibrate(_) => true,
+            Job::Retrain(RetrainJob::Automatic(_)) | Job::Calibrate(_) | Job::CalibrateTraining(_) => true,
             Job::Retrain(RetrainJob::Requested(p)) => *p == RetrainParams::default(),
             Job::Search(_) => false,
         }
@@ -179,6 +187,7 @@ impl Job {
             JobKind::Retrain => Job::Retrain(serde_json::from_value(params).map_err(bad)?),
             JobKind::Calibrate => Job::Calibrate(serde_json::from_value(params).map_err(bad)?),
             JobKind::Search => Job::Search(serde_json::from_value(params).map_err(bad)?),
+            JobKind::CalibrateTraining => Job::CalibrateTraining(serde_json::from_value(params).map_err(bad)?),
         })
     }
 }

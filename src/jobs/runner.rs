@@ -14,7 +14,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use super::search::SearchRunner;
-use super::{calibrate, retrain, search, Job, JobKind, RetrainJob, WorkerConfig, WorkerHandle};
+use super::{calibrate, calibrate_training, retrain, search, Job, JobKind, RetrainJob, WorkerConfig, WorkerHandle};
 use crate::learn::SharedRegistry;
 use crate::store::jobs::JobRecord;
 use crate::store::replicas::TrainerLock;
@@ -185,6 +185,10 @@ impl Runner {
             }
             Job::Calibrate(params) => {
                 let (msg, result) = calibrate::run(&self.store, &params).await.map_err(|e| e.to_string())?;
+                Ok((msg, to_json(&result)?))
+            }
+            Job::CalibrateTraining(params) => {
+                let (msg, result) = calibrate_training::run(&self.store, &params).await.map_err(|e| e.to_string())?;
                 Ok((msg, to_json(&result)?))
             }
             Job::Search(req) => {

@@ -550,7 +550,7 @@ pub struct TrainingConfig {
     pub precision: Precision,
     /// How the fp8 GEMMs are scaled (delayed unless the request names another; [`crate::llm::recipe`]).
     pub fp8_recipe: crate::llm::recipe::Fp8Recipe,
-    /// The parameter all-gathers move fp8 weights ([`TrainingConfig::param_gather_elem_bytes`]).
+    /// The parameter all-gathers move fp8 weights ([`TrainingConfig::param_gather_bytes`]).
     pub fp8_param_gather: bool,
     /// Key/value heads (= heads without GQA).
     pub kv_heads: u32,

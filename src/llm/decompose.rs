@@ -19,7 +19,7 @@ use super::operators::{
     comm_elem_bytes, embedding_ops, head_ops, layer_ops, optimizer_work, p2p_op, OpName, OpPrecisions, StageOp, Work,
 };
 use super::partition::{chunk_layers, StageRole};
-use super::sizing::{embedding_params, layer_params, padded_vocab, stage_params_of};
+use super::sizing::{embedding_params, layer_params, outside_layers_params, padded_vocab, stage_params_of};
 use crate::hw::System;
 use crate::op::Collective;
 use crate::op::Phase;
@@ -184,7 +184,7 @@ fn chunk_work(
         |phase| send_target(pp, v, s, c, phase).map(|to| p2p_op(cfg, layout, phase, layout.p2p_group(cfg, s, to)));
     let zero = (cfg.zero_stage >= 2 && cfg.grad_ranks() > 1).then(|| {
         let params = chunk_params(cfg, s, c, n, v_padded);
-        let bytes = params * cfg.param_gather_elem_bytes();
+        let bytes = cfg.param_gather_bytes(params, chunk_outside_layers_params(cfg, s, c, v_padded));
         let gather = |phase| collective_op(OpName::DpAllGather, phase, Collective::AllGather, bytes, layout, params);
         ZeroWork {
             reduce_scatter: collective_op(
@@ -327,6 +327,20 @@ pub fn chunk_params(cfg: &TrainingConfig, s: u32, c: u32, layers: u32, v_padded:
     p
 }
 
+/// The part of [`chunk_params`] outside the transformer layers: the embedding in the first chunk of the first
+/// stage, the final norm and the LM head (and MTP's embedding copy) in the last chunk of the last stage
+/// ([`outside_layers_params`]).
+pub fn chunk_outside_layers_params(cfg: &TrainingConfig, s: u32, c: u32, v_padded: u64) -> f64 {
+    let (pp, v) = (cfg.pp, cfg.virtual_stages.max(1));
+    let (first, last) = (s == 0 && c == 0, s + 1 == pp && c + 1 == v);
+    match (first, last) {
+        (true, true) => outside_layers_params(cfg, StageRole::Only, v_padded),
+        (true, false) => embedding_params(cfg, v_padded),
+        (false, true) => outside_layers_params(cfg, StageRole::of(s, pp), v_padded),
+        (false, false) => 0.0,
+    }
+}
+
 /// Parameters on one GPU of stage s (all chunks), the routed experts aside; `layers` and `moe_layers` per chunk,
 /// indexed `stage · v + chunk`.
 pub fn stage_params(cfg: &TrainingConfig, s: u32, layers: &[u32], moe_layers: &[u32], v_padded: u64) -> f64 {
@@ -386,8 +400,8 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, expert_params: f64,
     } else {
         Some((OpName::DpAllReduce, Collective::AllReduce, params * ge))
     };
-    let pe = cfg.param_gather_elem_bytes();
-    let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then_some(params * pe);
+    let unquantized = outside_layers_params(cfg, StageRole::of(s, cfg.pp), v_padded);
+    let gather_bytes = (sharded && cfg.zero_stage < 3 && n > 1).then(|| cfg.param_gather_bytes(params, unquantized));
     let shared = cfg.model.tied_embeddings || cfg.model.mtp_layers > 0;
     let tied = shared && cfg.pp > 1 && (s == 0 || s + 1 == cfg.pp);
     let edp = cfg.moe.as_ref().map_or(1, |m| m.edp).max(1);
@@ -406,7 +420,7 @@ pub fn tail_parts(cfg: &TrainingConfig, s: u32, params: f64, expert_params: f64,
         optimizer_params: if sharded { params / n as f64 } else { params } + expert_optimizer,
         embedding_grad_bytes: tied.then(|| embedding_params(cfg, v_padded) * e),
         expert_sync,
-        expert_gather_bytes: (experts && sharded).then_some(expert_params * pe),
+        expert_gather_bytes: (experts && sharded).then(|| cfg.param_gather_bytes(expert_params, 0.0)),
     }
 }
 

@@ -7,6 +7,7 @@
 //! May import: `hw`, `op`, `comm`, `cost` (it sees operator times only through the `CostBackend` trait). Must not
 //! import `learn` or anything outside the domain core.
 
+pub mod calibration;
 pub mod config;
 pub mod cp;
 pub mod cuda_graphs;

@@ -7,7 +7,7 @@
 //!   `Float8CurrentScaling`, `Float8BlockScaling`, `MXFP8BlockScaling`).
 //! - `fp8_param_gather` (Megatron-LM `--fp8-param-gather`; torchao's `enable_fsdp_float8_all_gather` under
 //!   torchtitan): the distributed optimizer's (or FSDP's) parameter all-gathers move the fp8 copy of the weights,
-//!   1 byte per parameter, instead of the 16-bit one ([`TrainingConfig::param_gather_elem_bytes`]).
+//!   1 byte per parameter, instead of the 16-bit one ([`TrainingConfig::param_gather_bytes`]; the embedding and the LM head stay 16-bit).
 //! - `precision: nvfp4` (alias `fp4`; Transformer Engine's `NVFP4BlockScaling`, NeMo / Megatron-Bridge's nvfp4
 //!   recipes on Blackwell): the layers' GEMMs at the GPU's fp4 peak, everything else in bf16.
 //!
@@ -199,16 +199,21 @@ impl TrainingConfig {
         }
     }
 
-    /// Bytes per parameter that a parameter all-gather (ZeRO-1/2 and distributed optimizer after the step, ZeRO-3
-    /// / FSDP before each pass) moves: the fp8 copy with `fp8_param_gather` ([`Fp8Recipe::param_bytes`]), else the
-    /// 16-bit one ([`super::operators::comm_elem_bytes`]). Every gathered parameter is counted at the fp8 size,
-    /// the embedding and the LM head included (Transformer Engine keeps those in bf16; for Llama 3 8B that is 13 %
-    /// of the parameters, so the saving is overstated by that share there, < 2 % from 70B up).
-    pub fn param_gather_elem_bytes(&self) -> f64 {
+    /// Bytes a parameter all-gather (ZeRO-1/2 and distributed optimizer after the step, ZeRO-3 / FSDP before each
+    /// pass) moves for `params` parameters of which `unquantized` are the embedding, the LM head and the final norm:
+    /// with `fp8_param_gather` the layers' weights as their fp8 copy ([`Fp8Recipe::param_bytes`] each) and those
+    /// `unquantized` ones in 16 bits (Transformer Engine quantizes only its modules' GEMM weights: Megatron-Core's
+    /// `fp8_model_init` context wraps the transformer layers, the embedding and the output layer stay bf16 —
+    /// Megatron-LM `megatron/core/models/gpt/gpt_model.py`; for Llama 3 8B they are 13 % of the parameters); without
+    /// it every parameter in 16 bits ([`super::operators::comm_elem_bytes`]). The layers' norm weights (≈ 2·d per
+    /// layer, < 0.01 %) are counted at the fp8 size.
+    pub fn param_gather_bytes(&self, params: f64, unquantized: f64) -> f64 {
+        let e16 = super::operators::comm_elem_bytes(self);
         if self.fp8_param_gather {
-            self.fp8_recipe.param_bytes()
+            let unquantized = unquantized.clamp(0.0, params);
+            (params - unquantized) * self.fp8_recipe.param_bytes() + unquantized * e16
         } else {
-            super::operators::comm_elem_bytes(self)
+            params * e16
         }
     }
 }

@@ -209,6 +209,10 @@ pub struct TrainingPrediction {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub efficiency: Option<Efficiency>,
     pub warnings: Vec<String>,
+    /// The calibration from the system × framework's uploaded runs that scaled the iteration time, interval and
+    /// throughput ([`super::calibration`]); absent when the system has no accepted calibration for the framework.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<super::calibration::AppliedCalibration>,
 }
 
 /// The operator table under construction: rows merged by (name, phase, recomputation, features, time per call),
@@ -443,6 +447,7 @@ pub fn report(
         sources,
         efficiency,
         warnings,
+        calibration: None,
     }
 }
 

@@ -84,17 +84,26 @@ pub fn embedding_params(cfg: &TrainingConfig, v_padded: u64) -> f64 {
 /// [`crate::llm::moe::params`]; the last stage adds its MTP layers and, with pp > 1, the copy of the embedding they
 /// read. Equal to [`stage_params`] for S1's models.
 pub fn stage_params_of(cfg: &TrainingConfig, role: StageRole, layers: u64, moe_layers: u64, v_padded: u64) -> f64 {
-    let embedding = embedding_params(cfg, v_padded);
     let body = layers as f64 * layer_params(cfg) + moe_adjustment(cfg, role, layers, moe_layers);
+    body + outside_layers_params(cfg, role, v_padded)
+}
+
+/// Parameters of a stage outside its transformer layers, on one GPU: the embedding on the first stage; the final
+/// norm (2d), the LM head (unless tied and on the same stage as the embedding) and, with MTP layers and pp > 1, the
+/// copy of the embedding they read on the last ([`stage_params_of`]). Transformer Engine does not quantize them
+/// (they are not TE modules), so an fp8 parameter all-gather moves them in 16 bits
+/// ([`TrainingConfig::param_gather_bytes`]).
+pub fn outside_layers_params(cfg: &TrainingConfig, role: StageRole, v_padded: u64) -> f64 {
+    let embedding = embedding_params(cfg, v_padded);
     let mtp_embedding = cfg.model.mtp_layers > 0 && role == StageRole::Last;
     let head = 2.0 * cfg.model.hidden as f64
         + if cfg.model.tied_embeddings && role == StageRole::Only { 0.0 } else { embedding }
         + if mtp_embedding { embedding } else { 0.0 };
     match role {
-        StageRole::First => embedding + body,
-        StageRole::Middle => body,
-        StageRole::Last => body + head,
-        StageRole::Only => embedding + body + head,
+        StageRole::First => embedding,
+        StageRole::Middle => 0.0,
+        StageRole::Last => head,
+        StageRole::Only => embedding + head,
     }
 }
 

@@ -16,7 +16,9 @@ use std::collections::HashMap;
 
 use super::config::{ConfigError, TrainingConfig};
 use super::cuda_graphs::CudaGraphs;
-use super::decompose::{chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts};
+use super::decompose::{
+    chunk_outside_layers_params, chunk_params, send_target, sync_buckets, zero_buckets, Decomposition, TailParts,
+};
 use super::framework::OptimizerImpl;
 use super::layout::Layout;
 use super::moe::layout::MoeLayout;
@@ -472,7 +474,7 @@ pub fn chunk_times(
             let send = |phase| send_target(pp, v, s, c, phase).map(|to| sends.get(cfg, layout, phase, s, to));
             let zero = if cfg.zero_stage >= 2 && cfg.grad_ranks() > 1 {
                 let params = chunk_params(cfg, s, c, n, v_padded);
-                let bytes = params * cfg.param_gather_elem_bytes();
+                let bytes = cfg.param_gather_bytes(params, chunk_outside_layers_params(cfg, s, c, v_padded));
                 let a = layout.active_per_node;
                 let rs_bytes = params * cfg.grad_elem_bytes();
                 let rs = timer.collective_s(Collective::ReduceScatter, rs_bytes, layout.dp_group, a)?;

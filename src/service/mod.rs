@@ -16,6 +16,7 @@ pub mod profiles;
 pub mod replicas;
 pub mod startup;
 pub mod systems;
+pub mod training_runs;
 
 use std::sync::Arc;
 

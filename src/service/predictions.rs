@@ -43,13 +43,30 @@ impl Service {
     /// active regressor where one covers it and the remaining analytic times derated by the calibrated achievable
     /// efficiencies ([`Efficiency::CALIBRATED`]), and the whole-run estimate when `run` is given. Errors: `NotFound`
     /// for an unknown system (field `system`), `Invalid` for an impossible configuration, naming the field.
+    ///
+    /// When the system has an accepted calibration for the request's framework from uploaded runs
+    /// ([`crate::llm::calibration`]), the iteration time, its interval, the throughput and the run estimate are
+    /// scaled by its correction and the answer's `calibration` says so.
     pub async fn predict_training(&self, req: &TrainingRequest) -> Result<TrainingPrediction, ServiceError> {
-        let (cfg, backend) = self.training_inputs(req).await?;
-        let mut p = llm::predict(&cfg, &backend)?;
+        let context = self.system_context(&req.system, "system").await?;
+        let mut p = self.predict_training_uncalibrated(req).await?;
+        if let Some(cal) = context.training.iter().find(|c| c.accepted && c.framework == req.framework) {
+            llm::calibration::apply(&mut p, cal);
+        }
         if let Some(run) = &req.run {
             p.run = Some(run_estimate(&p, run, req.model.seq_len));
         }
         Ok(p)
+    }
+
+    /// [`Service::predict_training`] without the calibration from uploaded runs (what an uploaded run is
+    /// compared with) and without the run estimate. Errors as [`Service::predict_training`].
+    pub async fn predict_training_uncalibrated(
+        &self,
+        req: &TrainingRequest,
+    ) -> Result<TrainingPrediction, ServiceError> {
+        let (cfg, backend) = self.training_inputs(req).await?;
+        Ok(llm::predict(&cfg, &backend)?)
     }
 
     /// The validated configuration of `req` and the backend to cost it with. Errors as

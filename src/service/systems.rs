@@ -18,6 +18,9 @@ pub struct SystemContext {
     pub system: System,
     /// Its communication calibration (`POST /v1/systems/{name}/calibrate`), if it has one.
     pub calibration: Option<Arc<SystemCalibration>>,
+    /// Its training calibrations per framework from uploaded runs, accepted or not
+    /// (`POST /v1/systems/{system}/training-runs`; [`crate::llm::calibration`]).
+    pub training: Vec<crate::llm::calibration::TrainingCalibration>,
 }
 
 /// How long a resolved system is used at most without looking at the database again. Writes through this
@@ -100,7 +103,8 @@ impl Service {
             .resolve_with(&gpus)
             .map_err(|e| ServiceError::Internal(StoreError::Corrupt(format!("system {name}: {e}"))))?;
         let calibration = load_calibration(&self.store, &system.name).await?;
-        let context = Arc::new(SystemContext { system, calibration });
+        let training = self.store.training_calibrations(&system.name).await?;
+        let context = Arc::new(SystemContext { system, calibration, training });
         self.systems.put(name, Cached { context: context.clone(), changes, gpus, read_at: Instant::now() });
         Ok(context)
     }

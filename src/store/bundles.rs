@@ -71,22 +71,13 @@ pub enum ModelsInstalled {
 impl Store {
     /// Whether bundle `version` is installed in this database.
     pub async fn bundle_installed(&self, version: &str) -> Result<bool, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
-            .bind(version)
-            .fetch_one(self.pool())
-            .await?;
-        Ok(n > 0)
+        bundle_row(self.pool(), version).await
     }
 
     /// Whether model versions of bundle `version` are stored (its first install step is done; the version may still
     /// lack its samples).
     pub async fn bundle_models_stored(&self, version: &str) -> Result<bool, StoreError> {
-        let of_version = self.engine().json_text("provenance", "bundle");
-        let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM regressors WHERE {of_version} = $1"))
-            .bind(version)
-            .fetch_one(self.pool())
-            .await?;
-        Ok(n > 0)
+        Ok(bundle_regressors(self.pool(), self.engine(), version, Active::Any).await? > 0)
     }
 
     /// The installed bundle versions with their install times, oldest first.
@@ -108,15 +99,11 @@ impl Store {
         observer: &dyn InstallObserver,
     ) -> Result<ModelsInstalled, StoreError> {
         let mut tx = self.begin_install(observer).await?;
-        if bundle_row(&mut tx, b.version).await? {
+        if bundle_row(&mut *tx, b.version).await? {
             return Ok(ModelsInstalled::BundleInstalled);
         }
         let bundle = self.engine().json_text("labels", "bundle");
-        let of_version = self.engine().json_text("provenance", "bundle");
-        let stored: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM regressors WHERE {of_version} = $1"))
-            .bind(b.version)
-            .fetch_one(&mut *tx)
-            .await?;
+        let stored = bundle_regressors(&mut *tx, self.engine(), b.version, Active::Any).await?;
         if stored > 0 && !b.regressors.is_empty() {
             return Ok(ModelsInstalled::StoredBefore);
         }
@@ -198,15 +185,10 @@ impl Store {
         retrain: &FollowUpJob,
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_install(&()).await?;
-        if bundle_row(&mut tx, version).await? {
+        if bundle_row(&mut *tx, version).await? {
             return Ok(false);
         }
-        let of_version = self.engine().json_text("provenance", "bundle");
-        let inactive: i64 =
-            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM regressors WHERE {of_version} = $1 AND active = 0"))
-                .bind(version)
-                .fetch_one(&mut *tx)
-                .await?;
+        let inactive = bundle_regressors(&mut *tx, self.engine(), version, Active::Inactive).await?;
         for job in follow_ups.iter().chain((inactive > 0).then_some(retrain)) {
             create_job_in(&mut tx, self.engine(), &job.kind, &job.params, job.dedupe).await?;
         }
@@ -252,11 +234,32 @@ impl std::fmt::Debug for InstallConnection {
     }
 }
 
-/// Whether `version` is recorded in `bundles`, inside `tx`.
-async fn bundle_row(tx: &mut sqlx::Transaction<'_, sqlx::Any>, version: &str) -> Result<bool, StoreError> {
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1")
-        .bind(version)
-        .fetch_one(&mut **tx)
-        .await?;
+/// Whether `version` is recorded in `bundles`, read through `db` (the pool, or a transaction).
+async fn bundle_row<'c, E>(db: E, version: &str) -> Result<bool, StoreError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let n: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM bundles WHERE version = $1").bind(version).fetch_one(db).await?;
     Ok(n > 0)
+}
+
+/// Which model versions [`bundle_regressors`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Active {
+    Any,
+    /// Stored inactive (a model trained in this database was active for the key).
+    Inactive,
+}
+
+/// The model versions (`regressors` rows) whose provenance names bundle `version`, read through `db` (the pool, or
+/// a transaction on `engine`).
+async fn bundle_regressors<'c, E>(db: E, engine: super::Engine, version: &str, which: Active) -> Result<i64, StoreError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let of_version = engine.json_text("provenance", "bundle");
+    let inactive = if which == Active::Inactive { " AND active = 0" } else { "" };
+    let sql = format!("SELECT COUNT(*) FROM regressors WHERE {of_version} = $1{inactive}");
+    Ok(sqlx::query_scalar(&sql).bind(version).fetch_one(db).await?)
 }

@@ -45,10 +45,17 @@ const TABLES: &[(&str, &str)] = &[
     ("regressor_validation", "regressor_id:i points:t"),
     ("system_calibrations", "system:t calibration:t samples:i created_at:t"),
     ("bundles", "version:t manifest:t installed_at:t"),
+    (
+        "training_runs",
+        "id:i system:t framework:t format:t config:t log:t steps:i warmup_steps:i measured_iteration_s:f \
+         predicted_iteration_s:f created_at:t",
+    ),
+    ("training_calibrations", "system:t framework:t calibration:t accepted:i created_at:t"),
 ];
 
 /// Tables whose `id` the target generates (PostgreSQL identity columns to move past the copied ids).
-const IDENTITY: &[&str] = &["jobs", "op_samples", "comm_samples", "kernel_samples", "timer_samples", "regressors"];
+const IDENTITY: &[&str] =
+    &["jobs", "op_samples", "comm_samples", "kernel_samples", "timer_samples", "regressors", "training_runs"];
 
 /// Rows per INSERT while copying.
 const BATCH: usize = 200;
@@ -113,8 +120,12 @@ pub async fn copy_database(from: &Store, to: &Store) -> Result<Vec<(String, u64)
             let Some(last) = rows.last() else { break };
             after = Some(read(last, 0, first_kind)?);
             for chunk in rows.chunks(BATCH) {
-                let sql = super::values_sql(to.engine(), &format!("INSERT INTO {table} ({names})"), columns.len(), chunk.len())
-                    + conflict;
+                let sql = super::values_sql(
+                    to.engine(),
+                    &format!("INSERT INTO {table} ({names})"),
+                    columns.len(),
+                    chunk.len(),
+                ) + conflict;
                 let mut q = sqlx::query::<Any>(&sql);
                 for row in chunk {
                     for (i, (_, kind)) in columns.iter().enumerate() {

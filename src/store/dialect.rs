@@ -39,6 +39,15 @@ impl Engine {
         }
     }
 
+    /// An SQL expression for the size in bytes of the text column `column` (SQLite's `length` of text counts
+    /// characters; of a blob, bytes).
+    pub(crate) fn byte_length(self, column: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("length(CAST({column} AS BLOB))"),
+            Engine::Postgres => format!("octet_length({column})"),
+        }
+    }
+
     /// An SQL expression for the text value of the top-level `key` of the JSON text column `column` (NULL when
     /// absent).
     pub(crate) fn json_text(self, column: &str, key: &str) -> String {

@@ -19,6 +19,7 @@ pub mod profiles;
 pub mod regressors;
 pub mod replicas;
 pub mod systems;
+pub mod training_runs;
 #[doc(hidden)]
 pub mod testing;
 

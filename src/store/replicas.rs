@@ -90,15 +90,17 @@ impl Store {
             "SELECT (SELECT COUNT(*) FROM systems) AS systems,
                     (SELECT COALESCE(MAX(created_at), '') FROM system_calibrations) AS calibrated,
                     (SELECT COUNT(*) FROM system_calibrations) AS calibrations,
+                    (SELECT COALESCE(MAX(created_at), '') FROM training_calibrations) AS training,
                     (SELECT COALESCE(MAX(updated_at), '') FROM gpus) AS gpus",
         )
         .fetch_one(self.pool())
         .await?;
         Ok(format!(
-            "{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}",
             r.try_get::<i64, _>("systems")?,
             r.try_get::<String, _>("calibrated")?,
             r.try_get::<i64, _>("calibrations")?,
+            r.try_get::<String, _>("training")?,
             r.try_get::<String, _>("gpus")?
         ))
     }

@@ -34,3 +34,4 @@ mod search;
 mod store;
 mod systems;
 mod timeline;
+mod training_runs;
