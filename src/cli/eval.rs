@@ -134,6 +134,20 @@ pub(super) enum EvalWhat {
         #[arg(long)]
         analytic_only: bool,
     },
+    /// Serving intervals: the between-source shift of the TTFT and TPOT bands from the rows of `eval serving` and
+    /// `eval inference --cross-validate`, its leave-source-out coverage, and the block to paste into
+    /// src/llm/serving/interval.rs.
+    ServingIntervals {
+        /// The directory holding `perfcast eval serving`'s serving_rows.csv.
+        #[arg(long, default_value = "out/eval")]
+        serving: PathBuf,
+        /// The directory holding `perfcast eval inference --cross-validate`'s inference_rows.csv and inference.json.
+        #[arg(long, default_value = "out/eval")]
+        inference: PathBuf,
+        /// Output directory for serving_intervals.md and serving_intervals.json.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+    },
     /// Leave-one-GPU-out cross-validation on the train split only (how well models carry to unseen GPUs): per
     /// regressor key, fit on all GPUs but one, report on the one left out.
     CrossGpu {
@@ -272,7 +286,23 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             inference(&data, &out, &mode, analytic_only, steps)
         }
         EvalWhat::Serving { data, out, analytic_only } => serving(&data, &out, analytic_only, steps),
+        EvalWhat::ServingIntervals { serving, inference, out } => serving_intervals(&serving, &inference, &out),
     }
+}
+
+fn serving_intervals(serving: &Path, inference: &Path, out: &Path) -> ExitCode {
+    use crate::eval::serving::intervals;
+    let stamp = format!("{}, commit {}", utc_date(), git_commit());
+    let report = match intervals::run(serving, inference, &stamp) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = intervals::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", intervals::markdown(&report));
+    eprintln!("wrote {0}/serving_intervals.md, {0}/serving_intervals.json", out.display());
+    ExitCode::SUCCESS
 }
 
 fn serving(data: &Path, out: &Path, analytic_only: bool, steps: &mut Steps) -> ExitCode {

@@ -279,3 +279,30 @@ async fn a_disaggregated_deployment_reports_its_pools_and_kv_transfer() {
     let p = app.post_json("/v1/predictions/inference", &bad).await.problem(422);
     assert_eq!(p["errors"][0]["field"], "decode.workers");
 }
+
+#[tokio::test]
+async fn the_bands_carry_the_between_source_widening() {
+    use perfcast::llm::interval::t90;
+    use perfcast::llm::serving::interval::{TPOT_SHIFT, TTFT_SHIFT};
+    let app = TestApp::new().await;
+    let p = predict(&app, &llama70b()).await;
+    let iv = &p["interval"];
+    assert_eq!(iv["class"], "unseen deployment");
+    assert_eq!(iv["sources"], TPOT_SHIFT.shift.sources);
+    // The band of a prediction t, worked from the shipped constants independently of the code's widen(): the
+    // between-source half-width h = t₀.₉,ₖ₋₁ · sd · √(1 + 1/k) (Geisser 1993, §2.1), the within quantiles q10, q90
+    // about their centre c = (q10 + q90)/2, and [t·e^(c + mean − √((c − q10)² + h²)), t·e^(c + mean + √((q90 − c)² +
+    // h²))].
+    for (field, s) in [("ttft_ms", TTFT_SHIFT), ("tpot_ms", TPOT_SHIFT), ("request_latency_ms", TPOT_SHIFT)] {
+        let k = s.shift.sources as f64;
+        let h = t90(s.shift.sources - 1) * s.shift.sd * (1.0 + 1.0 / k).sqrt();
+        let c = (s.q10 + s.q90) / 2.0;
+        let lo = c + s.shift.mean - ((c - s.q10).powi(2) + h * h).sqrt();
+        let hi = c + s.shift.mean + ((s.q90 - c).powi(2) + h * h).sqrt();
+        let t = p[field].as_f64().unwrap();
+        let (p10, p90) = (iv[field]["p10"].as_f64().unwrap(), iv[field]["p90"].as_f64().unwrap());
+        assert!((p10 - t * lo.exp()).abs() < 1e-9 * t && (p90 - t * hi.exp()).abs() < 1e-9 * t, "{field}: {iv}");
+        // It holds the whole 80 % interval of the between-source shift, and more (the within-source spread).
+        assert!(h > 0.0 && (p90 / p10).ln() > 2.0 * h, "{field}: {iv}");
+    }
+}

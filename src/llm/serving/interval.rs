@@ -1,25 +1,30 @@
-//! Prediction intervals of serving latencies from cross-validated residuals (split conformal prediction, as
-//! training's [`crate::llm::interval`]): the residual r = ln(measured / predicted) of every LLM-Inference-Bench
-//! static batch predicted by serving constants fitted without its (framework, model) group
-//! (`perfcast eval inference --cross-validate`, with the bundled learned models a fresh install serves); its 10 %
-//! and 90 % conformal quantiles per residual class ([`residual_class`]: engine × GPU generation) where the class
-//! has at least [`MIN_CLASS_ROWS`] rows, else over all rows ([`POOLED`]). The interval of a predicted time t is
-//! [t·e^q10, t·e^q90].
+//! Prediction intervals of serving latencies on a deployment nobody measured: each quantity's log residuals
+//! r = ln(measured / predicted) about their source's own mean (the spread within a deployment), widened by the
+//! spread of the sources' means (the bias of a deployment perfcast was not fitted on) — training's
+//! [`crate::llm::interval::SourceShift`] and [`crate::llm::interval::widen`], for serving ([`ServingShift`]).
 //!
-//! **What the residuals cover.** The bench times whole static batches (prefill, then the decode steps), not TTFT
-//! and TPOT separately, so one residual distribution — of the request latency — gives the intervals of `ttft_ms`,
-//! `tpot_ms` and `request_latency_ms` alike: an assumption that the relative error of each part is the latency's.
-//! Decode dominates those rows (input = output length), so the TPOT interval rests on the most evidence; the TTFT
-//! interval is the least supported. SGLang has no rows: it takes the pooled quantiles. Continuous batching,
-//! concurrency above 64 and MoE models are outside the rows, so there the interval is a lower bound on the
-//! uncertainty, not a measured coverage: on the measured Blackwell benchmark runs (`perfcast eval serving`,
-//! 2026-11-27) the bands hold 12.5 % of the TTFTs and 20.4 % of the TPOTs.
+//! **The sources** (`perfcast eval serving-intervals`, module doc of `crate::eval::serving::intervals`), each
+//! predicted with nothing fitted on it: the aggregated Blackwell benchmark runs per engine (vLLM, SGLang,
+//! TensorRT-LLM; `perfcast eval serving`, the whole source left out) and LLM-Inference-Bench per framework (vLLM,
+//! TensorRT-LLM; `perfcast eval inference --cross-validate`, each framework × model group held out). The bench
+//! times whole static batches, decode-dominated, so it is TPOT evidence only: [`TTFT_SHIFT`] rests on 3 sources,
+//! [`TPOT_SHIFT`] on 5. With so few, the shift's t quantile (k − 1 degrees of freedom) is wide, and the bands are
+//! a statement about an unseen deployment — how far perfcast's answer may be from what such a deployment
+//! measures, 10 % below and 10 % above — not a per-row confidence: a deployment like the measured ones will mostly
+//! sit well inside, a new engine or GPU generation may not. The request latency takes the TPOT band (a request's
+//! latency is mostly its decode steps). Disaggregated runs are not among the sources: their bands are not measured.
+//!
+//! The per-class quantiles of LLM-Inference-Bench ([`QUANTILES`], engine × GPU generation) are that source's
+//! cross-validated residuals; `perfcast eval inference` reports their coverage on the bench. They no longer make
+//! the bands a prediction is answered with: on the Blackwell runs they held 12.8 % of the TTFTs and 26.3 % of the
+//! TPOTs (2026-11-27, docs/src/accuracy/serving.md).
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::request::Engine;
 use crate::hw::GpuSpec;
+use crate::llm::interval::{weighted_conformal_quantiles, widen, SourceShift};
 
 /// Classes with at least this many held-out rows get their own quantiles; the others use [`POOLED`].
 pub const MIN_CLASS_ROWS: usize = 30;
@@ -63,6 +68,74 @@ pub fn residual_class(engine: Engine, gpu: &GpuSpec) -> String {
     format!("{}/{}", engine.as_str(), gpu.generation())
 }
 
+/// The bands of one serving quantity on a deployment nobody measured: the within-source quantiles of the log
+/// residuals about each source's own mean, widened by the spread of the sources' means ([`widen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ServingShift {
+    /// 10 % quantile of ln(measured / predicted) − its source's mean (each source weighted equally).
+    pub q10: f64,
+    /// 90 % quantile of the same.
+    pub q90: f64,
+    /// The spread of the sources' mean log residuals ln(measured / predicted) (training's [`SourceShift`]).
+    pub shift: SourceShift,
+    /// Measured rows behind the quantiles, all sources together.
+    pub rows: u32,
+}
+
+impl ServingShift {
+    /// No band: (q10, q90) = (0, 0), no shift.
+    pub const NONE: ServingShift = ServingShift { q10: 0.0, q90: 0.0, shift: SourceShift::NONE, rows: 0 };
+
+    /// The shift of `sources`, each a source's log residuals ln(measured / predicted) of rows predicted with nothing
+    /// fitted on that source: each source's mean m_s; the [`weighted_conformal_quantiles`] of r − m_s over every
+    /// row, a row weighing 1 / its source's rows (a source with 600 rows must not narrow the band 600 times as
+    /// much as one with 1); [`SourceShift::fit`] of the means. Non-finite residuals and empty sources are dropped;
+    /// [`ServingShift::NONE`] without any.
+    pub fn fit(sources: &[Vec<f64>]) -> ServingShift {
+        let sources: Vec<Vec<f64>> = sources
+            .iter()
+            .map(|r| r.iter().copied().filter(|x| x.is_finite()).collect::<Vec<f64>>())
+            .filter(|r| !r.is_empty())
+            .collect();
+        let means: Vec<f64> = sources.iter().map(|r| r.iter().sum::<f64>() / r.len() as f64).collect();
+        let centred: Vec<(f64, f64)> = sources
+            .iter()
+            .zip(&means)
+            .flat_map(|(r, m)| r.iter().map(move |x| (x - m, 1.0 / r.len() as f64)))
+            .collect();
+        let Some((q10, q90)) = weighted_conformal_quantiles(&centred) else { return ServingShift::NONE };
+        ServingShift { q10, q90, shift: SourceShift::fit(&means), rows: centred.len() as u32 }
+    }
+
+    /// The log bounds (lo, hi) of the band: [`widen`] of (q10, q90) by the shift; a time t has the band
+    /// [t·e^lo, t·e^hi].
+    pub fn bounds(&self) -> (f64, f64) {
+        widen(self.q10, self.q90, &self.shift)
+    }
+
+    /// The band of a predicted time `t` (ms).
+    pub fn band(&self, t: f64) -> Band {
+        let (lo, hi) = self.bounds();
+        Band { p10: t * lo.exp(), p90: t * hi.exp() }
+    }
+}
+
+// BEGIN generated by `perfcast eval serving-intervals`
+/// Fitted by `perfcast eval serving-intervals` (2026-11-27, commit b042c80-dirty).
+/// TTFT: 3 sources, 80 % half-width of the shift 0.4723:
+/// blackwell/sglang, blackwell/trtllm, blackwell/vllm.
+pub const TTFT_SHIFT: ServingShift =
+    ServingShift { q10: -0.9632, q90: 0.8399, shift: SourceShift { mean: 0.2812, sd: 0.2169, sources: 3 }, rows: 1411 };
+/// TPOT: 5 sources, 80 % half-width of the shift 0.1856:
+/// blackwell/sglang, blackwell/trtllm, blackwell/vllm, llm-inference-bench/trtllm, llm-inference-bench/vllm.
+pub const TPOT_SHIFT: ServingShift = ServingShift {
+    q10: -0.2913,
+    q90: 0.2611,
+    shift: SourceShift { mean: -0.0491, sd: 0.1105, sources: 5 },
+    rows: 2613,
+};
+// END generated
+
 /// A 10 %–90 % band of one predicted quantity.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
 pub struct Band {
@@ -72,36 +145,46 @@ pub struct Band {
     pub p90: f64,
 }
 
-/// The 10 %–90 % prediction intervals of a serving prediction's latencies, ms (module doc: how they are
-/// obtained and what they do not cover).
+/// The 10 %–90 % prediction intervals of a serving prediction's latencies, ms, on a deployment nobody measured
+/// (module doc: how they are obtained, from how few sources, and what they are not).
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ServingInterval {
-    /// Of `ttft_ms`.
+    /// Of `ttft_ms`: [`TTFT_SHIFT`].
     pub ttft_ms: Band,
-    /// Of `tpot_ms`.
+    /// Of `tpot_ms`: [`TPOT_SHIFT`].
     pub tpot_ms: Band,
-    /// Of `request_latency_ms`.
+    /// Of `request_latency_ms`: [`TPOT_SHIFT`] (the latency of a request is mostly its decode steps).
     pub request_latency_ms: Band,
-    /// The residual class whose held-out residuals gave the quantiles (`vllm/hopper`, …, or `pooled`).
+    /// What the bands are about: `unseen deployment` (a source, engine or GPU generation perfcast was not fitted
+    /// on), not a per-row confidence.
     pub class: String,
-    /// Held-out rows behind the quantiles.
+    /// Measured serving sources behind the TPOT band (the TTFT band has fewer: module doc).
+    pub sources: u32,
+    /// Measured rows behind the TPOT band.
     pub rows: u32,
 }
 
-/// The intervals of predicted TTFT, TPOT and request latency (ms) for `engine` on `gpu`.
-pub fn interval(engine: Engine, gpu: &GpuSpec, ttft_ms: f64, tpot_ms: f64, request_latency_ms: f64) -> ServingInterval {
-    interval_with(ServingQuantiles::of(&residual_class(engine, gpu)), ttft_ms, tpot_ms, request_latency_ms)
+/// The intervals of predicted TTFT, TPOT and request latency (ms) from the shipped [`TTFT_SHIFT`] and
+/// [`TPOT_SHIFT`].
+pub fn interval(ttft_ms: f64, tpot_ms: f64, request_latency_ms: f64) -> ServingInterval {
+    interval_with(&TTFT_SHIFT, &TPOT_SHIFT, ttft_ms, tpot_ms, request_latency_ms)
 }
 
-/// The intervals from quantiles `q`: each t becomes [t·e^q10, t·e^q90].
-pub fn interval_with(q: &ServingQuantiles, ttft_ms: f64, tpot_ms: f64, request_latency_ms: f64) -> ServingInterval {
-    let band = |t: f64| Band { p10: t * q.q10.exp(), p90: t * q.q90.exp() };
+/// The intervals from the shifts `ttft` and `tpot` ([`ServingShift::band`]; request latency by `tpot`).
+pub fn interval_with(
+    ttft: &ServingShift,
+    tpot: &ServingShift,
+    ttft_ms: f64,
+    tpot_ms: f64,
+    request_latency_ms: f64,
+) -> ServingInterval {
     ServingInterval {
-        ttft_ms: band(ttft_ms),
-        tpot_ms: band(tpot_ms),
-        request_latency_ms: band(request_latency_ms),
-        class: q.class.to_string(),
-        rows: q.rows,
+        ttft_ms: ttft.band(ttft_ms),
+        tpot_ms: tpot.band(tpot_ms),
+        request_latency_ms: tpot.band(request_latency_ms),
+        class: "unseen deployment".to_string(),
+        sources: tpot.shift.sources,
+        rows: tpot.rows,
     }
 }
 
@@ -111,17 +194,57 @@ mod tests {
     use crate::hw::presets;
 
     #[test]
-    fn classes_and_bands_by_hand() {
+    fn classes_by_hand() {
         let gpu = |n: &str| presets().into_iter().find(|p| p.name == n).unwrap().resolve().unwrap().gpu;
         assert_eq!(residual_class(Engine::Vllm, &gpu("dgx-h100")), "vllm/hopper");
         assert_eq!(residual_class(Engine::Trtllm, &gpu("perlmutter-a100-40g")), "trtllm/ampere");
-        // q10 = ln 0.8, q90 = ln 1.25: 10 ms → [8, 12.5] ms.
-        let q = ServingQuantiles { class: "x", q10: 0.8f64.ln(), q90: 1.25f64.ln(), rows: 40 };
-        let i = interval_with(&q, 10.0, 20.0, 100.0);
-        assert!((i.ttft_ms.p10 - 8.0).abs() < 1e-9 && (i.ttft_ms.p90 - 12.5).abs() < 1e-9);
-        assert!((i.tpot_ms.p10 - 16.0).abs() < 1e-9 && (i.request_latency_ms.p90 - 125.0).abs() < 1e-9);
-        assert_eq!((i.class.as_str(), i.rows), ("x", 40));
-        // SGLang has no rows: pooled.
+        // SGLang has no LLM-Inference-Bench rows: pooled.
         assert_eq!(ServingQuantiles::of(&residual_class(Engine::Sglang, &gpu("dgx-h100"))).class, "pooled");
+    }
+
+    #[test]
+    fn the_shift_of_three_sources_by_hand() {
+        // A = [−0.1, 0, 0.1] (mean 0), B = [0.1, 0.2, 0.3] (mean 0.2), C = [−0.4, −0.2, 0] (mean −0.2). Centred on
+        // their means: −0.1, 0, 0.1, −0.1, 0, 0.1, −0.2, 0, 0.2; equal sizes, so equal weights and the rank rule:
+        // n = 9, (n + 1)·0.1 = 1 → the smallest, −0.2; (n + 1)·0.9 = 9 → the largest, 0.2. Means 0, 0.2, −0.2: mean
+        // 0, sd √((0 + 0.04 + 0.04) / 2) = 0.2, t₀.₉,₂ = 1.886, h = 1.886 · 0.2 · √(4/3) = 0.43555. Bounds: centre
+        // 0 ± √(0.2² + 0.43555²) = ±0.47928. A 10 ms prediction: [10·e^−0.47928, 10·e^0.47928] = [6.1923, 16.149] ms.
+        let s = ServingShift::fit(&[vec![-0.1, 0.0, 0.1], vec![0.1, 0.2, 0.3], vec![-0.4, -0.2, 0.0]]);
+        assert!((s.q10 + 0.2).abs() < 1e-12 && (s.q90 - 0.2).abs() < 1e-12, "{s:?}");
+        assert!(s.shift.mean.abs() < 1e-12 && (s.shift.sd - 0.2).abs() < 1e-12 && s.shift.sources == 3, "{s:?}");
+        assert_eq!(s.rows, 9);
+        let (lo, hi) = s.bounds();
+        assert!((lo + 0.47928).abs() < 1e-4 && (hi - 0.47928).abs() < 1e-4, "{lo} {hi}");
+        let b = s.band(10.0);
+        assert!((b.p10 - 6.1923).abs() < 1e-3 && (b.p90 - 16.149).abs() < 1e-3, "{b:?}");
+        // A NaN residual and an empty source are dropped; nothing at all gives no band.
+        let t =
+            ServingShift::fit(&[vec![-0.1, f64::NAN, 0.0, 0.1], vec![0.1, 0.2, 0.3], vec![-0.4, -0.2, 0.0], vec![]]);
+        assert_eq!(t, s);
+        assert_eq!(ServingShift::fit(&[]), ServingShift::NONE);
+        assert_eq!(ServingShift::NONE.band(10.0), Band { p10: 10.0, p90: 10.0 });
+    }
+
+    #[test]
+    fn each_quantity_takes_its_own_shift() {
+        // TTFT: within ±0.1, one source (no spread) moved by mean +ln 2: [t·2·e^−0.1, t·2·e^0.1]. TPOT: within 0/0,
+        // shift sd 0.1 over 3 sources, h = 1.886 · 0.1 · √(4/3) = 0.21778: [t·e^−0.21778, t·e^0.21778], and the
+        // request latency the same.
+        let ttft =
+            ServingShift { q10: -0.1, q90: 0.1, shift: SourceShift { mean: 2f64.ln(), sd: 0.0, sources: 1 }, rows: 5 };
+        let tpot = ServingShift { q10: 0.0, q90: 0.0, shift: SourceShift { mean: 0.0, sd: 0.1, sources: 3 }, rows: 7 };
+        let i = interval_with(&ttft, &tpot, 100.0, 10.0, 1000.0);
+        assert!(
+            (i.ttft_ms.p10 - 200.0 * (-0.1f64).exp()).abs() < 1e-9
+                && (i.ttft_ms.p90 - 200.0 * 0.1f64.exp()).abs() < 1e-9
+        );
+        assert!((i.tpot_ms.p10 - 10.0 * (-0.21778f64).exp()).abs() < 1e-4, "{i:?}");
+        assert!((i.request_latency_ms.p90 - 1000.0 * 0.21778f64.exp()).abs() < 1e-2, "{i:?}");
+        assert_eq!((i.class.as_str(), i.sources, i.rows), ("unseen deployment", 3, 7));
+        // The shipped bands are at least as wide as the between-source shift's 80 % interval.
+        for s in [TTFT_SHIFT, TPOT_SHIFT] {
+            let (lo, hi) = s.bounds();
+            assert!(hi - lo >= 2.0 * s.shift.half_width() - 1e-12, "{s:?}");
+        }
     }
 }

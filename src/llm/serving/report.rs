@@ -323,7 +323,7 @@ pub fn report(r: ReportInputs) -> InferencePrediction {
             (sim.ttft.mean_ms, sim.tpot.mean_ms, sim.e2e_latency.mean_ms, tp)
         }
     };
-    let interval = interval(cfg.engine, &r.system.gpu, ttft_ms, tpot_ms, request_latency_ms);
+    let interval = interval(ttft_ms, tpot_ms, request_latency_ms);
     InferencePrediction {
         ttft_ms,
         tpot_ms,
