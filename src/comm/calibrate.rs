@@ -169,7 +169,8 @@ fn check_points(points: &[Point]) -> Result<usize, CalibrationError> {
     Ok(sizes.len())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the mean of the two middle values for an even count; 0 for none).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {

@@ -85,14 +85,7 @@ pub struct AppliedCalibration {
 
 /// The correction of `pairs`: exp(median ln(measured/predicted)); 1 for no pairs.
 pub fn correction(pairs: &[RunPair]) -> f64 {
-    let mut logs: Vec<f64> = pairs.iter().map(RunPair::log_ratio).collect();
-    if logs.is_empty() {
-        return 1.0;
-    }
-    logs.sort_by(|a, b| a.total_cmp(b));
-    let n = logs.len();
-    let m = if n % 2 == 1 { logs[n / 2] } else { (logs[n / 2 - 1] + logs[n / 2]) / 2.0 };
-    m.exp()
+    crate::comm::calibrate::median(pairs.iter().map(RunPair::log_ratio).collect()).exp()
 }
 
 /// Leave-one-out MAPE (%) of (uncalibrated, calibrated) predictions over `pairs` (n ≥ 2).

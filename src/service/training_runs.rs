@@ -69,14 +69,13 @@ impl Service {
             column: None,
             message: e.message,
         })?;
-        let framework = name_of(&upload.config.framework);
         let job = jobs::follow_up(&Job::CalibrateTraining(CalibrateTrainingParams {
             system: system.to_string(),
             framework: upload.config.framework,
         }));
         let run = NewTrainingRun {
             system,
-            framework: &framework,
+            framework: upload.config.framework.as_str(),
             format: upload.format.as_str(),
             config: &upload.config_json,
             log: &upload.log,
@@ -98,9 +97,4 @@ impl Service {
             calibrations: self.store.training_calibrations(system).await?,
         })
     }
-}
-
-/// The serialized name of a unit enum (`megatron`, …).
-fn name_of<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }

@@ -3,7 +3,7 @@
 //! spread of the sources' means (the bias of a deployment perfcast was not fitted on) — training's
 //! [`crate::llm::interval::SourceShift`] and [`crate::llm::interval::widen`], for serving ([`ServingShift`]).
 //!
-//! **The sources** (`perfcast eval serving-intervals`, module doc of `crate::eval::serving::intervals`), each
+//! **The sources** (fitted by the `perfcast eval serving-intervals` command, whose book page states the rows it reads), each
 //! predicted with nothing fitted on it: the aggregated Blackwell benchmark runs per engine (vLLM, SGLang,
 //! TensorRT-LLM; `perfcast eval serving`, the whole source left out) and LLM-Inference-Bench per framework (vLLM,
 //! TensorRT-LLM; `perfcast eval inference --cross-validate`, each framework × model group held out). The bench
