@@ -24,6 +24,13 @@ pub const LAUNCH_OVERHEAD_US: f64 = 2.0;
 /// efficiency; smaller tiles trade efficiency for parallelism ([`gemm_plan`]).
 pub const GEMM_TILE: (u64, u64) = (128, 128);
 
+/// The fraction of its forward's FLOP rate a flash-attention backward reaches: it does 2.5× the forward's FLOPs
+/// (five GEMMs against two) in 2.5 / 0.87 ≈ 2.9× its time. Shah et al. 2024 ("FlashAttention-3", Fig. 5 and 6:
+/// H100 SXM5, bf16, head dim 128, 16k tokens) measure forward / backward 648 / 561 TFLOP/s for FlashAttention-3,
+/// 595 / 516 for cuDNN and 370 / 322 for FlashAttention-2 — 0.866, 0.867 and 0.870: every kernel's backward loses
+/// the same share (the dQ accumulation across key tiles and the extra softmax-gradient pass), so one constant.
+pub const FLASH_BACKWARD_RATE: f64 = 0.87;
+
 /// Which roofline term bounds the estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -216,7 +223,8 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// element [1] (e the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM,
 /// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
 /// ([`activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
-/// 128 rows, backward 2.5× (FlashAttention-2's five GEMMs against two), traffic 4·BLAD·e / 8·BLAD·e — the forward
+/// 128 rows, backward 2.5× the FLOPs (FlashAttention-2's five GEMMs against two) at [`FLASH_BACKWARD_RATE`] of the
+/// forward's FLOP rate, traffic 4·BLAD·e / 8·BLAD·e — the forward
 /// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
 /// `attention_decode`, `moe`; forward only, the phase is ignored) are counted in `serving.rs`.
 ///
@@ -266,7 +274,8 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
             // Causal: on average a 128-row query tile sees half the keys.
             let flops = factor * 2.0 * b * a * l * l * dh;
             let tile_flops = factor * 4.0 * 128.0 * (l / 2.0) * dh;
-            let compute_s = waves * tile_flops / (peak / sms);
+            let rate = if bwd { FLASH_BACKWARD_RATE } else { 1.0 };
+            let compute_s = waves * tile_flops / (rate * peak / sms);
             let bytes = (if bwd { 8.0 } else { 4.0 }) * b * l * a * dh * e;
             acc.kernel(flops, compute_s, bytes, bw);
             acc.waves += waves;
