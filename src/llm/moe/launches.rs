@@ -249,13 +249,16 @@ mod tests {
         };
         let ((f1, b1), _) = layer(1.0);
         let ((f2, b2), [(gf, hf), (gb, hb)]) = layer(2.0);
-        // On the 2× GPU both passes run at the host's pace: the operators' host time plus 11 calls per pass at
-        // 67.9 µs each, longer than the GPU time (plus one call of idle after the forward's sync).
+        // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, RoPE, flash attention,
+        // output projection, router GEMM, top-k, the dispatch and combine (2), FC1, SwiGLU, FC2 = 13; backward the
+        // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
+        // FC2 2 = 20. At 67.9 µs each: 882.7 and 1,358 µs, plus 11 calls per pass: 1,629.6 and 2,104.9 µs.
         let host = Efficiency::CALIBRATED.host_us;
-        eprintln!("gf {gf} hf {hf} gb {gb} hb {hb}; 1x {f1} {b1}; 2x {f2} {b2}");
-        assert!(hf + 11.0 * host > gf + host && hb + 11.0 * host > gb);
-        assert!(((b2 - (hb + 11.0 * host) * 1e-6) / b2).abs() < 1e-12);
-        // So doubling the GPU's throughput does not halve the layer's time.
-        assert!((f2 + b2) / (f1 + b1) > 0.9, "{} → {}", f1 + b1, f2 + b2);
+        assert!((hf - 13.0 * host).abs() < 1e-9 && (hb - 20.0 * host).abs() < 1e-9);
+        // On the 2× GPU both passes run at the host's pace: longer than the GPU time (plus one call of idle after
+        // the forward's synchronization) and than the next layer's attention waiting behind the expert launches.
+        assert!(24.0 * host > gf + host && 31.0 * host > gb, "{gf} {gb}");
+        assert!((f2 - 24.0 * host * 1e-6).abs() < 1e-12 && (b2 - 31.0 * host * 1e-6).abs() < 1e-12);
+        assert!((f2 + b2) / (f1 + b1) > 0.99, "{} → {}", f1 + b1, f2 + b2);
     }
 }
