@@ -99,9 +99,20 @@ impl<'a> Timer<'a> {
     /// CUDA graphs: [`pass_seconds_with`] with the layer's host time per pass as
     /// [`CudaGraphs::layer_host_us`] gives it (one graph launch costs one kernel's host time).
     pub fn layer_seconds(&self, ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
-        let host_us = self.backend.efficiency().map_or(0.0, |e| e.host_us);
+        let host_us = self.host_us();
         let graphs = self.graphs;
         pass_seconds_with(ops, timed, |eager| graphs.layer_host_us(eager, host_us))
+    }
+
+    /// The host time of one kernel launch, µs ([`crate::cost::Efficiency::host_us`]; 0 for a backend without
+    /// efficiencies).
+    pub fn host_us(&self) -> f64 {
+        self.backend.efficiency().map_or(0.0, |e| e.host_us)
+    }
+
+    /// Which passes replay as CUDA graphs.
+    pub fn graphs(&self) -> CudaGraphs {
+        self.graphs
     }
 
     /// Forward and backward seconds of operators outside the layers (embedding, head) under the framework's CUDA
@@ -245,16 +256,21 @@ pub fn pass_seconds(ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
 /// [`pass_seconds`] with each pass's host time (µs, the sum over its kernels) mapped by `host` first (CUDA graphs
 /// replace the per-kernel dispatch, [`CudaGraphs`]).
 pub fn pass_seconds_with(ops: &[StageOp], timed: &[TimedOp], host: impl Fn(f64) -> f64) -> (f64, f64) {
-    let (mut f, mut b) = (0.0, 0.0);
-    let (mut host_f, mut host_b) = (0.0, 0.0);
+    let [(f, host_f), (b, host_b)] = pass_sums(ops, timed);
+    (f.max(host(host_f)) * 1e-6, b.max(host(host_b)) * 1e-6)
+}
+
+/// Per pass (`[forward, backward]`) the GPU time (Σ calls × charged time) and the host time (Σ calls ×
+/// [`Timed::host_us`]) of `ops` timed as `timed`, µs.
+pub fn pass_sums(ops: &[StageOp], timed: &[TimedOp]) -> [(f64, f64); 2] {
+    let mut sums = [(0.0, 0.0); 2];
     for (o, t) in ops.iter().zip(timed) {
         let calls = o.calls as f64;
-        match o.phase {
-            Phase::Fwd => (f, host_f) = (f + calls * t.charged_us, host_f + calls * t.time.host_us),
-            Phase::Bwd => (b, host_b) = (b + calls * t.charged_us, host_b + calls * t.time.host_us),
-        }
+        let s = &mut sums[usize::from(o.phase == Phase::Bwd)];
+        s.0 += calls * t.charged_us;
+        s.1 += calls * t.time.host_us;
     }
-    (f.max(host(host_f)) * 1e-6, b.max(host(host_b)) * 1e-6)
+    sums
 }
 
 /// Per-micro-batch forward and backward seconds of one layer, of one MoE layer, of the first stage's embedding,
@@ -280,7 +296,7 @@ pub fn pieces(
         Some(moe) => {
             let ops = moe_layer_ops(cfg, layout, moe, prec);
             let timed = crate::llm::moe::timing::time_layer(cfg, &ops, timer)?;
-            timer.layer_seconds(&ops, &timed)
+            crate::llm::moe::timing::layer_seconds(cfg, timer, &ops, &timed)
         }
         None => (0.0, 0.0),
     };
@@ -305,7 +321,7 @@ fn mtp_seconds(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> Resu
         return Ok((0.0, 0.0));
     }
     let timed = crate::llm::moe::timing::time_layer(cfg, ops, timer)?;
-    Ok(timer.layer_seconds(ops, &timed))
+    Ok(crate::llm::moe::timing::layer_seconds(cfg, timer, ops, &timed))
 }
 
 /// ZeRO ≥ 2's per-micro-batch collectives of one model chunk, seconds.
@@ -666,7 +682,7 @@ pub fn time_training(cfg: &TrainingConfig, d: &Decomposition, timer: &mut Timer)
     let head = time_ops(&d.head, timer)?;
     let p = Pieces {
         layer: timer.layer_seconds(&d.layer, &layer),
-        moe_layer: timer.layer_seconds(&d.moe_layer, &moe_layer),
+        moe_layer: crate::llm::moe::timing::layer_seconds(cfg, timer, &d.moe_layer, &moe_layer),
         embedding: timer.outside_seconds(&d.embedding, &embedding),
         head: timer.outside_seconds(&d.head, &head),
         mtp: timer.layer_seconds(&d.mtp, &mtp),

@@ -2,8 +2,9 @@
 //! latent attention and multi-token prediction: the model vocabulary training and serving share ([`spec`]), the
 //! parallel options and MoE parallel folding ([`parallel`]), where the expert groups sit ([`layout`]), what routing
 //! does to load and traffic ([`routing`]), the dispatcher's collectives ([`dispatch`]), an MoE layer's operators
-//! ([`ops`]), MLA's projections ([`mla`]), MTP's layer ([`mtp`]), recomputation by module ([`recompute`]), the
-//! 1F1B expert-parallel overlap ([`timing`]), parameters ([`params`]) and activation memory ([`memory`]).
+//! ([`ops`]) and its host calls beyond them ([`launches`]), MLA's projections ([`mla`]), MTP's layer ([`mtp`]),
+//! recomputation by module ([`recompute`]), the 1F1B expert-parallel overlap ([`timing`]), parameters
+//! ([`params`]) and activation memory ([`memory`]).
 //!
 //! The training predictor's stages call in here through small hooks: validation ([`validate_training`]), the
 //! decomposition (an MoE layer's and an MTP layer's operators beside the dense layer's; MoE layers per model
@@ -11,6 +12,7 @@
 //! memory of experts and routed tokens, and the report ([`MoeReport`]).
 
 pub mod dispatch;
+pub mod launches;
 pub mod layout;
 pub mod memory;
 pub mod mla;

@@ -5,10 +5,16 @@
 //! computes, so a pass's expert-parallel communication is exposed only where it outlasts the other pass's
 //! computation of the layer, plus the contention κ of what it hides ([`crate::llm::timing::overlap_charge`]).
 //! The warm-up and cool-down micro-batches, which have no partner, are treated like the steady state.
+//!
+//! A layer's passes then run at the pace of the longer of their GPU and host time ([`layer_seconds`]), the host
+//! time counting the launches the MoE layer issues beyond its operators and the GPU time the idle its
+//! device→host synchronizations cause ([`super::launches`]).
 
+use super::launches::{moe_launches, synced_pass_us};
 use crate::llm::config::{ConfigError, TrainingConfig};
+use crate::llm::cuda_graphs::CudaGraphs;
 use crate::llm::operators::{OpName, StageOp, Work};
-use crate::llm::timing::{overlap_charge, time_ops, TimedOp, Timer};
+use crate::llm::timing::{overlap_charge, pass_sums, time_ops, TimedOp, Timer};
 use crate::op::Phase;
 
 fn is_ep_comm(name: OpName) -> bool {
@@ -51,4 +57,57 @@ pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
             t.charged_us = t.time.time_us * ratio[usize::from(o.phase == Phase::Bwd)];
         }
     }
+}
+
+/// Forward and backward seconds of one MoE (or MTP) layer's `ops` timed as `timed`: the host time counts the calls
+/// the MoE layer issues beyond its operators ([`moe_launches`] × [`Timer::host_us`]), and the forward pays for its
+/// device→host synchronization ([`synced_pass_us`]: what the forward issues before the first expert-parallel
+/// collective or expert GEMM is the part before it). Under CUDA graphs the host time is mapped as for a dense layer
+/// and the synchronization is not modelled. A layer without an MoE router (a dense MTP layer) is timed as a dense
+/// one; a recomputed MoE forward (`recompute_modules` `moe`, full recomputation) repeats its forward calls in the
+/// backward, and the GPU idles one call after its synchronization.
+pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
+    let launch_us = timer.host_us();
+    let graphs = timer.graphs();
+    let [(gf, mut hf), (mut gb, mut hb)] = pass_sums(ops, timed);
+    let router = |recompute: bool| {
+        // A recomputed forward operator is charged to the backward pass.
+        let phase = if recompute { Phase::Bwd } else { Phase::Fwd };
+        ops.iter().any(|o| o.name == OpName::MoeRouter && o.phase == phase && o.recompute == recompute)
+    };
+    let moe = cfg.moe.as_ref().filter(|_| router(false));
+    let Some(moe) = moe else {
+        return (
+            gf.max(graphs.layer_host_us(hf, launch_us)) * 1e-6,
+            gb.max(graphs.layer_host_us(hb, launch_us)) * 1e-6,
+        );
+    };
+    let l = moe_launches(moe, cfg.tp * cfg.cp, cfg.gemm_precision().bytes() < 2.0);
+    hf += l.fwd() as f64 * launch_us;
+    hb += l.bwd() as f64 * launch_us;
+    if router(true) {
+        hb += l.fwd() as f64 * launch_us;
+        gb += l.fwd_syncs as f64 * launch_us;
+    }
+    if graphs != CudaGraphs::None {
+        return (
+            gf.max(graphs.layer_host_us(hf, launch_us)) * 1e-6,
+            gb.max(graphs.layer_host_us(hb, launch_us)) * 1e-6,
+        );
+    }
+    // The forward up to the synchronization: every forward operator before the first expert-parallel collective
+    // that follows it (all-to-all, reduce-scatter; the allgather dispatcher synchronizes after its all-gather) or
+    // the first expert GEMM.
+    let split = ops
+        .iter()
+        .position(|o| {
+            o.phase == Phase::Fwd
+                && !o.recompute
+                && matches!(o.name, OpName::EpAllToAll | OpName::EpReduceScatter | OpName::ExpertFc1)
+        })
+        .unwrap_or(ops.len());
+    let [(pre_g, pre_h), _] = pass_sums(&ops[..split], &timed[..split]);
+    let pre_h = pre_h + l.fwd_pre_sync() as f64 * launch_us;
+    let fwd = synced_pass_us(l.fwd_syncs, gf, hf, pre_g, hf - pre_h, launch_us);
+    (fwd * 1e-6, gb.max(hb) * 1e-6)
 }

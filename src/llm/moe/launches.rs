@@ -1,0 +1,264 @@
+//! The host side of an MoE layer: the framework calls Megatron-Core's `MoELayer` issues beyond the operators
+//! [`super::ops`] times, and its device→host synchronization, per micro-batch.
+//!
+//! perfcast prices host time per counted kernel ([`crate::cost::Efficiency::host_us`], 67.9 µs: fitted on dense
+//! layers, where it is the cost of one framework call — Python, PyTorch's dispatcher, autograd and Transformer
+//! Engine's module logic — more than of the CUDA launch itself) and runs a pass at the pace of the longer of its
+//! GPU and host time ([`crate::llm::timing::pass_seconds`]). The operator list times one operator per piece of GPU
+//! work; the MoE layer's Python issues many more calls, most of them tiny. Counted here are those calls — each
+//! PyTorch operator, Triton kernel launched from Python, host copy, or C++ entry point (which may loop over kernels
+//! inside: Transformer Engine's `general_grouped_gemm` issues one cuBLAS GEMM per local expert on 4 compute streams,
+//! `cublaslt_gemm.cu` `nvte_multi_stream_cublas_gemm`, from one call) — that the operator list does not count,
+//! from Megatron-LM's `megatron/core/transformer/moe/` with the fusions Megatron-Bridge's performance recipes turn
+//! on (`moe_router_fusion`, `moe_permute_fusion`: `qwen3_llm_pretrain.py` `set_qwen3_specific_overrides`,
+//! `deepseek_llm_pretrain.py`) and the load-balancing loss every catalog MoE model trains with:
+//!
+//! - **router** (`router.py` `TopKRouter`): `moe_router_force_load_balancing` replaces the logits by random ones
+//!   (`moe_utils.py` `apply_random_logits`, `RandomSTE`: clone, normal_) — 2 forward; the load-balancing loss
+//!   (`aux_loss_load_balancing` with TE's fused `fused_compute_score_for_moe_aux_loss` and `fused_moe_aux_loss`, the
+//!   tokens-per-expert sum, `save_to_aux_losses_tracker`'s division and indexed add) — 5 forward, plus its
+//!   all-reduce over the tensor×context-parallel group when that has more than one rank. Backward: the fused
+//!   loss's and scores' gradients, `MoEAuxLossAutoScaler`'s scaled ones and their sum into the logits' gradient —
+//!   5; `RouterGatingLinearFunction.backward`'s four casts (weight and input to the router dtype, the two gradients
+//!   back) — 4;
+//! - **token dispatcher** (`token_dispatcher.py`), per `moe_token_dispatcher`:
+//!   - `alltoall` (`MoEAlltoAllTokenDispatcher.preprocess`): the routing map's column sum and its `.long()`, the
+//!     input splits' sum, the all-gather of the counts over the tensor×expert group, the local slice's
+//!     `.contiguous()` and three sums (per rank, per TP rank, per local expert) — 8; the non-blocking copies of the
+//!     splits and counts to the host (`maybe_move_tensor_to_cpu`) — 4; the fused permute's row-id map (TE
+//!     `moe_permute_with_probs`, Triton: 3 launches besides the counted permute); the probabilities' all-to-all
+//!     beside the tokens' — 1; with several local experts the fused `sort_chunks_by_idxs`' row-id map before and
+//!     after the experts — 2 + 2. Backward: the probabilities' all-to-all — 1. Synchronization: the host needs the
+//!     split sizes as Python ints before the all-to-all (`cuda_sync_point` `before_ep_alltoall`; `before_finish`
+//!     without expert parallelism);
+//!   - `allgather` (`MoEAllGatherTokenDispatcher`): the routing map's and probabilities' all-gathers beside the
+//!     hidden states' — 2; the local slices' `.contiguous()` — 2; the tokens-per-expert sum, `.long()` and `.cpu()`
+//!     — 3; the permute's row-id map — 3; the local probabilities' transposes and `masked_select` — 4; the combine's
+//!     two casts around the reduce-scatter — 2. Backward: the probabilities' gather's reduce-scatter, the
+//!     `masked_select`'s scatter, the transpose and the two casts — 5. Synchronization: `.cpu()` of the tokens per
+//!     expert;
+//!   - `deepep` (`MoEFlexTokenDispatcher`, `_DeepepManager`): the metadata's two `.contiguous()` expansions and the
+//!     top-k to indices — 3; `get_dispatch_layout` beside the counted dispatch — 1; the indices-to-multihot and the
+//!     permute's row-id map — 4. Backward: the top-k's scatter into zeros — 2. Synchronization: DeepEP's CPU waits
+//!     for the received tokens per expert (`num_out_tokens=sum(tokens_per_expert)`, a host list);
+//!   - `hybridep` (`_HybridEPManager`, permuting inside `hybrid_ep_dispatch`): the probabilities' `.contiguous()`
+//!     expansion, the permuted tokens' sum and the tokens per expert's copy to the host for the grouped GEMM's
+//!     splits — 3. Backward: the expansion's gradient — 1. Synchronization: that copy;
+//! - **experts** (`experts.py` `TEGroupedMLP`): the probabilities' cast into the weighted activation — 1 forward,
+//!   its gradient's reduction — 1 backward; under fp8 or fp4 training the grouped input's padding to the
+//!   quantization's alignment and its removal (`Fp8Padding`, `Fp8Unpadding`) — 2 forward, 2 backward, and the
+//!   output gradient's `split_quantize` per projection — 2 backward (the forward's input quantization is counted
+//!   with the GEMM). `SequentialMLP` (`moe_grouped_gemm` off) already times a GEMM per expert; its outputs'
+//!   `torch.cat` — 1 forward;
+//! - shared experts: TE modules like the dense MLP's, timed operator by operator — none beyond.
+//!
+//! A device→host synchronization makes the host wait until the GPU has run everything queued before it; the
+//! queue is then empty, and the GPU idles until the host launches again. Between two synchronizations (one layer)
+//! the host issues the rest of this layer after the synchronization (the dispatch, the experts, the combine: host
+//! time h_post) and then the next layer's part before it (attention, router, dispatcher bookkeeping: GPU time
+//! g_pre), so the next layer's pre-synchronization GPU work cannot start before h_post has been issued: the layer
+//! takes max(G + one launch, H, h_post + g_pre) rather than max(G, H) ([`synced_pass_us`]; G and H the pass's GPU
+//! and host time).
+
+use super::parallel::{Dispatcher, MoeTraining};
+
+/// Calls of one MoE layer per micro-batch beyond those its operators count, by module and pass
+/// (`[forward, backward]`), and the forward's device→host synchronizations (see the module doc for the counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MoeLaunches {
+    pub router: [u32; 2],
+    pub dispatcher: [u32; 2],
+    pub experts: [u32; 2],
+    /// Device→host synchronizations in the forward (none in the backward: the splits are kept from the forward).
+    pub fwd_syncs: u32,
+}
+
+impl MoeLaunches {
+    /// Extra calls of the forward pass.
+    pub fn fwd(&self) -> u32 {
+        self.router[0] + self.dispatcher[0] + self.experts[0]
+    }
+
+    /// Extra calls of the backward pass.
+    pub fn bwd(&self) -> u32 {
+        self.router[1] + self.dispatcher[1] + self.experts[1]
+    }
+
+    /// Extra forward calls issued before the synchronization (router and dispatcher bookkeeping).
+    pub fn fwd_pre_sync(&self) -> u32 {
+        self.router[0] + self.dispatcher[0]
+    }
+}
+
+/// The calls of one MoE layer of `moe` (see the module doc). `tp_cp` is the tensor×context-parallel size (the
+/// load-balancing loss's all-reduce group), `quantized` whether the expert GEMMs run in fp8 or fp4.
+pub fn moe_launches(moe: &MoeTraining, tp_cp: u32, quantized: bool) -> MoeLaunches {
+    let n = moe.local_experts().max(1);
+    let force = if moe.force_load_balancing { 2 } else { 0 };
+    let router = [force + 5 + u32::from(tp_cp > 1), 5 + 4];
+    let several = u32::from(n > 1);
+    let communicates = moe.ep * moe.etp > 1;
+    let dispatcher = match moe.dispatcher {
+        Dispatcher::Alltoall if communicates => [8 + 4 + 3 + 1 + 4 * several, 1],
+        // Without expert or expert-tensor parallelism: the column sum, `.long()`, the counts' host copy, the
+        // permute's row-id map and the chunk sorts.
+        Dispatcher::Alltoall => [2 + 1 + 3 + 4 * several, 0],
+        Dispatcher::Allgather => [2 + 2 + 3 + 3 + 4 + 2, 5],
+        Dispatcher::Deepep => [3 + 1 + 4, 2],
+        Dispatcher::Hybridep => [3, 1],
+    };
+    let q = u32::from(quantized);
+    let experts = if moe.grouped_gemm { [1 + 2 * q, 1 + 4 * q] } else { [1, 0] };
+    MoeLaunches { router, dispatcher, experts, fwd_syncs: 1 }
+}
+
+/// One pass of an MoE layer with `syncs` device→host synchronizations, µs (see the module doc): `gpu_us` and
+/// `host_us` its GPU and host time, `pre_gpu_us` the GPU time of what the next layer runs before its
+/// synchronization, `post_host_us` the host time of what this layer issues after it, `launch_us` one call's host
+/// time (the GPU's idle after the wait). Without synchronization, max(gpu, host).
+pub fn synced_pass_us(
+    syncs: u32,
+    gpu_us: f64,
+    host_us: f64,
+    pre_gpu_us: f64,
+    post_host_us: f64,
+    launch_us: f64,
+) -> f64 {
+    if syncs == 0 {
+        return gpu_us.max(host_us);
+    }
+    (gpu_us + syncs as f64 * launch_us).max(host_us).max(post_host_us + pre_gpu_us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{AnalyticBackend, Derated, Efficiency};
+    use crate::hw::{presets, System};
+    use crate::llm::config::{TrainingConfig, TrainingRequest};
+    use crate::llm::layout::Layout;
+    use crate::llm::moe::ops::moe_layer_ops;
+    use crate::llm::operators::OpPrecisions;
+    use crate::llm::timing::{pass_sums, Timer};
+    use crate::llm::validate;
+
+    fn cfg(model: serde_json::Value, par: serde_json::Value, gpus: u64) -> TrainingConfig {
+        let req: TrainingRequest = serde_json::from_value(serde_json::json!({"system": "dgx-b200", "model": model,
+            "parallelism": par, "precision": "bf16"}))
+        .unwrap();
+        validate(&req.model, &req.parallelism, req.precision, gpus).unwrap()
+    }
+
+    /// A Mixtral-like toy: 8 experts, top-2, ep 4 (2 local experts), forced balance, grouped GEMM, bf16.
+    fn toy(dispatcher: &str) -> MoeTraining {
+        let model = serde_json::json!({"name": "toy", "layers": 2, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
+            "vocab": 32000, "seq_len": 2048, "activation": "swiglu",
+            "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}});
+        let par = serde_json::json!({"dp": 4, "ep": 4, "moe_token_dispatcher": dispatcher,
+            "moe_grouped_gemm": true, "moe_router_force_load_balancing": true});
+        cfg(model, par, 4).moe.unwrap()
+    }
+
+    #[test]
+    fn alltoall_layer_launches_by_hand() {
+        // 8 experts at ep 4: n = 2 local experts; tp·cp = 1 (no aux-loss all-reduce); bf16.
+        // Router (router.py, moe_utils.py): RandomSTE clone + normal_ = 2; fused aux-loss scores, tokens-per-expert
+        // sum, fused aux loss, tracker division and indexed add = 5 → forward 7. Backward: fused loss and scores
+        // gradients, MoEAuxLossAutoScaler's ones_like and scale, their sum into the logits' gradient = 5, and
+        // RouterGatingLinearFunction.backward's 4 casts → 9.
+        // Dispatcher (token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess): sum, long, input splits' sum,
+        // counts all-gather, slice contiguous, three sums = 8; host copies of the splits and counts = 4; fused
+        // permute's row-id map = 3; the probabilities' all-to-all = 1; sort_chunks_by_idxs' row-id maps before and
+        // after the experts (n > 1) = 4 → 20 forward; backward the probabilities' all-to-all = 1; one sync
+        // (before_ep_alltoall).
+        // Experts (TEGroupedMLP; GroupedLinear's per-expert GEMMs come from one general_grouped_gemm call, counted
+        // with the operator): the probabilities' cast = 1 forward, its gradient's reduction = 1 backward.
+        let l = moe_launches(&toy("alltoall"), 1, false);
+        assert_eq!((l.router, l.dispatcher, l.experts, l.fwd_syncs), ([7, 9], [20, 1], [1, 1], 1));
+        assert_eq!((l.fwd(), l.bwd(), l.fwd_pre_sync()), (28, 11, 27));
+        // Under fp8 the grouped input is padded and unpadded (Fp8Padding, Fp8Unpadding: 2 forward, 2 backward) and
+        // each projection's output gradient quantized (split_quantize: 2 backward).
+        let q = moe_launches(&toy("alltoall"), 1, true);
+        assert_eq!((q.experts, q.fwd(), q.bwd()), ([3, 5], 30, 15));
+        // tp·cp = 2 adds the aux loss's all-reduce over the sequence partition.
+        assert_eq!(moe_launches(&toy("alltoall"), 2, false).router, [8, 9]);
+    }
+
+    #[test]
+    fn allgather_layer_launches_by_hand() {
+        // Router and experts as for the all-to-all (7 / 9, 1 / 1). Dispatcher (MoEAllGatherTokenDispatcher): routing
+        // map's and probabilities' all-gathers beside the counted hidden states' = 2; local map's and probs'
+        // slices contiguous = 2; tokens_per_expert sum, long, .cpu() = 3; permute row-id map = 3; the local
+        // probabilities' two transposes and masked_select (nonzero + index) = 4; the combine's two casts = 2 →
+        // 16 forward; backward the probabilities' reduce-scatter, masked_select's scatter, the transpose and two
+        // casts = 5; one sync (.cpu()).
+        let l = moe_launches(&toy("allgather"), 1, false);
+        assert_eq!((l.router, l.dispatcher, l.experts, l.fwd_syncs), ([7, 9], [16, 5], [1, 1], 1));
+        assert_eq!((l.fwd(), l.bwd()), (24, 15));
+    }
+
+    #[test]
+    fn a_synchronization_serializes_the_next_layers_gpu_work_behind_this_layers_launches() {
+        // GPU 1,000 µs, host 800 µs: without a sync max = 1,000. With one: the GPU idles one launch (67.9 µs) after
+        // the wait → 1,067.9; if the next layer's pre-sync GPU work (700 µs) waits behind 500 µs of this layer's
+        // post-sync launches → 1,200.
+        assert_eq!(synced_pass_us(0, 1000.0, 800.0, 700.0, 500.0, 67.9), 1000.0);
+        assert_eq!(synced_pass_us(1, 1000.0, 800.0, 300.0, 500.0, 67.9), 1067.9);
+        assert_eq!(synced_pass_us(1, 1000.0, 800.0, 700.0, 500.0, 67.9), 1200.0);
+        // Host-bound: the host never waits, the pass takes its host time.
+        assert_eq!(synced_pass_us(1, 500.0, 2000.0, 300.0, 900.0, 67.9), 2000.0);
+    }
+
+    fn b200(scale: f64) -> System {
+        let mut spec = presets().into_iter().find(|p| p.name == "dgx-b200").unwrap();
+        spec.nodes = 1;
+        let mut sys = spec.resolve().unwrap();
+        let g = &mut sys.gpu;
+        let p = &mut g.peak_tflops;
+        (p.fp32, p.fp16) = (p.fp32 * scale, p.fp16 * scale);
+        for x in [&mut p.tf32, &mut p.bf16, &mut p.fp8] {
+            *x = x.map(|v| v * scale);
+        }
+        g.memory_bandwidth_gbs *= scale;
+        sys
+    }
+
+    #[test]
+    fn qwen3_30b_layer_at_micro_batch_1_is_host_bound_on_a_fast_gpu() {
+        // Qwen3-30B-A3B (48 layers, 128 experts, top-8, expert width 768, hidden 2048) at micro-batch 1 of 4,096
+        // tokens, ep 8 (16 local experts), HybridEP, grouped GEMM, forced balance — Megatron-Bridge's B200 row.
+        let c = cfg(
+            serde_json::json!({"name": "Qwen3-30B-A3B", "seq_len": 4096}),
+            serde_json::json!({"dp": 8, "ep": 8, "moe_token_dispatcher": "hybridep", "moe_grouped_gemm": true,
+                "moe_router_force_load_balancing": true, "global_batch": 512}),
+            8,
+        );
+        let moe = c.moe.as_ref().unwrap();
+        // Extra calls: router 7 / 9; HybridEP 3 / 1; experts 1 / 1.
+        let l = moe_launches(moe, 1, false);
+        assert_eq!((l.fwd(), l.bwd(), l.fwd_syncs), (11, 11, 1));
+        let layer = |scale: f64| {
+            let sys = b200(scale);
+            let backend = Derated::new(AnalyticBackend::new(sys.clone()), Efficiency::CALIBRATED);
+            let mut timer = Timer::for_training(&backend, &c);
+            let ops = moe_layer_ops(&c, &Layout::new(&c, 8), moe, OpPrecisions::of(&c, &sys.gpu));
+            let timed = super::super::timing::time_layer(&c, &ops, &mut timer).unwrap();
+            let [(gf, hf), (gb, hb)] = pass_sums(&ops, &timed);
+            let secs = super::super::timing::layer_seconds(&c, &timer, &ops, &timed);
+            (secs, [(gf, hf), (gb, hb)])
+        };
+        let ((f1, b1), _) = layer(1.0);
+        let ((f2, b2), [(gf, hf), (gb, hb)]) = layer(2.0);
+        // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, RoPE, flash attention,
+        // output projection, router GEMM, top-k, the dispatch and combine (2), FC1, SwiGLU, FC2 = 13; backward the
+        // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
+        // FC2 2 = 20. At 67.9 µs each: 882.7 and 1,358 µs, plus 11 calls per pass: 1,629.6 and 2,104.9 µs.
+        let host = Efficiency::CALIBRATED.host_us;
+        assert!((hf - 13.0 * host).abs() < 1e-9 && (hb - 20.0 * host).abs() < 1e-9);
+        // On the 2× GPU both passes run at the host's pace: longer than the GPU time (plus one call of idle after
+        // the forward's synchronization) and than the next layer's attention waiting behind the expert launches.
+        assert!(24.0 * host > gf + host && 31.0 * host > gb, "{gf} {gb}");
+        assert!((f2 - 24.0 * host * 1e-6).abs() < 1e-12 && (b2 - 31.0 * host * 1e-6).abs() < 1e-12);
+        assert!((f2 + b2) / (f1 + b1) > 0.99, "{} → {}", f1 + b1, f2 + b2);
+    }
+}
