@@ -152,23 +152,24 @@ impl ServingConstants {
     /// collapses, see `perfcast eval inference`).
     ///
     /// Fitted by `perfcast eval inference --cross-validate` on LLM-Inference-Bench with the bundled learned models
-    /// a fresh install serves (2026-11-27, bundle 03660e01, all 1,202 rows; the five folds and the held-out errors
-    /// in the README), with each engine's tensor-parallel all-reduce timed by its own measured kernel
-    /// ([`crate::comm::engine_allreduce`]; before, the NCCL model's ≈ 30 µs per small all-reduce at tp 8 was
-    /// absorbed here): `kernel_us` 14.60 µs (folds 11.9–15.5 µs), vLLM V0 523 µs per step + 73.9 µs per sequence
-    /// (folds 70–79 µs per sequence), TensorRT-LLM 59 µs per step + 23.1 µs per sequence (folds 14–27 µs; its
-    /// per-step part is not identified apart from `kernel_us`: folds 13–413 µs). The same command with the NCCL
-    /// model's all-reduce fitted `kernel_us` 6.46 µs, vLLM V0 1,129 + 70.2 µs, TensorRT-LLM 312 + 19.8 µs on
-    /// today's bundle (2026-11-24's: 7.40 µs, 972 + 71.7 µs, 19 + 21.7 µs). `stream` stays 0.8 [rec] like `memory`: with the
+    /// a fresh install serves (2026-11-24, all 1,202 rows; the five folds and the held-out errors in the README):
+    /// `kernel_us` 7.40 µs (folds 4.6–6.9 µs), vLLM V0 972 µs per step + 71.7 µs per sequence (folds 65–72 µs per
+    /// sequence), TensorRT-LLM 19 µs per step + 21.7 µs per sequence (folds 13–28 µs; its per-step part is not
+    /// identified apart from `kernel_us`: folds 74–428 µs). They were fitted with the NCCL model's tensor-parallel
+    /// all-reduce; serving now times it by each engine's measured kernel ([`crate::comm::engine_allreduce`]). Refit
+    /// with that (same command, 2026-11-27, bundle 03660e01) they move to `kernel_us` 14.60 µs, vLLM V0 523 + 73.9 µs,
+    /// TensorRT-LLM 59 + 23.1 µs (today's bundle with the NCCL all-reduce: 6.46 µs, 1,129 + 70.2 µs, 312 + 19.8 µs),
+    /// held-out 10.3 % (+0.3 %) against 9.0 % (−0.3 %), and the Blackwell runs' TPOT with the whole source left out
+    /// goes from 44.8 % back to 54.2 % (docs/src/accuracy/serving.md): not shipped. `stream` stays 0.8 [rec] like `memory`: with the
     /// learned models every dense matrix operator of those rows is learned, so it is not identified (fitted freely
     /// it wandered 0.20–0.81 over the folds).
     ///
     /// **Engines and versions without rows, per physical effect.** The bench's vLLM is the 2024 V0 engine, whose
     /// per-sequence Python work (scheduling, input preparation, detokenization and output processing) ran between
-    /// GPU steps: 73.9 µs per sequence is 19 ms per step at 256 sequences. vLLM V1 (≥ 0.8, the default here,
+    /// GPU steps: 71.7 µs per sequence is 18 ms per step at 256 sequences. vLLM V1 (≥ 0.8, the default here,
     /// `engine_options.vllm_engine`) keeps a persistent batch (inputs updated, not rebuilt), and moves
     /// detokenization and output processing to another process; perfcast gives it TensorRT-LLM's fitted host cost
-    /// (a compiled runtime's: 59 µs + 23.1 µs per sequence), as SGLang, an assumption until V1 or SGLang rows
+    /// (a compiled runtime's: 19 µs + 21.7 µs per sequence), as SGLang, an assumption until V1 or SGLang rows
     /// exist. With `engine_options.async_scheduling` (SGLang's default overlap scheduler; vLLM's
     /// `--async-scheduling`) that host time overlaps the GPU's: a step takes max(GPU, host). CUDA graphs
     /// (`engine_options.cuda_graphs`) remove the eager per-kernel launch cost `eager_kernel_us` from decode steps up
@@ -179,7 +180,7 @@ impl ServingConstants {
             gemm_fp8: 0.735,
             gemm_32bit: 0.81,
             memory: 0.8,
-            kernel_us: 14.60,
+            kernel_us: 7.40,
             network: 0.74,
             collective_us: 2.0,
             host_us: 0.0,
@@ -192,10 +193,10 @@ impl ServingConstants {
             fused_fp8_quantize: false,
         },
         stream: 0.8,
-        vllm: HostCost { step_us: 59.0, seq_us: 23.1, request_us: 0.0 },
-        vllm_v0: HostCost { step_us: 523.0, seq_us: 73.9, request_us: 0.0 },
-        sglang: HostCost { step_us: 59.0, seq_us: 23.1, request_us: 0.0 },
-        trtllm: HostCost { step_us: 59.0, seq_us: 23.1, request_us: 0.0 },
+        vllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        vllm_v0: HostCost { step_us: 972.0, seq_us: 71.7, request_us: 0.0 },
+        sglang: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
+        trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
     };
 
