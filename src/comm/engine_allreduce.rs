@@ -22,8 +22,8 @@
 //! by the rows of the same engine, GPU and g: log-log interpolation between the two measured sizes around n, the
 //! smallest size's time below it (the latency floor), nothing above the largest. The engine asked comes first, then
 //! the closest engine's ([`KernelFamily::closest`]); the system's own GPU first, then — when the GPU has no table, or
-//! none for g GPUs — a *stand-in*: a measured GPU of the same compute-capability major version, the nearest in DRAM
-//! bandwidth (H200 → H100, GB300 → B300), used only for 2 GPUs or over an NVLink/NVSwitch node (the engines' custom
+//! none for g GPUs — a *stand-in*: a measured GPU of the same compute-capability major version, the same minor one
+//! first, then the nearest in DRAM bandwidth (H200 → H100, GB300 → B300), used only for 2 GPUs or over an NVLink/NVSwitch node (the engines' custom
 //! all-reduce needs full NVLink above 2 GPUs). No group across nodes, no group size the tables lack: `None` (the
 //! caller falls back to its collective model). The caller keeps the link bound ([`super::link_bound_us`]).
 
@@ -41,7 +41,8 @@ struct Curve {
     engine: KernelFamily,
     /// perfcast's catalog name of the GPU (aiconfigurator's `device` resolved through [`lookup`]).
     gpu: String,
-    /// The GPU's compute capability major version and DRAM bandwidth, GB/s (for the stand-in choice).
+    /// The GPU's compute capability, its major version and DRAM bandwidth, GB/s (for the stand-in choice).
+    cc: Option<String>,
     cc_major: Option<u32>,
     memory_bandwidth_gbs: f64,
     ranks: u32,
@@ -97,6 +98,7 @@ fn parse(csv: &str) -> Vec<Curve> {
             None => out.push(Curve {
                 engine,
                 gpu: name.clone(),
+                cc: gpu.spec.compute_capability.clone(),
                 cc_major: cc_major(&gpu.spec),
                 memory_bandwidth_gbs: gpu.spec.memory_bandwidth_gbs,
                 ranks,
@@ -162,13 +164,15 @@ fn engine_allreduce_in(
     let gpu = &system.gpu;
     let mut gpus: Vec<&str> = vec![gpu.name.as_str()];
     if ranks == 2 || nvlink_node(system) {
-        // Stand-ins: the measured GPUs of the same compute-capability major version, nearest DRAM bandwidth first.
+        // Stand-ins: the measured GPUs of the same compute-capability major version, the same minor version, then
+        // the nearest DRAM bandwidth, first.
         let major = cc_major(gpu);
         let mut others: Vec<&Curve> =
             curves.iter().filter(|c| c.gpu != gpu.name && major.is_some() && c.cc_major == major).collect();
         others.sort_by(|a, b| {
+            let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
             let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
-            d(a).total_cmp(&d(b)).then_with(|| a.gpu.cmp(&b.gpu))
+            other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
         });
         for c in others {
             if !gpus.contains(&c.gpu.as_str()) {

@@ -48,7 +48,8 @@ fn trtllm_on_eight_b200s_reads_its_own_row() {
 
 #[test]
 fn a_gpu_without_tables_borrows_the_nearest_of_its_generation_over_nvlink_only() {
-    // GB300 (sm 10.3, 8,000 GB/s) → B300 (same, measured); H200 (sm 9.0) → H100, the only measured sm 9 GPU.
+    // GB300 (sm 10.3) → B300 (sm 10.3, measured; B200 and GB200 are sm 10.0); H200 (sm 9.0) → H100, the only
+    // measured sm 9 GPU.
     let gb300 = engine_allreduce(KernelFamily::Sglang, &system("gb300-nvl72"), 4, 1, 65536.0).unwrap();
     assert_eq!((gb300.engine, gb300.gpu.as_str()), (KernelFamily::Sglang, "B300"));
     let h200 = engine_allreduce(KernelFamily::Vllm, &system("dgx-h200"), 8, 1, 65536.0).unwrap();
