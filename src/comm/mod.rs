@@ -10,6 +10,7 @@ pub mod algorithms;
 pub mod bound;
 pub mod calibrate;
 pub mod calibrated;
+pub mod engine_allreduce;
 
 use serde::Serialize;
 use utoipa::ToSchema;

@@ -28,17 +28,21 @@ use roofline::UnsupportedPrecision;
 pub use analytic::AnalyticBackend;
 pub use derate::{Derated, Efficiency};
 
-/// Where a time came from: the analytic model, the system's communication calibration, or a learned regressor
-/// `<key>` at version `n` — standing in for the kernels of `instead_of` when the engine asked for
-/// ([`KernelChoice`]) has no model of this operator and a closer engine's (or the engine-neutral one) answered.
+/// Where a time came from: the analytic model, the system's communication calibration, a learned regressor
+/// `<key>` at version `n`, or a serving engine's measured table (its own all-reduce,
+/// [`crate::comm::engine_allreduce`]) — the last two standing in for the kernels of `instead_of` when the engine
+/// asked for ([`KernelChoice`]) has no model or table of this operator and a closer engine's (or the engine-neutral
+/// one) answered.
 ///
-/// Serialized as `"analytic"`, `"calibrated:<system>"`, `"regressor:<key>@v<n>"` or
-/// `"regressor:<key>@v<n> (<engine> not measured)"`.
+/// Serialized as `"analytic"`, `"calibrated:<system>"`, `"regressor:<key>@v<n>"`,
+/// `"regressor:<key>@v<n> (<engine> not measured)"`, `"measured:<engine>_allreduce/<GPU>"` or
+/// `"measured:<engine>_allreduce/<GPU> (<engine> not measured)"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     Analytic,
     Calibrated { system: String },
     Regressor { key: String, version: i64, instead_of: Option<KernelFamily> },
+    Measured { table: String, instead_of: Option<KernelFamily> },
 }
 
 impl Source {
@@ -60,6 +64,8 @@ impl fmt::Display for Source {
             Source::Regressor { key, version, instead_of: Some(e) } => {
                 write!(f, "regressor:{key}@v{version} ({e} not measured)")
             }
+            Source::Measured { table, instead_of: None } => write!(f, "measured:{table}"),
+            Source::Measured { table, instead_of: Some(e) } => write!(f, "measured:{table} ({e} not measured)"),
         }
     }
 }

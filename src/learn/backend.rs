@@ -34,7 +34,8 @@ use crate::op::Collective;
 use crate::op::{KernelFamily, OpClass, OpShape, Phase};
 
 /// Analytic times corrected by the registry's active models. A learned collective is never faster than the
-/// links the baseline used allow ([`comm::link_bound_us`]).
+/// links the baseline used allow ([`comm::link_bound_us`]). A serving engine's all-reduce within one node is its
+/// measured kernel's time ([`comm::engine_allreduce`]), under the same link bound.
 #[derive(Debug, Clone)]
 pub struct LearnedBackend {
     analytic: AnalyticBackend,
@@ -105,6 +106,30 @@ impl LearnedBackend {
             }
         }
         (comm::estimate(c, bytes, group, &links), links, Source::Analytic, false)
+    }
+
+    /// A serving engine's all-reduce within one node, timed by that engine's measured kernel (or the closest
+    /// engine's, named in the source; [`comm::engine_allreduce`]), never faster than the links allow
+    /// ([`comm::link_bound_us`]). None for other collectives, other kernel choices (training), groups across nodes
+    /// and where no table answers: the NCCL path then times it.
+    fn engine_allreduce(
+        &self,
+        c: Collective,
+        bytes: f64,
+        group: Group,
+        active_per_node: u32,
+        analytic_us: f64,
+    ) -> Option<Timed> {
+        let KernelChoice::Engine(engine) = self.kernels else { return None };
+        if c != Collective::AllReduce {
+            return None;
+        }
+        let system = self.analytic.system();
+        let m = comm::engine_allreduce::engine_allreduce(engine, system, group.ranks, group.nodes, bytes)?;
+        let links = GroupLinks::on(system, active_per_node);
+        let t = m.time_us.max(comm::link_bound_us(c, bytes, group, &links));
+        let instead_of = (m.engine != engine).then_some(engine);
+        Some(Timed::new(t, analytic_us, Source::Measured { table: m.table(), instead_of }))
     }
 
     fn corrected(
@@ -321,6 +346,9 @@ impl CostBackend for LearnedBackend {
 
     fn collective(&self, c: Collective, bytes: f64, group: Group, active_per_node: u32) -> Timed {
         let analytic_us = self.analytic.collective(c, bytes, group, active_per_node).time_us;
+        if let Some(t) = self.engine_allreduce(c, bytes, group, active_per_node, analytic_us) {
+            return t;
+        }
         let (base, links, source, measured) = self.collective_baseline(c, bytes, group, active_per_node);
         // A measured group's own fit is the best answer; elsewhere the learned correction applies, within the
         // placements it was trained on.

@@ -292,8 +292,15 @@ mod tests {
         let all = &r.summary.iter().find(|s| s.label == "all rows").unwrap().accuracy;
         // 1,230 NVIDIA vLLM / TensorRT-LLM rows of catalog models, 28 of them below the bandwidth floor.
         assert_eq!(all.rows, 1202);
-        // In-sample guard (these rows fitted the constants; the README reports the cross-validated errors).
-        assert!(all.mape < 0.11 && all.signed.abs() < 0.03, "{all:?}");
+        // In-sample guard (these rows fitted the constants; the README reports the cross-validated errors). With the
+        // NCCL model's all-reduce they were fitted with, 8.4 % (−0.8 %); since each engine's tensor-parallel
+        // all-reduce is its measured kernel (`comm::engine_allreduce`, 2026-11-27) 11.1 % (−5.8 %): the bench's
+        // 2024 engines ran tp > 1 slower than today's all-reduce tables say, which the constants kept absorbing. A
+        // refit with the measured all-reduce moves that time into `kernel_us` (7.40 → 14.60 µs), which every row
+        // pays, and undoes the gain on today's engines (Blackwell TPOT with the whole source left out 44.8 → 54.2 %,
+        // docs/src/accuracy/serving.md), so the constants stay and this guard is the measured 11.1 % (−5.8 %) with
+        // a little headroom: a change that makes the bench worse still fails here.
+        assert!(all.mape < 0.115 && all.signed.abs() < 0.065, "{all:?}");
         let floor = r.skipped.iter().find(|(w, _)| w.starts_with("measured faster")).unwrap();
         assert_eq!(floor.1, 28);
         let (rows, _) = load(&data()).unwrap();

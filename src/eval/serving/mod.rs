@@ -21,6 +21,8 @@
 //! inference`).
 
 #[cfg(test)]
+mod allreduce_tests;
+#[cfg(test)]
 mod decode_tests;
 pub mod intervals;
 pub mod rows;

@@ -155,7 +155,13 @@ impl ServingConstants {
     /// a fresh install serves (2026-11-24, all 1,202 rows; the five folds and the held-out errors in the README):
     /// `kernel_us` 7.40 µs (folds 4.6–6.9 µs), vLLM V0 972 µs per step + 71.7 µs per sequence (folds 65–72 µs per
     /// sequence), TensorRT-LLM 19 µs per step + 21.7 µs per sequence (folds 13–28 µs; its per-step part is not
-    /// identified apart from `kernel_us`: folds 74–428 µs). `stream` stays 0.8 [rec] like `memory`: with the
+    /// identified apart from `kernel_us`: folds 74–428 µs). They were fitted with the NCCL model's tensor-parallel
+    /// all-reduce; serving now times it by each engine's measured kernel ([`crate::comm::engine_allreduce`]). Refit
+    /// with that (same command, 2026-11-27, bundle 03660e01) they move to `kernel_us` 14.60 µs, vLLM V0 523 + 73.9 µs,
+    /// TensorRT-LLM 59 + 23.1 µs (today's bundle with the NCCL all-reduce: 6.46 µs, 1,129 + 70.2 µs, 312 + 19.8 µs),
+    /// held-out 10.3 % (+0.3 %) against 9.0 % (−0.3 %), and the Blackwell runs' TPOT with the whole source left out
+    /// goes from 44.8 % back to 54.2 % (docs/src/accuracy/serving.md): not shipped. Kept, they predict the bench in
+    /// sample at 11.1 % (−5.8 %) instead of 8.4 % (−0.8 %). `stream` stays 0.8 [rec] like `memory`: with the
     /// learned models every dense matrix operator of those rows is learned, so it is not identified (fitted freely
     /// it wandered 0.20–0.81 over the folds).
     ///
