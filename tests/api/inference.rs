@@ -53,11 +53,17 @@ async fn the_example_predicts_llama_3_1_70b_on_four_h100s() {
     let st = &p["steady_state"];
     let (sr, sx) = (st["request_latency_ms"].as_f64().unwrap(), st["throughput"]["requests_per_s"].as_f64().unwrap());
     assert!((sx - 32.0 / (sr / 1e3)).abs() < 1e-9 * sx);
-    // Both step kinds carry their operators with a source per row, as training's operator table.
+    // Both step kinds carry their operators with a source per row, as training's operator table: with no learned
+    // models installed every operator is analytic but the tensor-parallel all-reduce, which is vLLM's own
+    // `all_reduce` as measured on H100 (the table built into the binary, `comm::engine_allreduce`; it holds vLLM's
+    // dispatch to NCCL past its custom all-reduce's 8 MiB too, so the prefill chunk's 16.5 MiB message answers).
     for step in ["prefill_step", "decode_step"] {
         let ops = p[step]["operators"].as_array().unwrap();
-        assert!(ops.iter().all(|o| o["source"] == "analytic"), "{step}");
-        assert!(ops.iter().any(|o| o["name"] == "MP_Allreduce"), "{step}");
+        let (ar, rest): (Vec<_>, Vec<_>) = ops.iter().partition(|o| o["name"] == "MP_Allreduce");
+        assert!(rest.iter().all(|o| o["source"] == "analytic"), "{step}");
+        assert!(!ar.is_empty(), "{step}");
+        let measured = |o: &&Value| o["source"].as_str().unwrap().starts_with("measured:vllm_allreduce/H100");
+        assert!(ar.iter().all(measured), "{step}: {ar:?}");
     }
     assert!(p["prefill_step"]["operators"].as_array().unwrap().iter().any(|o| o["name"] == "Attention_Prefill"));
     assert!(p["decode_step"]["operators"].as_array().unwrap().iter().any(|o| o["name"] == "Attention_Decode"));
