@@ -162,33 +162,31 @@ fn engine_allreduce_in(
         return None;
     }
     let gpu = &system.gpu;
-    let mut gpus: Vec<&str> = vec![gpu.name.as_str()];
-    if ranks == 2 || nvlink_node(system) {
-        // Stand-ins: the measured GPUs of the same compute-capability major version, the same minor version, then
-        // the nearest DRAM bandwidth, first.
-        let major = cc_major(gpu);
-        let mut others: Vec<&Curve> =
-            curves.iter().filter(|c| c.gpu != gpu.name && major.is_some() && c.cc_major == major).collect();
-        others.sort_by(|a, b| {
-            let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
-            let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
-            other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
-        });
-        for c in others {
-            if !gpus.contains(&c.gpu.as_str()) {
-                gpus.push(c.gpu.as_str());
-            }
-        }
+    // The curve of `engine` (or the closest engine measured) on the GPU named `name`, for this group and message.
+    let on = |name: &str| {
+        engine.closest().into_iter().find_map(|e| {
+            let c = curves.iter().find(|c| c.engine == e && c.gpu == name && c.ranks == ranks)?;
+            Some(EngineAllReduce { time_us: interpolate(&c.points, bytes)?, engine: e, gpu: c.gpu.clone() })
+        })
+    };
+    if let Some(own) = on(&gpu.name) {
+        return Some(own);
     }
-    for name in gpus {
-        for e in engine.closest() {
-            let Some(c) = curves.iter().find(|c| c.engine == e && c.gpu == name && c.ranks == ranks) else { continue };
-            if let Some(time_us) = interpolate(&c.points, bytes) {
-                return Some(EngineAllReduce { time_us, engine: e, gpu: c.gpu.clone() });
-            }
-        }
+    if !(ranks == 2 || nvlink_node(system)) {
+        return None;
     }
-    None
+    // Stand-ins: the measured GPUs of the same compute-capability major version, the same minor version, then the
+    // nearest DRAM bandwidth, first (only when the system's own GPU has no answer: a serving step's all-reduce asks
+    // this once per message size).
+    let major = cc_major(gpu)?;
+    let mut others: Vec<&Curve> = curves.iter().filter(|c| c.gpu != gpu.name && c.cc_major == Some(major)).collect();
+    others.sort_by(|a, b| {
+        let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
+        let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
+        other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
+    });
+    others.dedup_by(|a, b| a.gpu == b.gpu);
+    others.into_iter().find_map(|c| on(&c.gpu))
 }
 
 #[cfg(test)]

@@ -96,3 +96,18 @@ fn low_precision_linears_quantize_their_input_first() {
     let bf16 = estimate(&shape(OpClass::Linear), Precision::Bf16, &h100).unwrap();
     assert_eq!((bf16.kernels, bf16.bytes), (1, 3.0 * n * 2.0));
 }
+
+#[test]
+fn flash_attention_backward_runs_at_0_87_of_the_forwards_flop_rate() {
+    // One sequence of 16,384 tokens, 32 heads of 128, bf16 on A100 (108 SMs, 312 TFLOP/s): 32 · 128 = 4,096 query
+    // tiles of 128 rows → ceil(4096/108) = 38 waves. A causal tile sees half the keys: forward 4·128·8192·128 =
+    // 536,870,912 FLOP per tile at 312e12/108 FLOP/s per SM = 185.84 µs, 38 waves = 7,061.9 µs; the backward does
+    // 2.5× that at 0.87 of the rate (FlashAttention-3 Fig. 5–6: 561/648, 516/595, 322/370): 7,061.9 · 2.5 / 0.87
+    // = 20,292.9 µs.
+    let shape = |phase| OpShape::new(OpClass::FlashAttention, phase, &[1, 16384, 32, 128]);
+    let fwd = estimate(&shape(Phase::Fwd), Precision::Bf16, &a100()).unwrap();
+    let bwd = estimate(&shape(Phase::Bwd), Precision::Bf16, &a100()).unwrap();
+    assert!((fwd.compute_us - 7061.9).abs() < 0.1, "{}", fwd.compute_us);
+    assert!((bwd.compute_us - 20292.9).abs() < 0.5, "{}", bwd.compute_us);
+    assert_eq!((fwd.bound, bwd.bound), (Bound::Compute, Bound::Compute));
+}

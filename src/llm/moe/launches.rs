@@ -66,8 +66,11 @@ use super::parallel::{Dispatcher, MoeTraining};
 /// (`[forward, backward]`), and the forward's device→host synchronizations (see the module doc for the counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MoeLaunches {
+    /// The router's calls (`router.py` `TopKRouter`, the load-balancing loss, forced balance), [forward, backward].
     pub router: [u32; 2],
+    /// The token dispatcher's calls (`token_dispatcher.py`, per `moe_token_dispatcher`), [forward, backward].
     pub dispatcher: [u32; 2],
+    /// The experts' calls beyond their GEMMs and activation (`experts.py`), [forward, backward].
     pub experts: [u32; 2],
     /// Device→host synchronizations in the forward (none in the backward: the splits are kept from the forward).
     pub fwd_syncs: u32,

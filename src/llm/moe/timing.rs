@@ -70,18 +70,15 @@ pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed
     let launch_us = timer.host_us();
     let graphs = timer.graphs();
     let [(gf, mut hf), (mut gb, mut hb)] = pass_sums(ops, timed);
+    // A pass at the pace of the longer of its GPU time and its host time as the CUDA graphs leave it, s.
+    let unsynced = |g: f64, h: f64| g.max(graphs.layer_host_us(h, launch_us)) * 1e-6;
     let router = |recompute: bool| {
         // A recomputed forward operator is charged to the backward pass.
         let phase = if recompute { Phase::Bwd } else { Phase::Fwd };
         ops.iter().any(|o| o.name == OpName::MoeRouter && o.phase == phase && o.recompute == recompute)
     };
     let moe = cfg.moe.as_ref().filter(|_| router(false));
-    let Some(moe) = moe else {
-        return (
-            gf.max(graphs.layer_host_us(hf, launch_us)) * 1e-6,
-            gb.max(graphs.layer_host_us(hb, launch_us)) * 1e-6,
-        );
-    };
+    let Some(moe) = moe else { return (unsynced(gf, hf), unsynced(gb, hb)) };
     let l = moe_launches(moe, cfg.tp * cfg.cp, cfg.gemm_precision().bytes() < 2.0);
     hf += l.fwd() as f64 * launch_us;
     hb += l.bwd() as f64 * launch_us;
@@ -90,10 +87,7 @@ pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed
         gb += l.fwd_syncs as f64 * launch_us;
     }
     if graphs != CudaGraphs::None {
-        return (
-            gf.max(graphs.layer_host_us(hf, launch_us)) * 1e-6,
-            gb.max(graphs.layer_host_us(hb, launch_us)) * 1e-6,
-        );
+        return (unsynced(gf, hf), unsynced(gb, hb));
     }
     // The forward up to the synchronization: every forward operator before the first expert-parallel collective
     // that follows it (all-to-all, reduce-scatter; the allgather dispatcher synchronizes after its all-gather) or
