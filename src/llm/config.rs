@@ -390,6 +390,13 @@ pub struct ParallelSpec {
     /// forward-backward as one graph) — [`crate::llm::cuda_graphs::CudaGraphs`]. Only under `megatron` and `nemo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
+    /// The attention kernel (Megatron-LM's `--attention-backend`): `fused` (Transformer Engine's cuDNN /
+    /// FlashAttention-3-class fused attention), `flash2` (FlashAttention-2, PyTorch SDPA's flash backend),
+    /// `flash1` (FlashAttention v1) or `triton` (FlashAttention's Triton port, llm-foundry's `attn_impl:
+    /// triton`) — [`crate::llm::framework::AttentionKernel`]. Needs `model.attention` `flash`. Default: the
+    /// framework's (`fused` under megatron, nemo and deepspeed; `flash2` under torchtitan and hf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_backend: Option<crate::llm::framework::AttentionKernel>,
 }
 
 impl Default for ParallelSpec {
@@ -427,6 +434,7 @@ impl Default for ParallelSpec {
             fp8_recipe: None,
             fp8_param_gather: false,
             cuda_graphs: None,
+            attention_backend: None,
             recompute_modules: None,
             ep: 1,
             expert_tp: None,
@@ -451,6 +459,7 @@ impl ParallelSpec {
             grad_reduce_in_fp32: self.grad_reduce_in_fp32,
             moe_token_dispatcher: self.moe_token_dispatcher,
             cuda_graphs: self.cuda_graphs,
+            attention_backend: self.attention_backend,
         }
     }
 

@@ -130,15 +130,24 @@ impl OptimizerImpl {
     }
 }
 
-/// The attention kernel a framework calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The attention kernel a framework calls (`attention_backend` in a training request's `parallelism`, after
+/// Megatron-LM's `--attention-backend`; default: the framework's, [`FrameworkTraits::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum AttentionKernel {
-    /// Transformer Engine's fused attention (cuDNN on Hopper and Blackwell, FlashAttention-3-class), what the
-    /// learned prefill-attention model measured (vLLM's FlashAttention-3 on Hopper).
+    /// `fused`: Transformer Engine's fused attention (cuDNN on Hopper and Blackwell, FlashAttention-3-class),
+    /// what the learned prefill-attention model measured (vLLM's FlashAttention-3 on Hopper).
     Fused,
-    /// PyTorch `scaled_dot_product_attention`'s flash backend: FlashAttention-2, which on Hopper uses neither TMA
-    /// nor warp-group GEMMs ([`AttentionKernel::slowdown`]).
-    Sdpa,
+    /// `flash2`: FlashAttention-2 (`flash-attn` 2.x, PyTorch `scaled_dot_product_attention`'s flash backend),
+    /// which on Hopper uses neither TMA nor warp-group GEMMs ([`FA2_ON_HOPPER_SLOWDOWN`]).
+    #[serde(rename = "flash2")]
+    Flash2,
+    /// `flash1`: FlashAttention (v1, `flash-attn` 1.x) — [`FLASH1_OVER_FA2`].
+    #[serde(rename = "flash1")]
+    Flash1,
+    /// `triton`: FlashAttention's Triton port (Dao's `flash_attn_triton.py`; llm-foundry's MPT
+    /// `attn_config.attn_impl: triton`) — [`TRITON_FLASH_OVER_FA2`].
+    Triton,
 }
 
 /// FlashAttention-2's time over FlashAttention-3's on Hopper and later GPUs, forward and backward together:
@@ -147,15 +156,41 @@ pub enum AttentionKernel {
 /// (1.63×). 1.75: the head dim of 128 of the models trained today.
 pub const FA2_ON_HOPPER_SLOWDOWN: f64 = 1.75;
 
+/// FlashAttention (v1)'s time over FlashAttention-2's, (forward, backward): Dao 2023 ("FlashAttention-2", §4.1,
+/// A100 80 GB, head dim 64 and 128, causal and not, 512–16k tokens): "FlashAttention-2 is around 2× faster than
+/// FlashAttention" in both passes.
+pub const FLASH1_OVER_FA2: (f64, f64) = (2.0, 2.0);
+
+/// FlashAttention's Triton port's time over FlashAttention-2's, (forward, backward): Dao 2023
+/// ("FlashAttention-2", §4.1, same benchmark): FlashAttention-2 is "around 1.3–1.5× faster than FlashAttention
+/// in Triton in the forward pass and around 2× faster in the backward pass" — 1.4 (the middle) and 2.
+pub const TRITON_FLASH_OVER_FA2: (f64, f64) = (1.4, 2.0);
+
 impl AttentionKernel {
-    /// Time multiplier of this kernel over the fused one on `gpu`: FlashAttention-2 on Hopper and later
-    /// ([`FA2_ON_HOPPER_SLOWDOWN`]); 1 on Ampere and older, where FlashAttention-2 is the fastest kernel there is.
-    pub fn slowdown(self, gpu: &GpuSpec) -> f64 {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionKernel::Fused => "fused",
+            AttentionKernel::Flash2 => "flash2",
+            AttentionKernel::Flash1 => "flash1",
+            AttentionKernel::Triton => "triton",
+        }
+    }
+
+    /// Time multipliers (forward, backward) of this kernel over the fused one on `gpu`: FlashAttention-2 on Hopper
+    /// and later ([`FA2_ON_HOPPER_SLOWDOWN`]), 1 on Ampere and older, where FlashAttention-2 is the fastest kernel
+    /// there is; FlashAttention (v1) and its Triton port are FlashAttention-2's times these kernels' ratios
+    /// measured on the A100 ([`FLASH1_OVER_FA2`], [`TRITON_FLASH_OVER_FA2`]; assumed to hold on later GPUs, where
+    /// neither was tuned). A recomputed forward is a forward.
+    pub fn slowdown(self, gpu: &GpuSpec) -> (f64, f64) {
         let major = gpu.compute_capability.as_deref().and_then(|c| c.split('.').next()?.parse::<u32>().ok());
         let hopper_or_later = gpu.generation() == "hopper" || major.is_some_and(|m| m >= 9);
+        let fa2 = if hopper_or_later { FA2_ON_HOPPER_SLOWDOWN } else { 1.0 };
         match self {
-            AttentionKernel::Sdpa if hopper_or_later => FA2_ON_HOPPER_SLOWDOWN,
-            _ => 1.0,
+            AttentionKernel::Fused => (1.0, 1.0),
+            AttentionKernel::Flash2 => (fa2, fa2),
+            AttentionKernel::Flash1 => (fa2 * FLASH1_OVER_FA2.0, fa2 * FLASH1_OVER_FA2.1),
+            AttentionKernel::Triton => (fa2 * TRITON_FLASH_OVER_FA2.0, fa2 * TRITON_FLASH_OVER_FA2.1),
         }
     }
 }
@@ -222,6 +257,8 @@ pub struct FrameworkOptions {
     pub moe_token_dispatcher: Option<Dispatcher>,
     /// CUDA graphs, else none (every framework's default; [`Framework::has_cuda_graphs`]).
     pub cuda_graphs: Option<CudaGraphs>,
+    /// The attention kernel, else the framework's.
+    pub attention_backend: Option<AttentionKernel>,
 }
 
 impl FrameworkTraits {
@@ -235,17 +272,17 @@ impl FrameworkTraits {
             Framework::Deepspeed => (EagerKernels::FUSED, AttentionKernel::Fused, OptimizerImpl::Fused, false, true),
             Framework::Torchtitan => {
                 let eager = if compiled { EagerKernels::FUSED } else { EagerKernels::TORCHTITAN };
-                (eager, AttentionKernel::Sdpa, OptimizerImpl::Fused, true, true)
+                (eager, AttentionKernel::Flash2, OptimizerImpl::Fused, true, true)
             }
             Framework::Hf => {
                 let eager = if compiled { EagerKernels::FUSED } else { EagerKernels::HF };
-                (eager, AttentionKernel::Sdpa, OptimizerImpl::Foreach, true, true)
+                (eager, AttentionKernel::Flash2, OptimizerImpl::Foreach, true, true)
             }
         };
         FrameworkTraits {
             framework,
             eager,
-            attention,
+            attention: opts.attention_backend.unwrap_or(attention),
             optimizer: opts.optimizer.unwrap_or(optimizer),
             grad_reduce_in_fp32: opts.grad_reduce_in_fp32.unwrap_or(reduce_fp32),
             gather_per_block: per_block,
@@ -333,13 +370,13 @@ mod tests {
         let titan = FrameworkTraits::of(Framework::Torchtitan, &none, true);
         assert_eq!(
             (titan.eager, titan.attention, titan.optimizer),
-            (EagerKernels::TORCHTITAN, AttentionKernel::Sdpa, OptimizerImpl::Fused)
+            (EagerKernels::TORCHTITAN, AttentionKernel::Flash2, OptimizerImpl::Fused)
         );
         assert!(titan.gather_per_block && titan.grad_reduce_in_fp32);
         // torch.compile fuses the eager kernels; the attention stays SDPA.
         let compiled =
             FrameworkTraits::of(Framework::Torchtitan, &FrameworkOptions { torch_compile: Some(true), ..none }, true);
-        assert_eq!((compiled.eager, compiled.attention), (EagerKernels::FUSED, AttentionKernel::Sdpa));
+        assert_eq!((compiled.eager, compiled.attention), (EagerKernels::FUSED, AttentionKernel::Flash2));
         let hf = FrameworkTraits::of(Framework::Hf, &none, true);
         assert_eq!((hf.eager, hf.optimizer), (EagerKernels::HF, OptimizerImpl::Foreach));
         // Options override the defaults.
@@ -352,13 +389,32 @@ mod tests {
     #[test]
     fn flash_attention_2_is_slower_only_from_hopper_on() {
         let gpu = |name: &str| crate::hw::catalog::lookup(name).unwrap().spec.clone();
-        assert_eq!(AttentionKernel::Sdpa.slowdown(&gpu("A100-SXM4-80GB")), 1.0);
-        assert_eq!(AttentionKernel::Sdpa.slowdown(&gpu("H100-SXM5-80GB")), FA2_ON_HOPPER_SLOWDOWN);
-        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("H100-SXM5-80GB")), 1.0);
+        assert_eq!(AttentionKernel::Flash2.slowdown(&gpu("A100-SXM4-80GB")), (1.0, 1.0));
+        assert_eq!(AttentionKernel::Flash2.slowdown(&gpu("H100-SXM5-80GB")), (1.75, 1.75));
+        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("H100-SXM5-80GB")), (1.0, 1.0));
         // By hand from FA3's figures (head dim 128, 16k): a forward and its backward (2.5× the FLOPs) take
         // 1/370 + 2.5/322 = 0.010467 under FlashAttention-2 and 1/648 + 2.5/561 = 0.0059995 under
         // FlashAttention-3 (per TFLOP/s): 1.745×.
         assert!((FA2_ON_HOPPER_SLOWDOWN - (1.0 / 370.0 + 2.5 / 322.0) / (1.0 / 648.0 + 2.5 / 561.0)).abs() < 0.01);
+    }
+
+    #[test]
+    fn flash_attention_1_and_its_triton_port_are_slower_than_flash_attention_2() {
+        let gpu = |name: &str| crate::hw::catalog::lookup(name).unwrap().spec.clone();
+        // FlashAttention-2 §4.1 on the A100: FA2 about 2x FlashAttention in both passes; 1.3-1.5x (1.4) the
+        // Triton port's forward, 2x its backward.
+        assert_eq!(AttentionKernel::Flash1.slowdown(&gpu("A100-SXM4-80GB")), (2.0, 2.0));
+        assert_eq!(AttentionKernel::Triton.slowdown(&gpu("A100-SXM4-80GB")), (1.4, 2.0));
+        // On the H100 on top of FlashAttention-2's 1.75x: 1.75 * 1.4 = 2.45 and 1.75 * 2 = 3.5.
+        let (f, b) = AttentionKernel::Triton.slowdown(&gpu("H100-SXM5-80GB"));
+        assert!((f - 2.45).abs() < 1e-12 && (b - 3.5).abs() < 1e-12, "{f} {b}");
+        // The request's option overrides the framework's kernel.
+        let o = FrameworkOptions { attention_backend: Some(AttentionKernel::Triton), ..FrameworkOptions::default() };
+        assert_eq!(FrameworkTraits::of(Framework::Hf, &o, true).attention, AttentionKernel::Triton);
+        assert_eq!(
+            serde_json::from_value::<AttentionKernel>(serde_json::json!("flash2")).unwrap(),
+            AttentionKernel::Flash2
+        );
     }
 
     #[test]

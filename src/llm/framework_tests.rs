@@ -106,6 +106,39 @@ fn sdpa_flash_attention_2_is_slower_than_transformer_engines_on_hopper_only() {
 }
 
 #[test]
+fn the_triton_flash_attention_port_slows_the_forward_by_1_4_and_the_backward_by_2() {
+    // Per attention operator, the Triton port over FlashAttention-2 on the A100 (FlashAttention-2 §4.1): the
+    // forward and its recomputation 1.4x, the backward 2x. With full recomputation a layer runs the forward
+    // kernel twice and the backward once, so the whole attention time grows by (1.4 F + 1.4 F + 2 B) / (2F + B)
+    // with F, B FlashAttention-2's forward and backward times.
+    let opts = |backend: &str| serde_json::json!({"attention_backend": backend, "recompute": "full"});
+    let fa2 = run("dgx-a100-80g", Framework::Hf, opts("flash2"));
+    let triton = run("dgx-a100-80g", Framework::Hf, opts("triton"));
+    let attn = |p: &super::TrainingPrediction, bwd: bool, recompute: bool| {
+        p.operators
+            .iter()
+            .find(|o| {
+                o.name == OpName::FlashAttention
+                    && (o.phase == crate::op::Phase::Bwd) == bwd
+                    && o.recompute == recompute
+            })
+            .map(|o| o.time_us)
+            .unwrap()
+    };
+    for (bwd, recompute, factor) in [(false, false, 1.4), (true, true, 1.4), (true, false, 2.0)] {
+        let ratio = attn(&triton, bwd, recompute) / attn(&fa2, bwd, recompute);
+        assert!((ratio - factor).abs() < 1e-9, "bwd {bwd} recompute {recompute}: {ratio}");
+    }
+    assert!(triton.iteration_time_s > fa2.iteration_time_s);
+    // The kernel needs a FlashAttention-style model: a materialized attention refuses it, naming the field.
+    let mut model = llama8b();
+    model.attention = super::config::Attention::Unfused;
+    let par: ParallelSpec = serde_json::from_value(opts("triton")).unwrap();
+    let err = validate(&model, &par, Precision::Bf16, 8).unwrap_err();
+    assert_eq!(err.field, "parallelism.attention_backend");
+}
+
+#[test]
 fn fp32_gradient_reduction_doubles_the_reduce_scatter_and_slows_the_step() {
     let fp32 = run("dgx-h100", Framework::Nemo, serde_json::json!({"grad_reduce_in_fp32": true}));
     let bf16 = run("dgx-h100", Framework::Nemo, serde_json::json!({}));

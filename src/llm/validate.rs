@@ -103,6 +103,17 @@ pub fn validate(
             "the distributed optimizer shards the optimizer states (ZeRO-1): it cannot run with zero_stage 0",
         ));
     }
+    if let Some(k) = par.attention_backend {
+        if model.attention != Attention::Flash {
+            return Err(bad(
+                "parallelism.attention_backend",
+                format!(
+                    "attention_backend {} names a FlashAttention-style kernel: set model.attention to flash",
+                    k.as_str()
+                ),
+            ));
+        }
+    }
     let cp = par.context_parallel;
     if cp > 1 {
         if model.attention != Attention::Flash {

@@ -34,7 +34,7 @@ fn system_of(gpu: &str) -> Option<SystemSpec> {
 /// trained with FSDP data parallelism over every GPU (tp = pp = 1): `FULL_SHARD` is ZeRO-3, `SHARD_GRAD_OP`
 /// ZeRO-2; activation checkpointing is full recomputation; `amp_bf16` and pure `bf16` are bf16, `amp_fp8` fp8
 /// (Transformer Engine). The framework is `hf` (eager PyTorch with FSDP: Composer wraps every MPT block in an FSDP
-/// unit, `limit_all_gathers`, backward prefetch; flash attention 2) with Composer's per-tensor optimizer and its
+/// unit, `limit_all_gathers`, backward prefetch; FlashAttention's Triton port, MPT's `attn_impl: triton`) with Composer's per-tensor optimizer and its
 /// mixed-precision mode's gradient reduction. The step time is the derived `step_time_s` (global batch tokens / tokens per second).
 /// Assumptions: the model has no bias terms (perfcast counts them: < 0.1 % of the parameters); pure-bf16 FSDP
 /// (A100 `PURE` rows) is modeled as mixed precision (its all-gathers and reductions are bf16 either way).
@@ -77,8 +77,15 @@ pub fn llmfoundry(data: &Path, out: &mut E2eData) -> Result<(), String> {
         // Composer's FSDP mixed precision (`composer/distributed/mosaic_parallelism.py` `get_mixed_precision`):
         // `DEFAULT` reduces gradients in fp32, `PURE` in bf16. Composer's `DecoupledAdamW`
         // (`composer/optim/decoupled_weight_decay.py`) updates the parameters tensor by tensor.
+        // The attention kernel: MPT's `attn_config.attn_impl`, which the benchmark's sweeps (`sweep.sh`,
+        // `h100_benchmarks.sh`) never pass, so `submit_benchmarks.py`'s default applies: `triton` (FlashAttention's
+        // Triton port, `llmfoundry/models/layers/flash_attn_triton.py`) until the script moved to `flash` with the
+        // `gpu-flash2` extra. The table does not record it; the runs' image (`mosaicml/pytorch:2.1.0_cu121-
+        // nightly20230827`, the H100 and A100-80GB rows of `scripts/train/benchmarking/h100new.md` on a working
+        // branch) dates them to August 2023, and their step time grows with the sequence length as an attention
+        // at about half FlashAttention-2's rate would (an assumption, stated in the accuracy chapter).
         let par = json!({"dp": gpus, "micro_batch": mbs, "grad_accum": ga, "zero_stage": zero,
-            "recompute": recompute, "optimizer": "per_tensor",
+            "recompute": recompute, "optimizer": "per_tensor", "attention_backend": "triton",
             "grad_reduce_in_fp32": g("fsdp_mixed_precision_mode") != "PURE"});
         let precision = if g("precision") == "amp_fp8" { "fp8" } else { "bf16" };
         let step: f64 = g("step_time_s").parse().unwrap_or(f64::NAN);

@@ -89,6 +89,7 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         fp8_recipe: t.fp8_recipe,
         fp8_param_gather: t.fp8_param_gather,
         cuda_graphs: t.cuda_graphs,
+        attention_backend: t.attention_backend,
         recompute_modules: None,
         ep: 1,
         expert_tp: None,

@@ -146,6 +146,10 @@ pub struct SearchTraining {
     /// CUDA graphs (`none`, `per_layer`, `full_iteration`; megatron and nemo). Default `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
+    /// The attention kernel (`fused`, `flash2`, `flash1`, `triton`), as in a training request's `parallelism`.
+    /// Default: the framework's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_backend: Option<crate::llm::framework::AttentionKernel>,
 }
 
 fn yes() -> bool {
@@ -191,6 +195,7 @@ impl Default for SearchTraining {
             fp8_recipe: None,
             fp8_param_gather: false,
             cuda_graphs: None,
+            attention_backend: None,
         }
     }
 }
@@ -345,6 +350,7 @@ impl Candidate {
             fp8_recipe: req.training.fp8_recipe,
             fp8_param_gather: req.training.fp8_param_gather,
             cuda_graphs: req.training.cuda_graphs,
+            attention_backend: req.training.attention_backend,
             ..ParallelSpec::default()
         }
     }

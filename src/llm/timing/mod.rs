@@ -35,9 +35,9 @@ enum WorkKey {
 pub struct Timer<'a> {
     backend: &'a dyn CostBackend,
     cache: HashMap<WorkKey, Timed>,
-    /// Time multiplier of the attention kernel the framework calls over the one the backend times
-    /// ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
-    attention_scale: f64,
+    /// Time multipliers (forward, backward) of the attention kernel the framework calls over the one the backend
+    /// times ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
+    attention_scale: (f64, f64),
     /// How the optimizer step is launched (fused by default).
     optimizer: OptimizerImpl,
     /// Which passes replay as CUDA graphs (none by default).
@@ -69,7 +69,7 @@ impl<'a> Timer<'a> {
         Timer {
             backend,
             cache: HashMap::new(),
-            attention_scale: 1.0,
+            attention_scale: (1.0, 1.0),
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
         }
@@ -113,8 +113,8 @@ impl<'a> Timer<'a> {
         pass_seconds_with(ops, timed, |eager| graphs.outside_host_us(eager))
     }
 
-    /// The time multiplier of the framework's attention kernel.
-    pub fn attention_scale(&self) -> f64 {
+    /// The time multipliers (forward, backward) of the framework's attention kernel.
+    pub fn attention_scale(&self) -> (f64, f64) {
         self.attention_scale
     }
 
@@ -203,11 +203,13 @@ pub fn overlap_charge(comm: f64, exposed: f64, kappa: f64) -> f64 {
 /// ([`super::operators::Overlap`]) its exposed part over one call of its partner in `ops` (same phase, same
 /// recomputation flag) plus the contention κ × its hidden part ([`overlap_charge`]).
 pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
-    let scale = timer.attention_scale;
+    let (fwd_scale, bwd_scale) = timer.attention_scale;
     let timed: Vec<Timed> = ops
         .iter()
         .map(|o| {
             let t = timer.time(&o.work)?;
+            // A recomputed forward runs the forward kernel.
+            let scale = if o.phase == Phase::Fwd || o.recompute { fwd_scale } else { bwd_scale };
             Ok(if o.name == OpName::FlashAttention && scale != 1.0 {
                 Timed { time_us: t.time_us * scale, ..t }
             } else {
