@@ -298,9 +298,13 @@ mod tests {
         // 2024 engines ran tp > 1 slower than today's all-reduce tables say, which the constants kept absorbing. A
         // refit with the measured all-reduce moves that time into `kernel_us` (7.40 → 14.60 µs), which every row
         // pays, and undoes the gain on today's engines (Blackwell TPOT with the whole source left out 44.8 → 54.2 %,
-        // docs/src/accuracy/serving.md), so the constants stay and this guard is the measured 11.1 % (−5.8 %) with
-        // a little headroom: a change that makes the bench worse still fails here.
-        assert!(all.mape < 0.115 && all.signed.abs() < 0.065, "{all:?}");
+        // docs/src/accuracy/serving.md), so the constants stay. Since a decode step's analytic kernels replayed
+        // from a CUDA graph cost the measured `graph_kernel_us` 1.75 µs instead of the fitted 7.4 µs (2026-11-27,
+        // `servacc`): 13.3 % (−9.2 %). The bench's vLLM V0 decode steps replay graphs too, and its 7.4 µs had been
+        // absorbing time the step model does not count; on today's engines the same change brings Blackwell TPOT
+        // with the whole source left out from 44.8 to 40.2 % (Llama-3.1-70B fp8 median ratio 1.1–1.3 → 0.93–1.06).
+        // The guard is the measured value with a little headroom: a change that makes the bench worse still fails.
+        assert!(all.mape < 0.135 && all.signed.abs() < 0.095, "{all:?}");
         let floor = r.skipped.iter().find(|(w, _)| w.starts_with("measured faster")).unwrap();
         assert_eq!(floor.1, 28);
         let (rows, _) = load(&data()).unwrap();

@@ -47,9 +47,11 @@ pub fn load(data: &Path) -> Result<(Vec<BenchRow>, BTreeMap<String, u64>), Strin
             skip("unreadable numbers".to_string());
             continue;
         };
-        // The bench's vLLM is a 2024 release: the V0 engine.
+        // The bench's engines are 2024 releases: vLLM's V0 engine, TensorRT-LLM's `trtllm-build` engines run by
+        // the C++ executor.
         let options = match engine {
             Engine::Vllm => serde_json::json!({"vllm_engine": "v0"}),
+            Engine::Trtllm => serde_json::json!({"trtllm_backend": "tensorrt"}),
             _ => serde_json::json!({}),
         };
         let req: InferenceRequest = match serde_json::from_value(serde_json::json!({

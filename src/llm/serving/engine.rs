@@ -13,7 +13,9 @@
 //!   4096).
 //! - **TensorRT-LLM** (`trtllm-serve` / `BuildConfig` defaults): `max_batch_size` 2048, `max_num_tokens` 8192,
 //!   chunked context on, `kv_cache_config.free_gpu_memory_fraction` 0.9 — of the memory left after weights and
-//!   activations, not of the whole GPU; CUDA graphs for decode batches up to 128.
+//!   activations, not of the whole GPU; CUDA graphs for decode batches up to 128 (the PyTorch backend; the C++
+//!   executor of `trtllm-build` engines, `engine_options.trtllm_backend: tensorrt`, runs without them unless
+//!   asked: `ExtendedRuntimePerfKnobConfig.cudaGraphMode` defaults to false).
 //!
 //! **Constants** ([`ServingConstants`]): the achievable efficiencies analytic times are derated by for serving
 //! kernels ([`super::derate`]), and per engine the host time every step costs per step and per sequence
@@ -27,7 +29,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::request::{Engine, VllmEngine};
+use super::request::{Engine, TrtllmBackend, VllmEngine};
 use crate::cost::Efficiency;
 use crate::hw::GpuSpec;
 
@@ -48,6 +50,8 @@ pub struct EngineSettings {
     pub cuda_graph_max_batch: u32,
     /// vLLM's engine generation (its host cost, [`ServingConstants::host`]); `v1` for the other engines.
     pub vllm_engine: VllmEngine,
+    /// TensorRT-LLM's runtime (its CUDA-graph default and all-reduce fusion); `pytorch` for the other engines.
+    pub trtllm_backend: TrtllmBackend,
     /// The host prepares the next step while the GPU runs this one: a step takes max(GPU, host).
     pub async_scheduling: bool,
 }
@@ -68,6 +72,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 cuda_graphs: true,
                 cuda_graph_max_batch: 512,
                 vllm_engine: VllmEngine::V1,
+                trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
             }
         }
@@ -89,6 +94,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 cuda_graphs: true,
                 cuda_graph_max_batch: graphs,
                 vllm_engine: VllmEngine::V1,
+                trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
             }
         }
@@ -100,6 +106,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
             cuda_graphs: true,
             cuda_graph_max_batch: 128,
             vllm_engine: VllmEngine::V1,
+            trtllm_backend: TrtllmBackend::Pytorch,
             async_scheduling: false,
         },
     }
@@ -139,6 +146,11 @@ pub struct ServingConstants {
     /// CPU time to launch one kernel outside a CUDA graph (PyTorch dispatch and `cudaLaunchKernel`), µs; a step's
     /// GPU time is at least its kernels' launch time.
     pub eager_kernel_us: f64,
+    /// GPU time of one analytic kernel beyond its body when a decode step replays a CUDA graph, µs: it replaces
+    /// `efficiency.kernel_us` there (a graph launches its kernels back to back from the GPU's own queue, with no
+    /// host launch between them; learned and measured operator times carry their own in-graph cost and are
+    /// unchanged). See [`ServingConstants::CALIBRATED`] for its source.
+    pub graph_kernel_us: f64,
 }
 
 impl ServingConstants {
@@ -175,6 +187,16 @@ impl ServingConstants {
     /// `--async-scheduling`) that host time overlaps the GPU's: a step takes max(GPU, host). CUDA graphs
     /// (`engine_options.cuda_graphs`) remove the eager per-kernel launch cost `eager_kernel_us` from decode steps up
     /// to `cuda_graph_max_batch`.
+    ///
+    /// **A kernel inside a CUDA graph.** `kernel_us` (fitted on the bench's 2024 engines, whose TensorRT-LLM C++
+    /// runtime launched every kernel from the host) is what a kernel costs the GPU beyond its body outside a graph.
+    /// A graph replay launches its kernels from the GPU's queue back to back: `graph_kernel_us` 1.75 µs, the
+    /// smallest single element-wise kernel aiconfigurator's collector times under CUDA graph replay
+    /// (`collector/helper.py` `benchmark_with_power`; TensorRT-LLM's `static_quantize_e4m3_per_tensor` of a few
+    /// rows, `<gpu>/trtllm/scale_matrix_perf.csv.gz`, train split): 1.27 µs on H100, 1.36 µs B300, 1.75 µs B200,
+    /// 1.76 µs GB200, 2.56 µs L40S — the median of the five GPUs' minima. SGLang's table corroborates it: its
+    /// version of the same scaling is four PyTorch kernels (divide, clamp, cast, copy) and takes 5.0–5.7 µs, 1.3–1.4
+    /// µs each. Measured from operator tables, not fitted on serving rows.
     pub const CALIBRATED: ServingConstants = ServingConstants {
         efficiency: Efficiency {
             gemm_16bit: 0.8,
@@ -199,6 +221,7 @@ impl ServingConstants {
         sglang: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
+        graph_kernel_us: 1.75,
     };
 
     /// The bare roofline: every fraction 1, 2 µs per kernel, no host cost (the lower bound the calibrated constants
@@ -211,6 +234,7 @@ impl ServingConstants {
         sglang: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         trtllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         eager_kernel_us: 0.0,
+        graph_kernel_us: Efficiency::ROOFLINE.kernel_us,
     };
 
     /// The host cost of `engine` under `settings` (vLLM: of its engine generation).

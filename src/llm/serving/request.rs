@@ -248,6 +248,13 @@ pub struct EngineOptions {
     /// output processing between GPU steps). Ignored by the other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vllm_engine: Option<VllmEngine>,
+    /// TensorRT-LLM's runtime: `pytorch` (the PyTorch backend, `trtllm-serve`'s default since TensorRT-LLM 1.0)
+    /// or `tensorrt` (engines built by `trtllm-build` and run by the C++ executor, the 2024 runtime
+    /// LLM-Inference-Bench measured: no CUDA graphs unless asked, `ExtendedRuntimePerfKnobConfig.cudaGraphMode` =
+    /// false, and the all-reduce not fused with the residual add and RMSNorm, `PluginConfig.reduce_fusion` = false).
+    /// Ignored by the other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trtllm_backend: Option<TrtllmBackend>,
     /// The engine prepares the next step on the CPU while the GPU runs the current one, so a step takes
     /// max(GPU, host) instead of GPU + host: SGLang's overlap scheduler (on by default since v0.4), vLLM V1's
     /// async scheduling (on by default in current releases, `--async-scheduling`; never in V0), TensorRT-LLM's
@@ -268,6 +275,7 @@ impl EngineOptions {
             cuda_graphs: over.cuda_graphs.or(self.cuda_graphs),
             cuda_graph_max_batch: over.cuda_graph_max_batch.or(self.cuda_graph_max_batch),
             vllm_engine: over.vllm_engine.or(self.vllm_engine),
+            trtllm_backend: over.trtllm_backend.or(self.trtllm_backend),
             async_scheduling: over.async_scheduling.or(self.async_scheduling),
         }
     }
@@ -283,6 +291,19 @@ pub enum VllmEngine {
     /// process; detokenization and output processing in another process, off the GPU's critical path.
     #[default]
     V1,
+}
+
+/// TensorRT-LLM's runtime ([`EngineOptions::trtllm_backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TrtllmBackend {
+    /// The PyTorch backend (TensorRT-LLM ≥ 1.0's default): CUDA graphs for decode batches, the tensor-parallel
+    /// all-reduce fused with the residual add and the next RMSNorm.
+    #[default]
+    Pytorch,
+    /// TensorRT engines run by the C++ executor (`trtllm-build`; TensorRT-LLM < 1.0): no CUDA graphs and no
+    /// all-reduce fusion by default.
+    Tensorrt,
 }
 
 /// The traffic, as a serving benchmark client sends it ([`super::workload`] says which client each option

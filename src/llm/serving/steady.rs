@@ -5,7 +5,8 @@
 //! **A step** ([`Solver::step`]) runs the decodes of every running sequence plus prefill chunks within
 //! `max_num_batched_tokens`; its time is max(GPU time, eager launch time) plus the engine's host overhead per step
 //! ([`super::engine::ServingConstants`]). A decode step of at most `cuda_graph_max_batch` sequences replays a CUDA
-//! graph (no launch time); a step with prefill runs eagerly. With pp > 1 the batch is split into pp micro-batches
+//! graph (no launch time, and each analytic kernel costs the GPU `graph_kernel_us` beyond its body instead of
+//! `kernel_us`); a step with prefill runs eagerly. With pp > 1 the batch is split into pp micro-batches
 //! that flow through the stages: a round takes pp times the slowest stage's micro-batch step [rec].
 //!
 //! **Steady state, closed loop of n running requests** ([`Solver::closed_loop`]; a fluid model [rec]): each
@@ -35,7 +36,7 @@ use super::engine::ServingConstants;
 use super::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 use super::validate::ServingConfig;
 use crate::comm::Group;
-use crate::cost::CostBackend;
+use crate::cost::{CostBackend, Source};
 use crate::hw::Precision;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::Work;
@@ -114,7 +115,8 @@ pub struct Solver<'a> {
     timer: Timer<'a>,
     consts: ServingConstants,
     steps: HashMap<(u32, u32, u32, u32, u32), StepResult>,
-    ops: HashMap<OpKey, (f64, u32)>,
+    /// Per operator: time, µs; kernels; whether it is an analytic compute answer (it carries `kernel_us` per kernel).
+    ops: HashMap<OpKey, (f64, u32, bool)>,
     /// Sequences the engine runs at once (max_num_seqs, the KV cache and the step budget).
     pub capacity: u32,
     /// Sequences a static batch runs at once (max_num_seqs and the KV cache).
@@ -183,15 +185,16 @@ impl<'a> Solver<'a> {
         }
     }
 
-    /// GPU seconds and kernels of one stage's micro-batch step, without allocating (operator times memoized).
+    /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each, [`super::derate`]) of one
+    /// stage's micro-batch step, without allocating (operator times memoized).
     fn stage_time(
         &mut self,
         micro: &StepLoad,
         role: StageRole,
         dense: u32,
         moe: u32,
-    ) -> Result<(f64, f64), ConfigError> {
-        let (mut gpu_us, mut kernels) = (0.0, 0.0);
+    ) -> Result<(f64, f64, f64), ConfigError> {
+        let (mut gpu_us, mut kernels, mut analytic) = (0.0, 0.0, 0.0);
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops);
         let system = timer.backend().system();
@@ -205,11 +208,12 @@ impl<'a> Solver<'a> {
                     OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
                 }
             };
-            let (t, k) = match cache.get(&key) {
+            let (t, k, a) = match cache.get(&key) {
                 Some(v) => *v,
                 None => match timer.time(&work) {
                     Ok(t) => {
-                        let v = (t.time_us, t.kernels.max(1));
+                        let a = matches!(work, Work::Compute { .. }) && t.source == Source::Analytic;
+                        let v = (t.time_us, t.kernels.max(1), a);
                         cache.insert(key, v);
                         v
                     }
@@ -221,11 +225,20 @@ impl<'a> Solver<'a> {
             };
             gpu_us += per_step * t;
             kernels += per_step * f64::from(k);
+            if a {
+                analytic += per_step * f64::from(k);
+            }
         });
         match err {
             Some(e) => Err(e),
-            None => Ok((gpu_us * 1e-6, kernels)),
+            None => Ok((gpu_us * 1e-6, kernels, analytic)),
         }
+    }
+
+    /// What one analytic kernel's GPU time changes by when its step replays a CUDA graph, µs: `graph_kernel_us` in
+    /// place of `kernel_us` (negative: a graph is cheaper).
+    fn graph_delta_us(&self) -> f64 {
+        self.consts.graph_kernel_us - self.consts.efficiency.kernel_us
     }
 
     /// The time of one step processing `load` (see the module doc).
@@ -242,7 +255,8 @@ impl<'a> Solver<'a> {
         let eager_us = if graph { 0.0 } else { self.consts.eager_kernel_us };
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
-            let (g, k) = self.stage_time(&micro, role, dense, moe)?;
+            let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
+            let g = if graph { (g + analytic * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
             let l = k * eager_us * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
                 (slowest, gpu_s, launch_s) = (i, g, l);
@@ -277,7 +291,20 @@ impl<'a> Solver<'a> {
         let micro = self.micro(&step.load);
         let (role, dense, moe) = self.stages()[step.slowest_stage];
         let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
-        time_step(ops, &mut self.timer)
+        let mut timed = time_step(ops, &mut self.timer)?;
+        if step.cuda_graph {
+            // The same in-graph kernel cost as [`Solver::step`], shown on each analytic operator.
+            let delta = self.graph_delta_us();
+            let mut gpu_us = 0.0;
+            for (o, t) in timed.ops.iter().zip(timed.times.iter_mut()) {
+                if matches!(o.op.work, Work::Compute { .. }) && t.source == Source::Analytic {
+                    t.time_us = (t.time_us + f64::from(t.kernels.max(1)) * delta).max(0.0);
+                }
+                gpu_us += o.per_step * t.time_us;
+            }
+            timed.gpu_s = gpu_us * 1e-6;
+        }
+        Ok(timed)
     }
 
     /// The mean context of a decoding sequence, tokens: L + O/2.

@@ -20,7 +20,8 @@
 //!   default), so no all-to-all dispatch is needed: each GPU runs only its experts' tokens and the layer's
 //!   tensor-parallel all-reduce combines them;
 //! - two tensor-parallel all-reduces of T·d 16-bit activations (after attention and after the MLP; vLLM's custom
-//!   all-reduce or NCCL through the backend's collective model);
+//!   all-reduce or NCCL through the backend's collective model); under TensorRT-LLM they also apply the residual
+//!   add and the next RMSNorm ([`norms_fused_into_allreduce`]): no norm kernels of their own;
 //! - with data-parallel attention (`parallelism.attention_dp_size` ranks, or `dp_attention`: one per GPU) each rank
 //!   runs attention and the dense layers tensor-parallel over its tp/attention_dp GPUs on its share of the step's
 //!   tokens (all-reduces within the rank's group only), and every MoE layer adds two all-to-alls (`EP_Alltoall`,
@@ -35,7 +36,7 @@
 //! `Linear1` GEMMs, prefill attention runs as heads of D_nope + D_rope dims, decode attention as one key/value head
 //! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's.
 
-use super::request::Engine;
+use super::request::{Engine, TrtllmBackend};
 use super::validate::ServingConfig;
 use crate::comm::Group;
 use crate::cost::Timed;
@@ -118,6 +119,27 @@ pub fn attention_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
     (Group::new(a, a.min(gpn)), cfg.tp.min(gpn))
 }
 
+/// Whether the layers' RMSNorms run inside the tensor-parallel all-reduces: TensorRT-LLM's PyTorch models fuse
+/// the all-reduce after attention with the residual add and the post-attention RMSNorm, and the one after the MLP
+/// with the residual add and the next layer's input RMSNorm (the last layer's: the final norm), quantizing the
+/// output to fp8/nvfp4 for the next GEMM where the weights are — one kernel where vLLM runs an all-reduce and a
+/// fused add-and-norm kernel (`AllReduceFusionOp.RESIDUAL_RMS_NORM[_QUANT_FP8|_QUANT_NVFP4]`; `LlamaDecoderLayer`,
+/// `PRE_MLP_FUSION`/`POST_MLP_FUSION = mapping.has_tp() and enable_fusion`, `tensorrt_llm/_torch/models/
+/// modeling_llama.py`; Qwen3's and DeepSeek-V3's layers do the same, `PRE_MOE_FUSION`/`POST_MOE_FUSION`, on by
+/// default: `TRTLLM_{LLAMA,QWEN3,DEEPSEEK}_EAGER_FUSION_DISABLED` = 0). Off with attention data parallelism (no
+/// tensor-parallel all-reduce to fuse into) and, as Llama's layer does it (`enable_fusion &= hidden_size > 4096`),
+/// for hidden sizes up to 4,096, and in `trtllm-build` engines (`engine_options.trtllm_backend: tensorrt`), whose
+/// `reduce_fusion` plugin option is off by default (`PluginConfig`, `tensorrt_llm/plugin/plugin.py`). The fused kernel is timed as the all-reduce: the norm adds T·d reads and writes
+/// to a kernel that already moves (tp − 1)/tp · 2·T·d over NVLink [rec].
+pub fn norms_fused_into_allreduce(cfg: &ServingConfig) -> bool {
+    cfg.engine == Engine::Trtllm
+        && cfg.settings.trtllm_backend == TrtllmBackend::Pytorch
+        && cfg.attn_tp() > 1
+        && cfg.dp() == 1
+        && cfg.model.hidden > 4096
+        && cfg.model.norm == Norm::Rmsnorm
+}
+
 /// The operators one pipeline stage runs in one step with `load`, holding `dense_layers` dense and `moe_layers`
 /// MoE layers, as a list.
 pub fn stage_ops(
@@ -173,7 +195,19 @@ pub fn for_each_op(
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
     };
-    compute(out, norm_name, norm_class, act, &[t, d], 2.0 * layers);
+    // Fused into the all-reduces, only the first layer's input norm runs on its own (it has no all-reduce before
+    // it; `LlamaDecoderLayer.forward` with `residual is None`).
+    let fused_norms = norms_fused_into_allreduce(cfg);
+    let norms = if !fused_norms {
+        2.0 * layers
+    } else if role.first {
+        1.0
+    } else {
+        0.0
+    };
+    if norms > 0.0 {
+        compute(out, norm_name, norm_class, act, &[t, d], norms);
+    }
     let (rope_dim, v_dim) = match &m.mla {
         None => {
             compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, (a + 2 * g) * dh, d], layers);
@@ -264,7 +298,9 @@ pub fn for_each_op(
     }
     if role.last {
         let s = load.sampled.max(1) as u64;
-        compute(out, norm_name, norm_class, act, &[s, d], 1.0);
+        if !fused_norms {
+            compute(out, norm_name, norm_class, act, &[s, d], 1.0);
+        }
         compute(out, OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0);
         if tp > 1 {
             let bytes = (s * vp * tp) as f64 * act_bytes;

@@ -541,9 +541,17 @@ fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingC
         max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
         chunked_prefill: o.chunked_prefill.unwrap_or(d.chunked_prefill),
         gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
-        cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
+        // TensorRT-LLM's C++ executor captures no CUDA graphs unless asked (`ExtendedRuntimePerfKnobConfig`).
+        cuda_graphs: o.cuda_graphs.unwrap_or(
+            d.cuda_graphs
+                && !(req.engine == Engine::Trtllm && o.trtllm_backend == Some(super::request::TrtllmBackend::Tensorrt)),
+        ),
         cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
         vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
+        trtllm_backend: match req.engine {
+            Engine::Trtllm => o.trtllm_backend.unwrap_or(d.trtllm_backend),
+            _ => d.trtllm_backend,
+        },
         // vLLM's V0 engine has no async scheduling.
         async_scheduling: o.async_scheduling.unwrap_or(
             d.async_scheduling

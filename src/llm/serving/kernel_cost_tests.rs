@@ -1,0 +1,78 @@
+//! Hand-counted kernels of a decode step: what a CUDA graph replay costs per analytic kernel
+//! ([`ServingConstants::graph_kernel_us`]) and which RMSNorms TensorRT-LLM runs inside its all-reduces
+//! ([`step::norms_fused_into_allreduce`]).
+
+use serde_json::json;
+
+use super::step::{stage_ops, StageRole, StepLoad};
+use super::*;
+use crate::cost::AnalyticBackend;
+use crate::hw::{presets, System};
+use crate::llm::operators::OpName;
+
+fn system(name: &str) -> System {
+    presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap()
+}
+
+fn config(model: &str, engine: &str, tp: u32) -> ServingConfig {
+    let req: InferenceRequest = serde_json::from_value(json!({"system": "dgx-h100", "model": model,
+        "engine": engine, "parallelism": {"tp": tp},
+        "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 4}}))
+    .unwrap();
+    validate(&req, &system("dgx-h100")).unwrap()
+}
+
+const DECODE4: StepLoad =
+    StepLoad { decode_seqs: 4, decode_context: 1536, prefill_tokens: 0, prompt_len: 1024, sampled: 4 };
+
+/// Calls per step of `name` in the single stage's decode step of `cfg`.
+fn calls(cfg: &ServingConfig, name: OpName) -> f64 {
+    let ops = stage_ops(cfg, &system("dgx-h100"), &DECODE4, StageRole { first: true, last: true }, cfg.model.layers, 0);
+    ops.iter().filter(|o| o.op.name == name).map(|o| o.per_step).sum()
+}
+
+#[test]
+fn tensorrt_llm_runs_the_rmsnorms_inside_its_tensor_parallel_all_reduces() {
+    // Llama-3.1-70B (80 layers, hidden 8,192). vLLM at tp 4: two norms per layer and the final norm, 2·80 + 1 =
+    // 161 kernels, beside 2·80 all-reduces + the embedding's = 161.
+    let vllm = config("Llama-3.1-70B", "vllm", 4);
+    assert_eq!((calls(&vllm, OpName::RMSNorm), calls(&vllm, OpName::MpAllReduce)), (161.0, 161.0));
+    // TensorRT-LLM at tp 4: the post-attention norm rides the attention's all-reduce, the next layer's input norm
+    // (the last layer's: the final norm) the MLP's; only the first layer's input norm runs alone: 1 kernel. The
+    // all-reduces stay 161.
+    let trt = config("Llama-3.1-70B", "trtllm", 4);
+    assert_eq!((calls(&trt, OpName::RMSNorm), calls(&trt, OpName::MpAllReduce)), (1.0, 161.0));
+    // At tp 1 there is no all-reduce to ride: 161 norms again.
+    assert_eq!(calls(&config("Llama-3.1-70B", "trtllm", 1), OpName::RMSNorm), 161.0);
+    // Llama-3.1-8B (32 layers, hidden 4,096 ≤ 4,096: Llama's layer keeps the fusion off): 2·32 + 1 = 65.
+    assert_eq!(calls(&config("Llama-3.1-8B", "trtllm", 2), OpName::RMSNorm), 65.0);
+}
+
+#[test]
+fn a_cuda_graph_replay_charges_graph_kernel_us_per_analytic_kernel() {
+    // Llama-3.1-8B bf16 under vLLM at tp 1, every operator analytic. Kernels of the decode step: per layer two
+    // norms, QKV, RoPE, decode attention (2: the split-KV pass and its reduction), output, gate-and-up, SwiGLU and
+    // down = 10, × 32 layers = 320; embedding, final norm, LM head and sampler: 324. Eager (no graph, launch cost
+    // set to 0 so only the GPU's side differs) each carries kernel_us 7.40 µs; replayed from a graph 1.75 µs:
+    // 324 · 5.65 = 1,830.6 µs less GPU time.
+    let s = system("dgx-h100");
+    let consts = ServingConstants { eager_kernel_us: 0.0, ..ServingConstants::CALIBRATED };
+    assert_eq!((consts.efficiency.kernel_us, consts.graph_kernel_us), (7.40, 1.75));
+    let backend = ServingDerated::new(AnalyticBackend::new(s.clone()), consts);
+    let graph_cfg = config("Llama-3.1-8B", "vllm", 1);
+    let mut eager_cfg = graph_cfg.clone();
+    eager_cfg.settings.cuda_graphs = false;
+    let mut graph = steady::Solver::new(&graph_cfg, &backend, consts, 1000);
+    let mut eager = steady::Solver::new(&eager_cfg, &backend, consts, 1000);
+    let (g, e) = (graph.step(DECODE4).unwrap(), eager.step(DECODE4).unwrap());
+    assert!(g.cuda_graph && !e.cuda_graph);
+    let saved_us = (e.gpu_s - g.gpu_s) * 1e6;
+    assert!((saved_us - 1830.6).abs() < 1e-6, "{saved_us} µs");
+    // The report's operator rows carry the same in-graph cost: they sum to the step's GPU time.
+    let detail = graph.detail(&g).unwrap();
+    let rows_us: f64 = detail.ops.iter().zip(&detail.times).map(|(o, t)| o.per_step * t.time_us).sum();
+    assert!((rows_us * 1e-6 - g.gpu_s).abs() < 1e-12 && (detail.gpu_s - g.gpu_s).abs() < 1e-12);
+    // A step with prefill runs eagerly: no change.
+    let mixed = StepLoad { prefill_tokens: 512, sampled: 5, ..DECODE4 };
+    assert_eq!(graph.step(mixed).unwrap().gpu_s, eager.step(mixed).unwrap().gpu_s);
+}
