@@ -48,7 +48,7 @@ use crate::cost::CostBackend;
 use crate::llm::config::ConfigError;
 use memory::serving_memory;
 use report::{report, ReportInputs};
-use steady::{Solver, SolverCache, StaticBatch};
+use steady::{Solver, StaticBatch};
 
 /// Predicts serving of `cfg` with `backend` (which also provides the system) and the constants `consts`
 /// (`backend` should derate analytic times by them: [`ServingDerated`]) within the default [`SimLimits`].
@@ -71,24 +71,10 @@ pub fn predict_with(
     consts: ServingConstants,
     limits: &SimLimits,
 ) -> Result<InferencePrediction, ConfigError> {
-    predict_cached(cfg, backend, consts, limits, &mut SolverCache::default())
-}
-
-/// [`predict_with`] starting from the step and operator times in `cache` (memoized for a configuration that differs
-/// from `cfg` at most in its traffic: [`SolverCache`]), leaving them there with those this prediction timed (the
-/// serving search's candidates of one configuration share them). The answer is [`predict_with`]'s.
-pub fn predict_cached(
-    cfg: &ServingConfig,
-    backend: &dyn CostBackend,
-    consts: ServingConstants,
-    limits: &SimLimits,
-    cache: &mut SolverCache,
-) -> Result<InferencePrediction, ConfigError> {
     check_limits(cfg, limits)?;
     let system = backend.system();
     let memory = serving_memory(cfg, &system.gpu);
     let mut solver = Solver::new(cfg, backend, consts, memory.max_concurrency);
-    solver.put_cache(std::mem::take(cache));
     let mut warnings = Vec::new();
     let t = &cfg.traffic;
     let steady = match (t.concurrency, t.request_rate) {
@@ -143,7 +129,6 @@ pub fn predict_cached(
             (Some(benchmark::summarize(&o, t.num_requests, cfg.deployment_gpus(), kv, cfg.slo)), Some(d))
         }
     };
-    *cache = solver.take_cache();
     Ok(report(ReportInputs {
         cfg,
         system,

@@ -13,9 +13,7 @@
 //! candidates, bounded above by their steady-state tokens/s per GPU. Candidates are simulated best bound first
 //! (branch and bound): the search stops once `top_k` configurations meet the target and no remaining bound can beat
 //! the k-th best goodput, or after [`MAX_SIMULATIONS`] simulations (a warning says so). A configuration's first
-//! candidate that meets the target is its hit. A configuration's candidates share its solver's step and operator
-//! times ([`SolverCache`]: they differ only in their traffic), and each simulation advances its runs of identical
-//! decode steps at once ([`super::sim::decode_run`]); both leave every answer as it was.
+//! candidate that meets the target is its hit.
 
 use std::time::Instant;
 
@@ -31,7 +29,7 @@ use super::request::{
     Engine, EngineOptions, InferenceRequest, ModelRef, ServingParallelism, ServingPrecision, Workload,
 };
 use super::sim::SimLimits;
-use super::steady::{Solver, SolverCache};
+use super::steady::Solver;
 use super::validate::{resolve_model, validate};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
@@ -243,8 +241,6 @@ pub fn search(
     );
     let (mut evaluated, mut solved) = (0u64, 0u64);
     let mut configs: Vec<InferenceRequest> = Vec::new();
-    // Per configuration, its solver's step and operator times: its simulated candidates start from them.
-    let mut caches: Vec<SolverCache> = Vec::new();
     let mut points: Vec<ParetoPoint> = Vec::new();
     // (steady-state tokens/s per GPU: the bound, configuration, concurrency) of the levels not ruled out.
     let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
@@ -320,7 +316,6 @@ pub fn search(
                         }
                     }
                     configs.push(candidate);
-                    caches.push(solver.take_cache());
                 }
             }
         }
@@ -355,7 +350,7 @@ pub fn search(
         r.workload.concurrency = Some(n);
         r.workload.num_requests = Some(search_requests(&req.workload, n));
         let cfg = validate(&r, system)?;
-        let p = super::predict_cached(&cfg, backend, consts, &limits, &mut caches[k])?;
+        let p = super::predict_with(&cfg, backend, consts, &limits)?;
         let Some(sim) = &p.simulation else { continue };
         let (t, o, e) = (sim.ttft.at(percentile), sim.tpot.at(percentile), sim.e2e_latency.at(percentile));
         if t > ttft_max || o > tpot_max || e > e2e_max {
@@ -473,17 +468,6 @@ mod tests {
             assert!(h.goodput_per_gpu <= h.tokens_per_s_per_gpu * (1.0 + 1e-12) && h.goodput_per_gpu > 0.0);
         }
         assert!(r.best.windows(2).all(|w| w[0].goodput_per_gpu >= w[1].goodput_per_gpu));
-        // Each hit was simulated from its configuration's shared step cache: a prediction of the same candidate on
-        // its own (a fresh solver) gives the same answer to the bit.
-        for h in &r.best {
-            let cfg = &h.prediction.config;
-            assert_eq!(cfg.traffic.concurrency, Some(h.concurrency));
-            let p =
-                super::super::predict_with(cfg, &h100(), ServingConstants::CALIBRATED, &SimLimits::DEFAULT).unwrap();
-            let (a, b) = (p.simulation.as_ref().unwrap(), h.prediction.simulation.as_ref().unwrap());
-            assert_eq!((a.ttft, a.tpot, a.itl, a.e2e_latency), (b.ttft, b.tpot, b.itl, b.e2e_latency));
-            assert_eq!((p.ttft_ms, p.tpot_ms, a.steps), (h.prediction.ttft_ms, h.prediction.tpot_ms, b.steps));
-        }
         // tp 1 cannot hold 70 B in 80 GB at bf16: never a hit.
         assert!(r.best.iter().all(|h| h.tp * h.pp >= 2));
         // The steady-state bound rules most pairs out: few are simulated.

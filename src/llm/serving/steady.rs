@@ -108,16 +108,6 @@ pub struct StaticBatch {
     pub decode: StepResult,
 }
 
-/// The step times and operator times a [`Solver`] memoized, handed from one solver to the next of the same
-/// configuration: the serving search's candidates of one configuration differ only in their traffic (concurrency,
-/// requests), which a step's time does not depend on ([`Solver::step`] reads the model, the parallelism, the
-/// precisions and the engine settings), so they share one cache instead of each timing the same steps again.
-#[derive(Default)]
-pub struct SolverCache {
-    steps: HashMap<(u32, u32, u32, u32, u32), StepResult>,
-    ops: HashMap<OpKey, (f64, u32)>,
-}
-
 /// Steps of one configuration, timed through one backend; caches operator times and steps by load.
 pub struct Solver<'a> {
     cfg: &'a ServingConfig,
@@ -156,17 +146,6 @@ impl<'a> Solver<'a> {
     /// The configuration.
     pub fn config(&self) -> &ServingConfig {
         self.cfg
-    }
-
-    /// Takes the step and operator times memoized so far (the solver starts over empty).
-    pub fn take_cache(&mut self) -> SolverCache {
-        SolverCache { steps: std::mem::take(&mut self.steps), ops: std::mem::take(&mut self.ops) }
-    }
-
-    /// Starts from `cache`, the memo of a solver of a configuration that differs from this one's at most in its
-    /// traffic (see [`SolverCache`]).
-    pub fn put_cache(&mut self, cache: SolverCache) {
-        (self.steps, self.ops) = (cache.steps, cache.ops);
     }
 
     /// Distinct step loads timed so far.
