@@ -11,8 +11,10 @@
 //! from the [`StepTimer`] — is the one the step-by-step path builds; the KV blocks drawn at step j are counted
 //! per request (a request of `c` computed tokens holding `b` blocks and `v` reserved ones draws from the pool at the
 //! steps c' + 1 = (b + v)·B + 1, then every B = block tokens), so the occupancy the step-by-step path sees after
-//! each step's allocations is reproduced to the block. The test `decode_runs_change_nothing` in [`super::tests`]
-//! compares both paths field by field (the step-by-step path runs whenever a trace is being recorded).
+//! each step's allocations is reproduced to the block. The test `decode_runs_change_nothing` (`sim/tests.rs`)
+//! compares both paths field by field (the step-by-step path runs whenever a trace is being recorded). One
+//! difference: the timer is asked once per distinct load of a run, not once per step, so the distinct-step cap
+//! ([`super::steps::MAX_DISTINCT_STEPS`]) is checked when a run meets a new shape.
 //!
 //! **When a run applies** (checked before each step by [`Instance::decode_run`]): the instance is not a
 //! disaggregated prefill worker; every running request has sampled at least one token, has exactly one token to
