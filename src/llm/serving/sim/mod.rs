@@ -20,6 +20,7 @@
 //! **Bounded cost.** Every loop is bounded: at most `max_steps` steps (an error beyond), and every step moves a
 //! request forward or drops one that can never run (a prompt larger than the KV cache: counted as failed).
 
+pub mod decode_run;
 pub mod instance;
 pub mod policy;
 pub mod stats;
@@ -31,6 +32,7 @@ pub mod trace;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use decode_run::{RunScratch, RunTotals};
 use instance::{Instance, InstanceSettings, Req, Role};
 use stats::Weighted;
 use steps::StepTimer;
@@ -192,6 +194,7 @@ pub fn simulate(
     let (mut next, mut finished) = (0usize, 0usize);
     let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
     let mut done: Vec<u32> = Vec::new();
+    let mut scratch = RunScratch::default();
     while finished < n {
         // The next event: a send, a transfer's arrival, or an instance's step (sends and arrivals first on ties).
         let send_at = (next < n).then(|| {
@@ -243,6 +246,36 @@ pub fn simulate(
             return Err(bad("workload", "the simulation has requests left but no instance can run them"));
         };
         let (pool, worker) = pool_of[i];
+        // A run of decode-only steps before the next other event: advanced at once, exactly ([`decode_run`]).
+        // Not while a trace is being recorded (its steps are recorded one by one).
+        if out.trace.len() >= options.trace_steps {
+            let other = (0..instances.len())
+                .filter(|&o| o != i && instances[o].outstanding() > 0)
+                .map(|o| (instances[o].free_at, o))
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            // A step at `t` comes before a send or an arrival at `t' ≤ t` never, and before another instance's
+            // step at the same time only from the lower index (the order of the loop above).
+            let may_start =
+                |t: f64| t < send_t && t < arrive_t && other.is_none_or(|(f, o)| t < f || (t == f && i < o));
+            let totals = RunTotals {
+                kv_area: &mut kv_area,
+                batch_area: &mut batch_area,
+                busy: &mut busy,
+                pool_busy: &mut out.busy_fraction[pool],
+                kv_usage_max: &mut out.kv_usage_max,
+                itl: &mut out.itl_s,
+            };
+            let left = options.max_steps.saturating_sub(out.steps);
+            let ran =
+                instances[i].decode_run(&mut reqs, &mut *pools[pool].timer, &may_start, left, totals, &mut scratch)?;
+            if ran > 0 {
+                out.steps += ran;
+                if options.trace_steps > 0 {
+                    out.trace_truncated = true;
+                }
+                continue;
+            }
+        }
         let start = instances[i].free_at;
         let preempted_before = instances[i].preemptions;
         instances[i].schedule(&mut reqs);

@@ -1,7 +1,7 @@
 //! Hand-worked simulations with constant step times (every number in the comments).
 
 use super::instance::{InstanceSettings, Role};
-use super::steps::ConstantSteps;
+use super::steps::{ConstantSteps, StepTimer};
 use super::*;
 use crate::llm::serving::request::Engine;
 
@@ -155,4 +155,154 @@ fn the_front_end_delays_every_request_and_its_ttft() {
     close(&o.ttft_s, &[0.055, 0.055]);
     close(&o.e2e_s, &[0.065, 0.065]);
     assert!((o.duration_s - 0.130).abs() < 1e-12);
+}
+
+/// Steps whose time grows with every count of the load (so that a wrong load in a decode run shows), counting
+/// how often they are asked for.
+struct ShapedSteps {
+    calls: u64,
+}
+
+impl StepTimer for ShapedSteps {
+    fn step_s(&mut self, l: &crate::llm::serving::step::StepLoad) -> Result<f64, ConfigError> {
+        self.calls += 1;
+        Ok(0.004
+            + 1e-6 * l.decode_context as f64
+            + 3e-5 * l.decode_seqs as f64
+            + 2e-6 * l.sampled as f64
+            + if l.prefill_tokens > 0 {
+                0.02 + 1e-5 * l.prefill_tokens as f64 + 1e-7 * l.prompt_len as f64
+            } else {
+                0.0
+            })
+    }
+}
+
+/// `n` requests from a small linear congruential generator: prompts 1–`max_in`, outputs 1–`max_out`, Poisson-like
+/// arrivals `gap_s` apart on average (0: all at once).
+fn varied(n: usize, max_in: u32, max_out: u32, gap_s: f64, seed: u64) -> Vec<SimRequest> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as u32
+    };
+    let mut t = 0.0;
+    (0..n)
+        .map(|_| {
+            t += gap_s * -((next() as f64 + 1.0) / (u32::MAX >> 1) as f64 + 1e-9).min(1.0).ln();
+            SimRequest { input: 1 + next() % max_in, output: 1 + next() % max_out, arrival_s: t }
+        })
+        .collect()
+}
+
+/// Runs `reqs` on `pools` (settings, workers) twice — step by step (a trace of every step is being recorded) and
+/// with decode runs advanced at once — and asserts that every number of the outcome is the same to the bit.
+/// Returns the timer calls of both (step by step, with runs).
+fn same_both_ways(
+    pools: &[(InstanceSettings, u32)],
+    reqs: &[SimRequest],
+    concurrency: Option<u32>,
+    frontend_s: f64,
+) -> (u64, u64) {
+    let go = |trace_steps: usize| {
+        let mut timers: Vec<ShapedSteps> = pools.iter().map(|_| ShapedSteps { calls: 0 }).collect();
+        let mut ps: Vec<Pool> = pools
+            .iter()
+            .zip(timers.iter_mut())
+            .map(|((s, w), t)| Pool { settings: s.clone(), workers: *w, timer: t })
+            .collect();
+        let opts = SimOptions { max_steps: 1_000_000, trace_steps, frontend_s };
+        let o = simulate(&mut ps, reqs, concurrency, &|input| 1e-5 * input as f64, opts).unwrap();
+        drop(ps);
+        (o, timers.iter().map(|t| t.calls).sum::<u64>())
+    };
+    let (slow, slow_calls) = go(usize::MAX);
+    let (fast, fast_calls) = go(0);
+    assert_eq!(slow.trace.len() as u64, slow.steps, "the step-by-step path recorded every step");
+    assert!(fast.trace.is_empty());
+    assert_eq!(slow.ttft_s, fast.ttft_s);
+    assert_eq!(slow.tpot_s, fast.tpot_s);
+    assert_eq!(slow.e2e_s, fast.e2e_s);
+    assert_eq!(slow.tpot_or_zero_s, fast.tpot_or_zero_s);
+    assert_eq!(slow.outputs, fast.outputs);
+    assert_eq!(slow.itl_s, fast.itl_s);
+    assert_eq!(
+        (slow.completed, slow.failed, slow.steps, slow.preemptions, slow.input_tokens, slow.output_tokens),
+        (fast.completed, fast.failed, fast.steps, fast.preemptions, fast.input_tokens, fast.output_tokens)
+    );
+    assert_eq!(
+        (slow.duration_s, slow.kv_usage_mean, slow.kv_usage_max, slow.batch_mean),
+        (fast.duration_s, fast.kv_usage_mean, fast.kv_usage_max, fast.batch_mean)
+    );
+    assert_eq!(slow.busy_fraction, fast.busy_fraction);
+    (slow_calls, fast_calls)
+}
+
+#[test]
+fn decode_runs_by_hand() {
+    // vLLM, 2 clients, 2 requests of 10 prompt and 50 output tokens, constant steps, no trace (decode runs on).
+    // Step 1 [0, 50 ms] prefills both (first tokens at 50 ms); steps 2–49 are one decode run (both decode, nothing
+    // arrives or finishes: 48 steps of 10 ms, to 530 ms); step 50 [530, 540] samples token 50 of both.
+    // TTFT 50 ms, end to end 540 ms, TPOT (540 − 50)/49 = 10 ms; ITL 2 × 49 gaps of 10 ms; 50 steps.
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let opts = SimOptions { trace_steps: 0, ..OPTS };
+    let o = simulate(&mut pools, &same(2, 10, 50), Some(2), &|_| 0.0, opts).unwrap();
+    close(&o.ttft_s, &[0.05, 0.05]);
+    close(&o.e2e_s, &[0.54, 0.54]);
+    close(&o.tpot_s, &[0.01, 0.01]);
+    assert_eq!(o.steps, 50);
+    let itl = o.itl_s.stats(1e3);
+    assert_eq!(itl.count, 98);
+    assert!((itl.p90_ms - 10.0).abs() < 1e-9 && (itl.max_ms - 10.0).abs() < 1e-9, "{itl:?}");
+    // KV: 16-token blocks; the prompts' 10 tokens take 1 block each, token 17 (step 8) a 2nd, token 33 (step 24) a
+    // 3rd, token 49 (step 40) a 4th: 8 of 1,000 blocks at the end. Time-weighted over the 540 ms: step 1 (50 ms)
+    // and steps 2–7 (60 ms) at 2 blocks, steps 8–23 (160 ms) at 4, steps 24–39 (160 ms) at 6, steps 40–50 (110 ms)
+    // at 8: (2·110 + 4·160 + 6·160 + 8·110)/540 = 2,700/540 = 5 blocks = 0.005.
+    assert!((o.kv_usage_mean - 0.005).abs() < 1e-12, "{}", o.kv_usage_mean);
+    assert!((o.kv_usage_max - 0.008).abs() < 1e-15, "{}", o.kv_usage_max);
+    // The hand-worked cases above give the same answers with decode runs on.
+    let o = simulate(
+        &mut [Pool { settings: settings(Engine::Vllm, 8192, 16, 5), workers: 1, timer: &mut STEPS.clone() }],
+        &same(2, 16, 40),
+        Some(2),
+        &|_| 0.0,
+        opts,
+    )
+    .unwrap();
+    assert_eq!(o.preemptions, 1);
+    close(&o.e2e_s, &[0.44, 0.71]);
+    assert!((o.itl_s.stats(1e3).max_ms - 280.0).abs() < 1e-9);
+    assert!((o.kv_usage_max - 0.8).abs() < 1e-12, "{}", o.kv_usage_max);
+}
+
+#[test]
+fn decode_runs_change_nothing() {
+    let mut graphs = settings(Engine::Vllm, 2048, 16, 100_000);
+    graphs.graph_sizes = vec![1, 2, 4, 8, 16, 24, 32];
+    // A closed loop of fixed lengths (the common case): far fewer step timings asked for.
+    let (slow, fast) = same_both_ways(&[(graphs.clone(), 1)], &same(100, 300, 200), Some(16), 0.0);
+    assert!(fast * 4 < slow, "{fast} timer calls with runs, {slow} step by step");
+    same_both_ways(&[(graphs.clone(), 1)], &same(100, 300, 200), Some(16), 0.002);
+    // Every engine; varied lengths, Poisson-like arrivals, a KV cache small enough to preempt, CUDA graphs with
+    // data-parallel ranks, page size 1, several instances.
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::Trtllm] {
+        for (block, blocks) in [(16, 100_000), (16, 120), (1, 3000), (32, 90)] {
+            for chunked in [true, false] {
+                let mut s = settings(engine, 1024, block, blocks);
+                s.chunked_prefill = chunked;
+                s.max_num_seqs = 12;
+                let reqs = varied(60, 400, 150, 0.0, 7);
+                same_both_ways(&[(s.clone(), 1)], &reqs, Some(20), 0.0);
+                same_both_ways(&[(s.clone(), 1)], &varied(60, 400, 150, 0.05, 11), None, 0.001);
+                same_both_ways(&[(s.clone(), 3)], &same(40, 200, 90), Some(24), 0.0);
+                let mut g = s.clone();
+                (g.dp, g.graph_sizes) = (2, vec![1, 2, 4, 8]);
+                same_both_ways(&[(g, 2)], &varied(50, 300, 120, 0.01, 5), Some(30), 0.0);
+                let (mut p, mut d) = (s.clone(), s);
+                (p.role, d.role) = (Role::Prefill, Role::Decode);
+                same_both_ways(&[(p, 2), (d, 3)], &varied(50, 300, 120, 0.0, 3), Some(16), 0.0);
+            }
+        }
+    }
 }
