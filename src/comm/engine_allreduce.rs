@@ -29,7 +29,7 @@
 
 use std::sync::OnceLock;
 
-use crate::hw::{lookup, GpuSpec, System};
+use crate::hw::{lookup, System};
 use crate::op::KernelFamily;
 
 /// The tables, as `scripts/custom-allreduce-table` writes them.
@@ -69,10 +69,6 @@ impl EngineAllReduce {
     }
 }
 
-fn cc_major(gpu: &GpuSpec) -> Option<u32> {
-    gpu.compute_capability.as_deref()?.split('.').next()?.trim().parse().ok()
-}
-
 fn curves() -> &'static [Curve] {
     static CURVES: OnceLock<Vec<Curve>> = OnceLock::new();
     CURVES.get_or_init(|| parse(TABLE_CSV))
@@ -99,7 +95,7 @@ fn parse(csv: &str) -> Vec<Curve> {
                 engine,
                 gpu: name.clone(),
                 cc: gpu.spec.compute_capability.clone(),
-                cc_major: cc_major(&gpu.spec),
+                cc_major: gpu.spec.compute_major(),
                 memory_bandwidth_gbs: gpu.spec.memory_bandwidth_gbs,
                 ranks,
                 points: vec![(bytes, us)],
@@ -178,7 +174,7 @@ fn engine_allreduce_in(
     // Stand-ins: the measured GPUs of the same compute-capability major version, the same minor version, then the
     // nearest DRAM bandwidth, first (only when the system's own GPU has no answer: a serving step's all-reduce asks
     // this once per message size).
-    let major = cc_major(gpu)?;
+    let major = gpu.compute_major()?;
     let mut others: Vec<&Curve> = curves.iter().filter(|c| c.gpu != gpu.name && c.cc_major == Some(major)).collect();
     others.sort_by(|a, b| {
         let other_cc = |c: &Curve| c.cc != gpu.compute_capability;

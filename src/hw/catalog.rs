@@ -298,6 +298,12 @@ mod tests {
         assert_eq!(generation("V100-PCIE-32GB"), "other");
         assert_eq!(generation("B200"), "other");
         assert_eq!(generation("MI210"), "other");
+        // The capability's major version (the guide's table: A100 8.0, H100 9.0, B200 10.0); MI210 has none.
+        let major = |n: &str| lookup(n).unwrap().spec.compute_major();
+        assert_eq!((major("A100-SXM4-80GB"), major("H100-SXM5-80GB"), major("B200")), (Some(8), Some(9), Some(10)));
+        assert_eq!(major("MI210"), None);
+        let later = |n: &str| lookup(n).unwrap().spec.hopper_or_later();
+        assert!(!later("A100-SXM4-80GB") && !later("L40S") && later("H100-SXM5-80GB") && later("B200"));
     }
 
     #[test]

@@ -277,6 +277,18 @@ impl GpuSpec {
         }
     }
 
+    /// The compute capability's major version (8 Ampere and Ada, 9 Hopper, 10 B200 / GB200, 12 RTX Blackwell),
+    /// `None` where the catalog gives no compute capability (or not a `major.minor` number, as AMD's `gfx…`).
+    pub fn compute_major(&self) -> Option<u32> {
+        self.compute_capability.as_deref()?.split('.').next()?.trim().parse().ok()
+    }
+
+    /// Hopper or a later NVIDIA generation (compute capability ≥ 9, or [`GpuSpec::generation`] `hopper` where the
+    /// capability is not given): the GPUs with TMA and warp-group GEMMs.
+    pub fn hopper_or_later(&self) -> bool {
+        self.generation() == "hopper" || self.compute_major().is_some_and(|m| m >= 9)
+    }
+
     /// Peak FLOP/s (not TFLOP/s) for `p`, or `None` when the GPU has no path for that precision.
     pub fn peak_flops(&self, p: Precision) -> Option<f64> {
         self.peak_tflops.get(p).map(|t| t * 1e12)

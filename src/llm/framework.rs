@@ -183,9 +183,7 @@ impl AttentionKernel {
     /// measured on the A100 ([`FLASH1_OVER_FA2`], [`TRITON_FLASH_OVER_FA2`]; assumed to hold on later GPUs, where
     /// neither was tuned). A recomputed forward is a forward.
     pub fn slowdown(self, gpu: &GpuSpec) -> (f64, f64) {
-        let major = gpu.compute_capability.as_deref().and_then(|c| c.split('.').next()?.parse::<u32>().ok());
-        let hopper_or_later = gpu.generation() == "hopper" || major.is_some_and(|m| m >= 9);
-        let fa2 = if hopper_or_later { FA2_ON_HOPPER_SLOWDOWN } else { 1.0 };
+        let fa2 = if gpu.hopper_or_later() { FA2_ON_HOPPER_SLOWDOWN } else { 1.0 };
         match self {
             AttentionKernel::Fused => (1.0, 1.0),
             AttentionKernel::Flash2 => (fa2, fa2),

@@ -98,11 +98,6 @@ impl Fp8Recipe {
     }
 }
 
-/// The compute capability major of `gpu` (9 for Hopper, 10 for B200 / GB200, 12 for RTX Blackwell), where known.
-fn cc_major(gpu: &GpuSpec) -> Option<u32> {
-    gpu.compute_capability.as_deref().and_then(|c| c.split('.').next()?.parse::<u32>().ok())
-}
-
 /// Refuses what `cfg`'s precision and recipe need and `gpu` lacks: fp8 training without fp8 tensor cores and
 /// nvfp4 training without fp4 ones (field `precision`); `mxfp8` before Blackwell (compute capability < 10) and
 /// `blockwise` before Hopper (field `parallelism.fp8_recipe`; Transformer Engine's `check_mxfp8_support` and
@@ -127,9 +122,9 @@ pub fn check_gpu(cfg: &TrainingConfig, gpu: &GpuSpec) -> Result<(), ConfigError>
         }
         _ => {}
     }
-    let major = cc_major(gpu);
+    let major = gpu.compute_major();
     let blackwell = major.is_some_and(|m| m >= 10) || gpu.generation() == "blackwell";
-    let hopper_or_later = blackwell || major.is_some_and(|m| m >= 9) || gpu.generation() == "hopper";
+    let hopper_or_later = blackwell || gpu.hopper_or_later();
     match cfg.fp8_recipe {
         Fp8Recipe::Mxfp8 if !blackwell => Err(bad(
             "parallelism.fp8_recipe",
