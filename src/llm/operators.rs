@@ -200,6 +200,16 @@ pub enum OpName {
     /// Current scaling's all-reduce of a sequence-parallel operand's amax over the tensor-parallel group.
     #[serde(rename = "FP8_Amax_Allreduce")]
     Fp8AmaxAllreduce,
+    /// Serving, DeepSeek sparse attention: the indexer's projections (`wq_b`, `wk`, `weights_proj`).
+    #[serde(rename = "DSA_Indexer_Proj")]
+    DsaIndexerProj,
+    /// Serving, DeepSeek sparse attention: the indexer's fp8 multi-query logits over the cached index keys.
+    #[serde(rename = "DSA_Indexer_Logits")]
+    DsaIndexerLogits,
+    /// Serving, DeepSeek sparse attention: the indexer's small kernels (key norm, rotary, Hadamard rotations, fp8
+    /// quantization, index-cache write, head gates) and its top-k selection.
+    #[serde(rename = "DSA_Indexer_Elementwise")]
+    DsaIndexerElementwise,
 }
 
 /// What an operator does: a computation of a shape in a precision, or a collective of a size over a group.

@@ -172,6 +172,9 @@ fn predict_row(backends: &Backends, r: &Ready, consts: ServingConstants) -> Opti
     Some((p.ttft_ms, p.tpot_ms, p.steady_state.ttft_ms, p.steady_state.tpot_ms))
 }
 
+/// The label of the disaggregated rows whose worker counts the data do not give.
+const NO_WORKER_COUNTS: &str = "disagg, worker counts not in the data";
+
 fn subsets(rows: &[RowResult]) -> Vec<Subset> {
     let mut out = Vec::new();
     let mut add = |label: String, f: &dyn Fn(&RowResult) -> bool| {
@@ -194,8 +197,20 @@ fn subsets(rows: &[RowResult]) -> Vec<Subset> {
     };
     add("all rows".into(), &|_| true);
     add("worker counts known (agg, or disagg with counts)".into(), &|r| r.workers_known);
+    // Not predictable as measured: the data do not give their prefill and decode pools' sizes, and the eval
+    // assumes one worker of each (`rows::load`), so one decode worker carries every client. Reported apart so
+    // that the rows above are not read as a prediction of these deployments.
+    add(format!("{NO_WORKER_COUNTS} (1 + 1 workers assumed)"), &|r| !r.workers_known);
     let engines: BTreeSet<&str> = rows.iter().map(|r| r.engine).collect();
     let modes: BTreeSet<&str> = rows.iter().map(|r| r.mode.as_str()).collect();
+    for e in &engines {
+        add(format!("{e}, worker counts known"), &|r| r.engine == *e && r.workers_known);
+    }
+    for e in &engines {
+        for m in &modes {
+            add(format!("{e} {m}"), &|r| r.engine == *e && r.mode == *m);
+        }
+    }
     let gpus: BTreeSet<&str> = rows.iter().map(|r| r.gpu.as_str()).collect();
     let models: BTreeSet<&str> = rows.iter().map(|r| r.model.as_str()).collect();
     for e in &engines {
@@ -390,12 +405,45 @@ fn table(subsets: &[Subset]) -> String {
     s
 }
 
+/// The headline sentence over `subsets`: the rows predictable as deployed (worker counts known) first, the
+/// disaggregated rows without worker counts apart (empty if neither subset is present).
+fn headline(subsets: &[Subset]) -> String {
+    let pct = super::output::pct;
+    let find = |p: &str| subsets.iter().find(|x| x.label.starts_with(p));
+    let line = |x: &Subset| {
+        format!(
+            "{} rows, TTFT {} ({:+.1} %), TPOT {} ({:+.1} %)",
+            x.ttft.rows,
+            pct(x.ttft.mape),
+            x.ttft.signed * 100.0,
+            pct(x.tpot.mape),
+            x.tpot.signed * 100.0
+        )
+    };
+    let mut s = String::new();
+    if let Some(k) = find("worker counts known") {
+        s.push_str(&format!("**Headline, worker counts known:** {}.", line(k)));
+    }
+    if let Some(u) = find(NO_WORKER_COUNTS) {
+        s.push_str(&format!(
+            " Reported apart, not predictable without their pool sizes ({NO_WORKER_COUNTS}, one prefill and one \
+             decode worker assumed): {}.",
+            line(u)
+        ));
+    }
+    if !s.is_empty() {
+        s.push_str("\n\n");
+    }
+    s
+}
+
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
     let mut s = format!(
         "Models: {}\n\n### Whole source left out (the shipped constants; nothing fitted on these runs)\n\n",
         r.models
     );
+    s.push_str(&headline(&r.whole_source_out));
     s.push_str(&table(&r.whole_source_out));
     s.push_str("\n### Leave model out\n\n");
     s.push_str(&table(&r.leave_model_out));
@@ -429,6 +477,73 @@ pub fn write(r: &Report, out: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(engine: &'static str, mode: &str, known: bool, ttft: (f64, f64), tpot: (f64, f64)) -> RowResult {
+        RowResult {
+            id: String::new(),
+            engine,
+            mode: mode.into(),
+            gpu: "b200_sxm".into(),
+            model: "m".into(),
+            precision: "fp8".into(),
+            isl: 1024,
+            osl: 1024,
+            concurrency: 4,
+            replicas: 1,
+            workers_known: known,
+            memory_fraction_raised: false,
+            split: "source",
+            measured_ttft_ms: ttft.1,
+            predicted_ttft_ms: ttft.0,
+            measured_tpot_ms: tpot.1,
+            predicted_tpot_ms: tpot.0,
+            ttft_p10_ms: 0.0,
+            ttft_p90_ms: 0.0,
+            tpot_p10_ms: 0.0,
+            tpot_p90_ms: 0.0,
+            steady_ttft_ms: 0.0,
+            steady_tpot_ms: 0.0,
+            kv_cache_dtype: "fp8".into(),
+            kv_max_requests: 0,
+        }
+    }
+
+    #[test]
+    fn disaggregated_rows_without_worker_counts_are_reported_apart() {
+        // (predicted, measured) ms. sglang agg: TTFT 110/100 (+10 %), TPOT 9/10 (−10 %); trtllm agg: TTFT 80/100
+        // (−20 %), TPOT 12/10 (+20 %); trtllm disagg with counts: TTFT 100/100, TPOT 10/10; trtllm disagg without
+        // counts: TTFT 500/100 (+400 %), TPOT 30/10 (+200 %).
+        let rows = [
+            row("sglang", "agg", true, (110.0, 100.0), (9.0, 10.0)),
+            row("trtllm", "agg", true, (80.0, 100.0), (12.0, 10.0)),
+            row("trtllm", "disagg", true, (100.0, 100.0), (10.0, 10.0)),
+            row("trtllm", "disagg", false, (500.0, 100.0), (30.0, 10.0)),
+        ];
+        let s = subsets(&rows);
+        let get = |l: &str| s.iter().find(|x| x.label == l).unwrap_or_else(|| panic!("no subset {l}"));
+        // Worker counts known: TTFT |+10| + |−20| + 0 = 30 % over 3 rows = 10 %, signed (10 − 20)/3 = −3.33 %.
+        let known = get("worker counts known (agg, or disagg with counts)");
+        assert_eq!(known.ttft.rows, 3);
+        assert!((known.ttft.mape - 0.10).abs() < 1e-12);
+        assert!((known.ttft.signed + 0.1 / 3.0).abs() < 1e-12);
+        // TPOT: (10 + 20 + 0)/3 = 10 %, signed (−10 + 20)/3 = +3.33 %.
+        assert!((known.tpot.mape - 0.10).abs() < 1e-12);
+        assert!((known.tpot.signed - 0.1 / 3.0).abs() < 1e-12);
+        let apart = get("disagg, worker counts not in the data (1 + 1 workers assumed)");
+        assert_eq!(apart.ttft.rows, 1);
+        assert!((apart.ttft.mape - 4.0).abs() < 1e-12);
+        assert!((apart.tpot.signed - 2.0).abs() < 1e-12);
+        // TensorRT-LLM with counts: TTFT (20 + 0)/2 = 10 %, TPOT (20 + 0)/2 = 10 %.
+        let trt = get("trtllm, worker counts known");
+        assert_eq!(trt.tpot.rows, 2);
+        assert!((trt.ttft.mape - 0.10).abs() < 1e-12);
+        assert!((trt.tpot.mape - 0.10).abs() < 1e-12);
+        // TensorRT-LLM disaggregated, both kinds: TTFT (0 + 400)/2 = 200 %.
+        assert!((get("trtllm disagg").ttft.mape - 2.0).abs() < 1e-12);
+        let h = headline(&s);
+        assert!(h.starts_with("**Headline, worker counts known:** 3 rows"), "{h}");
+        assert!(h.contains("not predictable without their pool sizes"), "{h}");
+    }
 
     #[test]
     fn coverage_counts_measurements_inside_their_interval() {

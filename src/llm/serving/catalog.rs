@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use super::model::{MoeConfig, ServingModel};
+use super::model::{DsaIndexer, MoeConfig, ServingModel};
 use super::request::MlaSpec;
 use crate::llm::config::{Activation, Norm};
 
@@ -49,6 +49,7 @@ fn dense(
         tied_embeddings: tied,
         moe: None,
         mla: None,
+        dsa: None,
     }
 }
 
@@ -282,6 +283,7 @@ fn build() -> Vec<CatalogEntry> {
                     qk_rope_head_dim: 64,
                     v_head_dim: 256,
                 }),
+                dsa: Some(DsaIndexer { heads: 32, head_dim: 128, topk: 2048 }),
                 ..moe(dense("GLM-5", 78, 6144, 64, 64, 256, 12288, 154880, false), 256, 8, 2048, 1, 3)
             },
             &["zai-org/GLM-5", "zhipuai/GLM-5", "zai-org/GLM-5-FP8"],
@@ -290,8 +292,8 @@ fn build() -> Vec<CatalogEntry> {
              num_attention_heads 64, q_lora_rank 2048, kv_lora_rank 512, qk_nope_head_dim 192, qk_rope_head_dim 64, \
              v_head_dim 256, intermediate_size 12288, n_routed_experts 256, num_experts_per_tok 8, \
              moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, vocab_size 154880; its \
-             DeepSeek sparse attention (an indexer picking the attended tokens) is timed as dense MLA, exact up to \
-             its top-k of 2,048 tokens",
+             DeepSeek sparse attention: index_n_heads 32, index_head_dim 128, index_topk 2048 (zai-org/GLM-5 \
+             config.json; aiconfigurator's DSA_MODEL_DIMS for GlmMoeDsaForCausalLM), the indexer on every layer",
         ),
         entry(
             moe(dense("MiniMax-M2.5", 62, 3072, 48, 8, 128, 1536, 200064, false), 256, 8, 1536, 0, 0),

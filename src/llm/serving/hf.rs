@@ -25,7 +25,7 @@
 
 use serde_json::{Map, Value};
 
-use super::model::{MoeConfig, ServingModel};
+use super::model::{DsaIndexer, MoeConfig, ServingModel};
 use super::request::MlaSpec;
 use crate::llm::config::{bad, Activation, ConfigError, Norm};
 
@@ -145,8 +145,32 @@ pub fn parse(hf_config: &Value, name: Option<&str>) -> Result<ServingModel, Conf
         activation,
         tied_embeddings: tied,
         moe,
+        dsa: dsa(cfg, mla.is_some())?,
         mla,
     })
+}
+
+/// DeepSeek sparse attention's indexer (`index_n_heads`, `index_head_dim`, `index_topk`, as DeepSeek-V3.2's and
+/// GLM-5's config.json give them), on an MLA model; `None` without `index_topk`. A config sharing one indexer
+/// over several layers (GLM-5.2's `index_topk_freq` > 1) is refused: perfcast runs the indexer on every layer.
+fn dsa(cfg: &Map<String, Value>, mla: bool) -> Result<Option<DsaIndexer>, ConfigError> {
+    let Some(topk) = uint(cfg, &["index_topk"])? else {
+        return Ok(None);
+    };
+    if !mla {
+        return Err(bad(
+            &field("index_topk"),
+            "sparse attention's indexer is served only on MLA models (kv_lora_rank)",
+        ));
+    }
+    if uint(cfg, &["index_topk_freq"])?.is_some_and(|f| f > 1) {
+        return Err(bad(&field("index_topk_freq"), "an indexer shared over several layers is not modelled"));
+    }
+    Ok(Some(DsaIndexer {
+        heads: required(cfg, &["index_n_heads"])?,
+        head_dim: required(cfg, &["index_head_dim"])?,
+        topk,
+    }))
 }
 
 fn moe(cfg: &Map<String, Value>, layers: u32, intermediate: Option<u32>) -> Result<Option<MoeConfig>, ConfigError> {

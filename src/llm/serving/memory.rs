@@ -146,7 +146,10 @@ pub fn serving_memory(cfg: &ServingConfig, gpu: &GpuSpec) -> ServingMemory {
         None => 2.0 * cfg.kv_heads_per_gpu() as f64 * m.head_dim as f64,
         Some(_) => m.kv_elems_per_token_layer(),
     };
-    let per_gpu = cfg.layers_per_stage() as f64 * kv_layer_gpu * e_kv;
+    // DeepSeek sparse attention's index keys are cached beside the latent, on every GPU (the indexer is
+    // replicated), in their own fp8 format.
+    let index = m.dsa.map_or(0.0, |x| x.key_bytes());
+    let per_gpu = cfg.layers_per_stage() as f64 * (kv_layer_gpu * e_kv + index);
     let weights = weights_bytes(cfg);
     let workspace = workspace_bytes(cfg);
     let hbm = gpu.memory_bytes();

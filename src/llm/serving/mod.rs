@@ -33,6 +33,8 @@ pub mod validate;
 pub mod workload;
 
 #[cfg(test)]
+mod dsa_tests;
+#[cfg(test)]
 mod kernel_cost_tests;
 #[cfg(test)]
 mod precision_tests;

@@ -43,6 +43,34 @@ pub struct ServingModel {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub mla: Option<MlaSpec>,
+    /// DeepSeek sparse attention's indexer, on every layer (`None`: dense attention).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dsa: Option<DsaIndexer>,
+}
+
+/// DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5; config.json `index_n_heads`, `index_head_dim`,
+/// `index_topk`): before each layer's MLA, a "lightning indexer" scores every cached token for each new token and
+/// the attention reads only the `topk` best. Its cost is the indexer itself, which no tensor-parallel split
+/// shrinks: SGLang's `Indexer` (`python/sglang/srt/layers/attention/nsa/nsa_indexer.py`) holds `wq_b`
+/// [q_lora_rank → heads·head_dim], `wk` [d → head_dim] and `weights_proj` [d → heads] as `ReplicatedLinear`, so
+/// every GPU computes all `heads` heads' logits, `fp8_paged_mqa_logits` (DeepGEMM), over its sequences' whole
+/// contexts. GLM-5: 32 heads of 128 dims, top-2,048 (aiconfigurator's `DSA_MODEL_DIMS["GlmMoeDsaForCausalLM"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct DsaIndexer {
+    /// Indexer heads (`index_n_heads`).
+    pub heads: u32,
+    /// Dims per indexer head (`index_head_dim`).
+    pub head_dim: u32,
+    /// Cached tokens each query attends (`index_topk`).
+    pub topk: u32,
+}
+
+impl DsaIndexer {
+    /// Bytes one token's index key takes in the cache per layer: `head_dim` fp8 elements and one fp32 scale per
+    /// 128 of them (SGLang's `NSATokenToKVPool` index buffer, `head_dim_with_sf` = 132 for 128 dims).
+    pub fn key_bytes(&self) -> f64 {
+        self.head_dim as f64 + 4.0 * self.head_dim.div_ceil(128) as f64
+    }
 }
 
 impl ServingModel {
@@ -116,9 +144,11 @@ impl ServingModel {
         }
     }
 
-    /// KV-cache bytes per token over the whole model (MODELS.md §5): 2·N·g·D·e_kv (MLA: N·(kv_r + D_rope)·e_kv).
+    /// KV-cache bytes per token over the whole model (MODELS.md §5): 2·N·g·D·e_kv (MLA: N·(kv_r + D_rope)·e_kv),
+    /// plus DSA's index keys, N·[`DsaIndexer::key_bytes`] whatever the cache's precision.
     /// Llama-3.1-70B in bf16: 2·80·8·128·2 = 327,680 B.
     pub fn kv_bytes_per_token(&self, kv_elem_bytes: f64) -> f64 {
-        self.layers as f64 * self.kv_elems_per_token_layer() * kv_elem_bytes
+        let index = self.dsa.map_or(0.0, |x| x.key_bytes());
+        self.layers as f64 * (self.kv_elems_per_token_layer() * kv_elem_bytes + index)
     }
 }

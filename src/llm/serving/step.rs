@@ -32,6 +32,10 @@
 //!   token of each sequence), the all-gather of their logits and the `Sampler` (a softmax over S·V fp32 logits);
 //!   every stage but the last sends its T·d activations to the next (`PP_P2P`).
 //!
+//! DeepSeek sparse attention (GLM-5) adds its indexer on every layer ([`dsa_indexer`]), and its decode attention
+//! reads at most the indexer's top-k cached tokens (prefill attention stays dense causal: an over-estimate for
+//! prompts longer than top-k).
+//!
 //! MLA (DeepSeek-V3) is approximated: the down-projections (replicated) and the per-head up-projections are three
 //! `Linear1` GEMMs, prefill attention runs as heads of D_nope + D_rope dims, decode attention as one key/value head
 //! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's.
@@ -216,7 +220,10 @@ pub fn for_each_op(
         Some(mla) => {
             let (qr, kvr) = (mla.q_lora_rank as u64, mla.kv_lora_rank as u64);
             let (nope, rope, v) = (mla.qk_nope_head_dim as u64, mla.qk_rope_head_dim as u64, mla.v_head_dim as u64);
-            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, qr + kvr + rope, d], layers);
+            // With DSA the indexer's key projection `wk` rides in the same fused GEMM (aiconfigurator's DSA module:
+            // "kv_a_proj_with_mqa GEMM (includes indexer K projection)").
+            let wk = m.dsa.map_or(0, |x| x.head_dim as u64);
+            compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, qr + kvr + rope + wk, d], layers);
             let q_in = if qr > 0 { qr } else { d };
             compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + rope), q_in], layers);
             compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + v), kvr], layers);
@@ -228,6 +235,9 @@ pub fn for_each_op(
     if cfg.engine != Engine::Trtllm {
         compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
     }
+    if let Some(ix) = &m.dsa {
+        dsa_indexer(out, cfg, load, ix, rope_dim, layers);
+    }
     if load.prefill_tokens > 0 {
         let l = load.prompt_len.max(1) as u64;
         let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
@@ -238,7 +248,8 @@ pub fn for_each_op(
         compute(out, OpName::AttentionPrefill, OpClass::AttentionPrefill, kv, &dims, layers * share);
     }
     if load.decode_seqs > 0 {
-        let c = load.decode_context.max(1) as u64;
+        // DeepSeek sparse attention reads only the indexer's top-k cached tokens.
+        let c = load.decode_context.max(1).min(m.dsa.map_or(u32::MAX, |x| x.topk)) as u64;
         let (g_dec, d_dec) = match &m.mla {
             None => (g, dh),
             Some(mla) => (1, ((mla.kv_lora_rank + mla.qk_rope_head_dim) as u64).div_ceil(2)),
@@ -313,6 +324,64 @@ pub fn for_each_op(
         let pair = if cfg.gpus() <= gpn { Group::new(2, 2) } else { Group::new(2, 1) };
         let bytes = (t * d) as f64 * act_bytes;
         collective(out, OpName::PpP2p, Collective::SendRecv, bytes, pair, cfg.tp.min(gpn), 1.0);
+    }
+}
+
+/// DeepSeek sparse attention's indexer on one GPU, `layers` times ([`crate::llm::serving::model::DsaIndexer`]),
+/// as SGLang's `Indexer.forward_cuda` runs it (`nsa_indexer.py`; H heads of D_i dims, replicated on every GPU,
+/// the step's T tokens, q_r the query latent's rank, d hidden):
+/// - projections: `wq_b` [T, q_r → H·D_i] in the weights' precision and `weights_proj` [T, d → H] in 16 bits
+///   (`wk` [T, d → D_i] rides in MLA's fused down-projection, [`for_each_op`]);
+/// - `k_norm` (a LayerNorm of D_i), one rotary kernel over the query's H heads and the key, then on the query
+///   [T, H·D_i] the rotary part's copy back, the Hadamard `rotate_activation` and `act_quant` to fp8 (3 kernels),
+///   on the key [T, D_i] the same three and the index-cache write (`set_index_k_scale_buffer`: 4), and the head
+///   gates' scaling [T, H] (1);
+/// - decode: `deep_gemm.fp8_paged_mqa_logits` of each sequence's query over its C cached index keys — one key
+///   head shared by the H query heads, so per sequence an fp8 GEMM [H × D_i]·[D_i × C] (`bmm` [B, H, C, D_i]),
+///   which reads the C·D_i key bytes once — and `topk_transform` over the C fp32 logits (one pass);
+/// - prefill: the same logits over the prompt (causal: its L·H query rows against L/2 keys on average, `bmm`
+///   [prompts, L·H, L/2, D_i], charged by the chunk's share of the prompt) and top-k over them, only when the
+///   prompt is longer than top-k: SGLang skips both otherwise (`skip_logits_computation = max_kv_len <=
+///   index_topk`).
+///
+/// The main stream's `weights_proj` overlaps the alternate stream's projections in graph-captured decode; that
+/// overlap is not modelled [rec].
+fn dsa_indexer(
+    out: &mut Emit,
+    cfg: &ServingConfig,
+    load: &StepLoad,
+    ix: &crate::llm::serving::model::DsaIndexer,
+    rope_dim: u64,
+    layers: f64,
+) {
+    let m = &cfg.model;
+    let t = load.tokens() as u64;
+    let (d, h, di) = (m.hidden as u64, ix.heads as u64, ix.head_dim as u64);
+    let (w, act) = (cfg.precision, cfg.activation_precision);
+    let q_in = m.mla.as_ref().map_or(d, |x| if x.q_lora_rank > 0 { x.q_lora_rank as u64 } else { d });
+    let (proj, small) = (OpName::DsaIndexerProj, OpName::DsaIndexerElementwise);
+    compute(out, proj, OpClass::Linear, w, &[1, t, h * di, q_in], layers);
+    compute(out, proj, OpClass::Linear, act, &[1, t, h, d], layers);
+    compute(out, small, OpClass::LayerNorm, act, &[t, di], layers);
+    compute(out, small, OpClass::Rope, act, &[(t * (h + 1)).div_ceil(2), rope_dim], layers);
+    compute(out, small, OpClass::Elementwise, act, &[t, h * di, 1], 3.0 * layers);
+    compute(out, small, OpClass::Elementwise, act, &[t, di, 1], 4.0 * layers);
+    compute(out, small, OpClass::Elementwise, Precision::Fp32, &[t, h, 1], layers);
+    if load.decode_seqs > 0 {
+        let (b, c) = (load.decode_seqs as u64, load.decode_context.max(1) as u64);
+        compute(out, OpName::DsaIndexerLogits, OpClass::Bmm, Precision::Fp8, &[b, h, c, di], layers);
+        compute(out, small, OpClass::Elementwise, Precision::Fp32, &[b, c, 1], layers);
+    }
+    let l = load.prompt_len.max(1) as u64;
+    if load.prefill_tokens > 0 && l > ix.topk as u64 {
+        let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
+        let share = load.prefill_tokens as f64 / (prompts * l) as f64;
+        // Causal: the prompt's l·H query rows against l/2 keys on average.
+        let dims = [prompts, l * h, l.div_ceil(2), di];
+        compute(out, OpName::DsaIndexerLogits, OpClass::Bmm, Precision::Fp8, &dims, layers * share);
+        // Top-k over the chunk's logits: each of its tokens against (on average) half the prompt.
+        let rows = load.prefill_tokens as u64;
+        compute(out, small, OpClass::Elementwise, Precision::Fp32, &[rows, l.div_ceil(2), 1], layers);
     }
 }
 

@@ -184,6 +184,7 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
         tied_embeddings: s.tied_embeddings.unwrap_or(false),
         moe,
         mla: s.mla.clone(),
+        dsa: None,
     })
 }
 
