@@ -13,7 +13,7 @@
 //!   which must not allocate). Both paths share the arithmetic, so a configuration the search finds predicts the
 //!   same time through `POST /v1/predictions/training`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::comm::Group;
 use crate::cost::{CostBackend, Timed};
@@ -34,7 +34,9 @@ enum WorkKey {
 /// candidates: operator times depend on shapes, not on the whole configuration).
 pub struct Timer<'a> {
     backend: &'a dyn CostBackend,
-    cache: HashMap<WorkKey, Timed>,
+    /// FxHash: the keys are shapes, precisions and group sizes of validated configurations, never client strings
+    /// (no HashDoS exposure).
+    cache: FxHashMap<WorkKey, Timed>,
     /// Time multipliers (forward, backward) of the attention kernel the framework calls over the one the backend
     /// times ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
     attention_scale: (f64, f64),
@@ -68,7 +70,7 @@ impl<'a> Timer<'a> {
     pub fn new(backend: &'a dyn CostBackend) -> Timer<'a> {
         Timer {
             backend,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             attention_scale: (1.0, 1.0),
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
