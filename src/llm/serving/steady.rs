@@ -40,7 +40,7 @@ use crate::cost::{CostBackend, Source};
 use crate::hw::Precision;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::Work;
-use crate::llm::timing::Timer;
+use crate::llm::timing::{Timer, TimerCache};
 use crate::op::{Collective, OpShape};
 
 /// An operator's work as a hashable key (a collective's bytes by their bits).
@@ -68,6 +68,8 @@ pub struct OpTimes {
     /// another backend at the same address would read its times.
     backend: Option<usize>,
     times: FxHashMap<OpKey, (f64, u32, bool)>,
+    /// The solver's timer's table (the full answers, for the report's operator tables, [`Solver::detail`]).
+    timed: TimerCache,
 }
 
 impl OpTimes {
@@ -86,6 +88,7 @@ impl OpTimes {
         let address = (backend as *const dyn CostBackend).cast::<()>() as usize;
         if self.backend != Some(address) {
             self.times.clear();
+            self.timed.clear();
             self.backend = Some(address);
         }
         self
@@ -191,12 +194,13 @@ impl<'a> Solver<'a> {
         let s = &cfg.settings;
         let fit = (s.max_num_seqs as u64).min(kv_concurrency.max(1));
         let capacity = if s.chunked_prefill { fit.min(s.max_num_batched_tokens as u64) } else { fit };
+        let mut ops = ops.for_backend(backend);
         Solver {
             cfg,
-            timer: Timer::new(backend),
+            timer: Timer::with_cache(backend, std::mem::take(&mut ops.timed)),
             consts,
             steps: FxHashMap::default(),
-            ops: ops.for_backend(backend),
+            ops,
             capacity: capacity.max(1) as u32,
             static_capacity: fit.max(1) as u32,
         }
@@ -204,7 +208,7 @@ impl<'a> Solver<'a> {
 
     /// The operator times this solver holds, for the next solver over the same backend.
     pub fn into_op_times(self) -> OpTimes {
-        self.ops
+        OpTimes { timed: self.timer.into_cache(), ..self.ops }
     }
 
     /// The configuration.

@@ -30,6 +30,19 @@ enum WorkKey {
     Collective(Collective, u64, Group, u32),
 }
 
+/// A [`Timer`]'s memo table (each distinct piece of work's time), handed from one timer to the next over the same
+/// backend ([`Timer::with_cache`], [`Timer::into_cache`]): a backend's answers depend only on the work
+/// ([`CostBackend`] is pure).
+#[derive(Default)]
+pub struct TimerCache(FxHashMap<WorkKey, Timed>);
+
+impl TimerCache {
+    /// Forgets every time (for another backend).
+    pub fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
 /// Times operators through a backend, once per distinct piece of work (a search keeps one timer for all its
 /// candidates: operator times depend on shapes, not on the whole configuration).
 pub struct Timer<'a> {
@@ -75,6 +88,16 @@ impl<'a> Timer<'a> {
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
         }
+    }
+
+    /// [`Timer::new`] remembering the times in `cache`, which must come from a timer over the same backend.
+    pub fn with_cache(backend: &'a dyn CostBackend, cache: TimerCache) -> Timer<'a> {
+        Timer { cache: cache.0, ..Timer::new(backend) }
+    }
+
+    /// The times this timer remembers, for the next timer over the same backend.
+    pub fn into_cache(self) -> TimerCache {
+        TimerCache(self.cache)
     }
 
     /// A timer over `backend` for `cfg`'s framework: its attention kernel and optimizer implementation.
