@@ -14,6 +14,11 @@
 //! (branch and bound): the search stops once `top_k` configurations meet the target and no remaining bound can beat
 //! the k-th best goodput, or after [`MAX_SIMULATIONS`] simulations (a warning says so). A configuration's first
 //! candidate that meets the target is its hit.
+//!
+//! **One operator table.** Operator times depend on the operator's work, not on the configuration, so every
+//! configuration's solver and every simulated candidate's prediction share one [`OpTimes`] table: each distinct
+//! operator is timed through the backend once per search. The answers are those of a fresh solver per candidate,
+//! to the bit (`sharing_operator_times_among_candidates_changes_no_answer`).
 
 use std::time::Instant;
 
