@@ -52,7 +52,7 @@ use crate::cost::CostBackend;
 use crate::llm::config::ConfigError;
 use memory::serving_memory;
 use report::{report, ReportInputs};
-use steady::{Solver, StaticBatch};
+use steady::{OpTimes, Solver, StaticBatch};
 
 /// Predicts serving of `cfg` with `backend` (which also provides the system) and the constants `consts`
 /// (`backend` should derate analytic times by them: [`ServingDerated`]) within the default [`SimLimits`].
@@ -75,10 +75,36 @@ pub fn predict_with(
     consts: ServingConstants,
     limits: &SimLimits,
 ) -> Result<InferencePrediction, ConfigError> {
+    predict_sharing(cfg, backend, consts, limits, &mut OpTimes::default())
+}
+
+/// [`predict_with`] starting from the operator times `ops` (timed through `backend`) and adding its own to them:
+/// the serving search's simulated candidates share one table ([`OpTimes`]). The answer is [`predict_with`]'s.
+pub fn predict_sharing(
+    cfg: &ServingConfig,
+    backend: &dyn CostBackend,
+    consts: ServingConstants,
+    limits: &SimLimits,
+    ops: &mut OpTimes,
+) -> Result<InferencePrediction, ConfigError> {
     check_limits(cfg, limits)?;
+    let memory = serving_memory(cfg, &backend.system().gpu);
+    let mut solver = Solver::with_op_times(cfg, backend, consts, memory.max_concurrency, std::mem::take(ops));
+    let p = predict_on(cfg, backend, consts, limits, &mut solver);
+    *ops = solver.into_op_times();
+    p
+}
+
+/// [`predict_with`] on `solver` (over `cfg` and `backend`), after the limits were checked.
+fn predict_on(
+    cfg: &ServingConfig,
+    backend: &dyn CostBackend,
+    consts: ServingConstants,
+    limits: &SimLimits,
+    solver: &mut Solver,
+) -> Result<InferencePrediction, ConfigError> {
     let system = backend.system();
     let memory = serving_memory(cfg, &system.gpu);
-    let mut solver = Solver::new(cfg, backend, consts, memory.max_concurrency);
     let mut warnings = Vec::new();
     let t = &cfg.traffic;
     let steady = match (t.concurrency, t.request_rate) {
@@ -125,7 +151,7 @@ pub fn predict_with(
         }
         (false, false) => (None, None),
         (true, false) => {
-            let o = benchmark::simulate_aggregated(cfg, &consts, &mut solver, &memory, limits, 0)?;
+            let o = benchmark::simulate_aggregated(cfg, &consts, solver, &memory, limits, 0)?;
             (Some(benchmark::summarize(&o, t.num_requests, cfg.gpus(), kv, cfg.slo)), None)
         }
         (true, true) => {

@@ -14,6 +14,11 @@
 //! (branch and bound): the search stops once `top_k` configurations meet the target and no remaining bound can beat
 //! the k-th best goodput, or after [`MAX_SIMULATIONS`] simulations (a warning says so). A configuration's first
 //! candidate that meets the target is its hit.
+//!
+//! **One operator table.** Operator times depend on the operator's work, not on the configuration, so every
+//! configuration's solver and every simulated candidate's prediction share one [`OpTimes`] table: each distinct
+//! operator is timed through the backend once per search. The answers are those of a fresh solver per candidate,
+//! to the bit (`sharing_operator_times_among_candidates_changes_no_answer`).
 
 use std::time::Instant;
 
@@ -29,7 +34,7 @@ use super::request::{
     Engine, EngineOptions, InferenceRequest, ModelRef, ServingParallelism, ServingPrecision, Workload,
 };
 use super::sim::SimLimits;
-use super::steady::Solver;
+use super::steady::{OpTimes, Solver};
 use super::validate::{resolve_model, validate};
 use crate::cost::CostBackend;
 use crate::hw::Precision;
@@ -244,6 +249,9 @@ pub fn search(
     let mut points: Vec<ParetoPoint> = Vec::new();
     // (steady-state tokens/s per GPU: the bound, configuration, concurrency) of the levels not ruled out.
     let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
+    // Operator times depend on the operator's work, not on the configuration: one table for every candidate's
+    // solver and simulation (each distinct operator goes to the backend once per search).
+    let mut ops = OpTimes::default();
     for &tp in &tps {
         for &pp in &pps {
             if tp as u64 * pp as u64 > req.gpus as u64 {
@@ -287,7 +295,8 @@ pub fn search(
                         evaluated += levels.len() as u64;
                         continue;
                     }
-                    let mut solver = Solver::new(&cfg, backend, consts, memory.max_concurrency);
+                    let mut solver =
+                        Solver::with_op_times(&cfg, backend, consts, memory.max_concurrency, std::mem::take(&mut ops));
                     let k = configs.len();
                     for (i, &n) in levels.iter().enumerate() {
                         if n > solver.capacity {
@@ -315,6 +324,7 @@ pub fn search(
                             candidates.push((per_gpu, k, n));
                         }
                     }
+                    ops = solver.into_op_times();
                     configs.push(candidate);
                 }
             }
@@ -350,7 +360,7 @@ pub fn search(
         r.workload.concurrency = Some(n);
         r.workload.num_requests = Some(search_requests(&req.workload, n));
         let cfg = validate(&r, system)?;
-        let p = super::predict_with(&cfg, backend, consts, &limits)?;
+        let p = super::predict_sharing(&cfg, backend, consts, &limits, &mut ops)?;
         let Some(sim) = &p.simulation else { continue };
         let (t, o, e) = (sim.ttft.at(percentile), sim.tpot.at(percentile), sim.e2e_latency.at(percentile));
         if t > ttft_max || o > tpot_max || e > e2e_max {
@@ -506,6 +516,64 @@ mod tests {
             loose.best[0].concurrency
         );
         assert!(tight.best[0].goodput_per_gpu < loose.best[0].goodput_per_gpu);
+    }
+
+    #[test]
+    fn sharing_operator_times_among_candidates_changes_no_answer() {
+        // The search times every candidate on one operator table; each answer must be the one a fresh solver (and
+        // a fresh prediction) gives for that configuration alone, to the bit.
+        let backend = h100();
+        let consts = ServingConstants::CALIBRATED;
+        let sreq = req(serde_json::json!({"system": "dgx-h100", "model": "Llama-3.1-70B", "gpus": 8,
+            "workload": {"input_tokens": 1024, "output_tokens": 256},
+            "slo": {"ttft_ms": 500, "tpot_ms": 30}, "top_k": 3}));
+        let r = search(&sreq, &backend, consts).unwrap();
+        assert!(r.best.len() == 3 && r.simulated >= 3, "{:?}", r.warnings);
+        let system = backend.system();
+        let candidate = |p: &ParetoPoint, n: u32| {
+            let mut c = InferenceRequest {
+                system: sreq.system.clone(),
+                model: sreq.model.clone(),
+                parallelism: ServingParallelism {
+                    tp: p.tp,
+                    pp: p.pp,
+                    ep: p.ep,
+                    dp_attention: false,
+                    attention_dp_size: None,
+                },
+                precision: if p.precision == Precision::Bf16 { ServingPrecision::Bf16 } else { ServingPrecision::Fp8 },
+                kv_cache_dtype: None,
+                engine: sreq.engine,
+                engine_options: sreq.engine_options,
+                workload: Workload::closed(1024, 256, 1),
+                slo: Some(sreq.slo),
+                mode: Default::default(),
+                prefill: None,
+                decode: None,
+            };
+            c.workload.concurrency = Some(n);
+            c
+        };
+        // Every steady-state point: a fresh solver of its configuration alone.
+        assert_eq!(r.points.len() as u64, r.solved);
+        for p in &r.points {
+            let cfg = validate(&candidate(p, 1), system).unwrap();
+            assert_eq!(cfg.precision, p.precision);
+            let mut solver = Solver::new(&cfg, &backend, consts, serving_memory(&cfg, &system.gpu).max_concurrency);
+            let s = solver.closed_loop(p.concurrency as f64).unwrap();
+            let per_gpu = s.throughput_rps * 256.0 / cfg.gpus() as f64;
+            assert_eq!((p.ttft_ms, p.tpot_ms), (s.ttft_s * 1e3, s.tpot_s * 1e3), "{p:?}");
+            assert_eq!(p.output_tokens_per_s_per_gpu, per_gpu, "{p:?}");
+        }
+        // Every hit: the prediction of its configuration at its concurrency, made on its own.
+        for h in &r.best {
+            let point = r.points.iter().find(|p| (p.tp, p.pp, p.precision) == (h.tp, h.pp, h.precision)).unwrap();
+            let mut c = candidate(point, h.concurrency);
+            c.workload.num_requests = Some(search_requests(&sreq.workload, h.concurrency));
+            let cfg = validate(&c, system).unwrap();
+            let alone = super::super::predict(&cfg, &backend, consts).unwrap();
+            assert_eq!(*h.prediction, alone, "tp {} pp {} {:?} at {}", h.tp, h.pp, h.precision, h.concurrency);
+        }
     }
 
     #[test]

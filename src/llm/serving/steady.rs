@@ -30,7 +30,7 @@
 //! decode steps of B sequences at the mean context L + O/2 (decode attention is linear in the context, so the mean
 //! step is exact for it); a batch larger than the KV cache holds runs in ⌈B/fit⌉ waves.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::engine::ServingConstants;
 use super::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
@@ -40,7 +40,7 @@ use crate::cost::{CostBackend, Source};
 use crate::hw::Precision;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::Work;
-use crate::llm::timing::Timer;
+use crate::llm::timing::{Timer, TimerCache};
 use crate::op::{Collective, OpShape};
 
 /// An operator's work as a hashable key (a collective's bytes by their bits).
@@ -48,6 +48,51 @@ use crate::op::{Collective, OpShape};
 enum OpKey {
     Compute(OpShape, Precision),
     Collective(Collective, u64, Group, u32),
+}
+
+/// Operator times of the serving step model, memoized per operator's work: per operator its time, µs; its
+/// kernels; whether it is an analytic compute answer (it carries `kernel_us` per kernel, [`super::derate`]).
+///
+/// An operator's time depends on its work (shape and precision, or a collective's bytes and group) and the
+/// backend, not on the configuration that asks: solvers of different configurations over one backend — a search's
+/// candidates and their simulations — share one table ([`Solver::with_op_times`], [`Solver::into_op_times`]), so
+/// that each distinct operator is timed through the backend once per search instead of once per candidate. The
+/// table remembers the backend it was filled through and empties itself when handed to a solver over another one.
+///
+/// Hashed with FxHash (`rustc-hash`): the keys are shapes, precisions and group sizes derived from a validated
+/// configuration (never client-chosen strings), so no key set can be crafted to collide (HashDoS); a table holds at
+/// most the distinct operators of one search.
+#[derive(Default)]
+pub struct OpTimes {
+    /// The address of the backend the times came from (None: empty). Keep a table no longer than its backend lives:
+    /// another backend at the same address would read its times.
+    backend: Option<usize>,
+    times: FxHashMap<OpKey, (f64, u32, bool)>,
+    /// The solver's timer's table (the full answers, for the report's operator tables, [`Solver::detail`]).
+    timed: TimerCache,
+}
+
+impl OpTimes {
+    /// Distinct operators timed.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// No operator timed yet.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// The table for `backend`: itself when it was filled through the same backend, else emptied.
+    fn for_backend(mut self, backend: &dyn CostBackend) -> OpTimes {
+        let address = (backend as *const dyn CostBackend).cast::<()>() as usize;
+        if self.backend != Some(address) {
+            self.times.clear();
+            self.timed.clear();
+            self.backend = Some(address);
+        }
+        self
+    }
 }
 
 /// One step of the whole running batch, timed.
@@ -114,9 +159,11 @@ pub struct Solver<'a> {
     cfg: &'a ServingConfig,
     timer: Timer<'a>,
     consts: ServingConstants,
-    steps: HashMap<(u32, u32, u32, u32, u32), StepResult>,
-    /// Per operator: time, µs; kernels; whether it is an analytic compute answer (it carries `kernel_us` per kernel).
-    ops: HashMap<OpKey, (f64, u32, bool)>,
+    /// Steps by load (decode sequences, decode context, prefill tokens, prompt length, sampled); FxHash, as
+    /// [`OpTimes`]: the keys are the step model's own token counts.
+    steps: FxHashMap<(u32, u32, u32, u32, u32), StepResult>,
+    /// Per operator: time, µs; kernels; whether it is an analytic compute answer.
+    ops: OpTimes,
     /// Sequences the engine runs at once (max_num_seqs, the KV cache and the step budget).
     pub capacity: u32,
     /// Sequences a static batch runs at once (max_num_seqs and the KV cache).
@@ -131,18 +178,37 @@ impl<'a> Solver<'a> {
         consts: ServingConstants,
         kv_concurrency: u64,
     ) -> Solver<'a> {
+        Solver::with_op_times(cfg, backend, consts, kv_concurrency, OpTimes::default())
+    }
+
+    /// [`Solver::new`] starting from the operator times `ops` (timed through `backend` by earlier solvers; emptied if
+    /// they came from another backend). The answers are those of [`Solver::new`]: a table only saves asking the
+    /// backend again for an operator it already timed.
+    pub fn with_op_times(
+        cfg: &'a ServingConfig,
+        backend: &'a dyn CostBackend,
+        consts: ServingConstants,
+        kv_concurrency: u64,
+        ops: OpTimes,
+    ) -> Solver<'a> {
         let s = &cfg.settings;
         let fit = (s.max_num_seqs as u64).min(kv_concurrency.max(1));
         let capacity = if s.chunked_prefill { fit.min(s.max_num_batched_tokens as u64) } else { fit };
+        let mut ops = ops.for_backend(backend);
         Solver {
             cfg,
-            timer: Timer::new(backend),
+            timer: Timer::with_cache(backend, std::mem::take(&mut ops.timed)),
             consts,
-            steps: HashMap::new(),
-            ops: HashMap::new(),
+            steps: FxHashMap::default(),
+            ops,
             capacity: capacity.max(1) as u32,
             static_capacity: fit.max(1) as u32,
         }
+    }
+
+    /// The operator times this solver holds, for the next solver over the same backend.
+    pub fn into_op_times(self) -> OpTimes {
+        OpTimes { timed: self.timer.into_cache(), ..self.ops }
     }
 
     /// The configuration.
@@ -196,7 +262,7 @@ impl<'a> Solver<'a> {
     ) -> Result<(f64, f64, f64), ConfigError> {
         let (mut gpu_us, mut kernels, mut analytic) = (0.0, 0.0, 0.0);
         let mut err = None;
-        let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops);
+        let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
         for_each_op(cfg, system, micro, role, dense, moe, &mut |_, work, per_step, _| {
             if err.is_some() {

@@ -13,7 +13,7 @@
 //!   which must not allocate). Both paths share the arithmetic, so a configuration the search finds predicts the
 //!   same time through `POST /v1/predictions/training`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::comm::Group;
 use crate::cost::{CostBackend, Timed};
@@ -30,11 +30,26 @@ enum WorkKey {
     Collective(Collective, u64, Group, u32),
 }
 
+/// A [`Timer`]'s memo table (each distinct piece of work's time), handed from one timer to the next over the same
+/// backend ([`Timer::with_cache`], [`Timer::into_cache`]): a backend's answers depend only on the work
+/// ([`CostBackend`] is pure).
+#[derive(Default)]
+pub struct TimerCache(FxHashMap<WorkKey, Timed>);
+
+impl TimerCache {
+    /// Forgets every time (for another backend).
+    pub fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
 /// Times operators through a backend, once per distinct piece of work (a search keeps one timer for all its
 /// candidates: operator times depend on shapes, not on the whole configuration).
 pub struct Timer<'a> {
     backend: &'a dyn CostBackend,
-    cache: HashMap<WorkKey, Timed>,
+    /// FxHash: the keys are shapes, precisions and group sizes of validated configurations, never client strings
+    /// (no HashDoS exposure).
+    cache: FxHashMap<WorkKey, Timed>,
     /// Time multipliers (forward, backward) of the attention kernel the framework calls over the one the backend
     /// times ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
     attention_scale: (f64, f64),
@@ -68,11 +83,21 @@ impl<'a> Timer<'a> {
     pub fn new(backend: &'a dyn CostBackend) -> Timer<'a> {
         Timer {
             backend,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             attention_scale: (1.0, 1.0),
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
         }
+    }
+
+    /// [`Timer::new`] remembering the times in `cache`, which must come from a timer over the same backend.
+    pub fn with_cache(backend: &'a dyn CostBackend, cache: TimerCache) -> Timer<'a> {
+        Timer { cache: cache.0, ..Timer::new(backend) }
+    }
+
+    /// The times this timer remembers, for the next timer over the same backend.
+    pub fn into_cache(self) -> TimerCache {
+        TimerCache(self.cache)
     }
 
     /// A timer over `backend` for `cfg`'s framework: its attention kernel and optimizer implementation.
