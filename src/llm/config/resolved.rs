@@ -43,7 +43,9 @@ pub struct TrainingConfig {
     pub overlap_param_gather: bool,
     /// Every stage launches its parameter all-gathers at the iteration's start.
     pub align_param_gather: bool,
-    /// Parameters per gradient bucket on the first stage ([`ParallelSpec::bucket_size`](super::ParallelSpec::bucket_size), default resolved).
+    /// Parameters per gradient bucket on the first stage ([`ParallelSpec::bucket_size`], default resolved).
+    ///
+    /// [`ParallelSpec::bucket_size`]: super::ParallelSpec::bucket_size
     pub bucket_params: f64,
     /// Tensor-parallel communication overlapped with the adjacent GEMMs (requested; in effect with SP, see
     /// [`TrainingConfig::tp_overlap`]).
@@ -132,7 +134,9 @@ impl TrainingConfig {
         self.micro_batch as u64 * self.model.seq_len as u64 / self.cp.max(1) as u64
     }
 
-    /// Whether Megatron-Core's selective recompute re-runs `module` ([`ParallelSpec::recompute_modules`](super::ParallelSpec::recompute_modules)).
+    /// Whether Megatron-Core's selective recompute re-runs `module` ([`ParallelSpec::recompute_modules`]).
+    ///
+    /// [`ParallelSpec::recompute_modules`]: super::ParallelSpec::recompute_modules
     pub fn recomputes(&self, module: crate::llm::moe::RecomputeModule) -> bool {
         self.recompute == Recompute::Selective && self.recompute_modules.contains(&module)
     }
