@@ -1,7 +1,11 @@
 //! Tests of [`super`]: the operator lists of a layer, the embedding and the head, by hand.
 
 use super::*;
+use crate::hw::Precision;
+use crate::llm::config::TrainingConfig;
+use crate::llm::layout::Layout;
 use crate::llm::validate;
+use crate::op::Phase;
 
 fn cfg(model: serde_json::Value, par: serde_json::Value, p: Precision) -> TrainingConfig {
     validate(&serde_json::from_value(model).unwrap(), &serde_json::from_value(par).unwrap(), p, 1024).unwrap()

@@ -1,4 +1,7 @@
+use super::comms::timer_base;
 use super::*;
+use crate::op::Collective;
+use crate::samples::{CommSample, Sample, TimerSample};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/fixtures/tau/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
