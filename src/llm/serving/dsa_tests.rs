@@ -140,3 +140,18 @@ fn a_hugging_face_config_with_index_keys_gives_the_indexer() {
     dense.as_object_mut().unwrap().remove("kv_lora_rank");
     assert_eq!(hf::parse(&dense, None).unwrap_err().field, "model.hf_config.index_topk");
 }
+
+#[test]
+fn glm5_indexer_weights_are_replicated_on_every_gpu() {
+    // Per layer, by hand (GLM-5: q latent 2,048, hidden 6,144, 32 indexer heads of 128 dims; fp8 weights, 16-bit
+    // activations): wq_b 2,048 × 4,096 + wk 6,144 × 128 = 9,175,040 fp8 bytes; weights_proj 6,144 × 32 = 196,608
+    // and k_norm's weight and bias 2 × 128 in 16 bits, (196,608 + 256) × 2 = 393,728 bytes; 9,568,768 per layer,
+    // × 78 layers = 746,363,904 bytes on every GPU, at tp 8 as at tp 4.
+    for tp in [4, 8] {
+        let cfg = config(tp);
+        let mut dense_attention = cfg.clone();
+        dense_attention.model.dsa = None;
+        let extra = super::memory::weights_bytes(&cfg) - super::memory::weights_bytes(&dense_attention);
+        assert_eq!(extra, 746_363_904.0, "tp {tp}");
+    }
+}

@@ -55,6 +55,20 @@ pub struct ServingMemory {
     pub fits: bool,
 }
 
+/// Bytes per layer of DeepSeek sparse attention's indexer weights on one GPU (0 without DSA), replicated on every
+/// GPU whatever the tensor-parallel split (SGLang's `Indexer`, `python/sglang/srt/layers/attention/nsa/
+/// nsa_indexer.py`, holds them as `ReplicatedLinear`): `wq_b` [q_r → H·D_i] and `wk` [d → D_i] in the weights'
+/// precision (the checkpoint's fp8 linear layers), `weights_proj` [d → H] and `k_norm`'s LayerNorm weight and bias
+/// (2·D_i) in 16 bits. GLM-5 (q_r 2,048, d 6,144, 32 heads of 128) in fp8: 2,048·4,096 + 6,144·128 = 9,175,040 B
+/// of fp8 weights and (6,144·32 + 256)·2 = 393,728 B of 16-bit ones, 9,568,768 B per layer.
+fn indexer_bytes(cfg: &ServingConfig) -> f64 {
+    let m = &cfg.model;
+    let Some(ix) = &m.dsa else { return 0.0 };
+    let (h, di, d) = (ix.heads as f64, ix.head_dim as f64, m.hidden as f64);
+    let q_in = m.mla.as_ref().map_or(d, |x| if x.q_lora_rank > 0 { x.q_lora_rank as f64 } else { d });
+    (q_in * h * di + d * di) * cfg.precision.bytes() + (d * h + 2.0 * di) * cfg.activation_precision.bytes()
+}
+
 /// Bytes of the weights on one GPU of the fullest stage ([`ServingMemory::weights_gib`] in bytes).
 pub fn weights_bytes(cfg: &ServingConfig) -> f64 {
     let m = &cfg.model;
@@ -74,7 +88,7 @@ pub fn weights_bytes(cfg: &ServingConfig) -> f64 {
         }
     };
     let latent_norms = m.mla.as_ref().map_or(0.0, |x| (x.q_lora_rank + x.kv_lora_rank) as f64);
-    let common = attention * we + (2.0 * d + latent_norms) * ae;
+    let common = attention * we + (2.0 * d + latent_norms) * ae + indexer_bytes(cfg);
     let dense = m.mlp_params(m.ffn_hidden) / tp * we;
     let moe = m.moe.as_ref().map_or(0.0, |x| {
         x.experts as f64 * m.mlp_params(x.expert_ffn_hidden) / experts_tp * we
