@@ -90,21 +90,22 @@ pub fn predict_sharing(
     check_limits(cfg, limits)?;
     let memory = serving_memory(cfg, &backend.system().gpu);
     let mut solver = Solver::with_op_times(cfg, backend, consts, memory.max_concurrency, std::mem::take(ops));
-    let p = predict_on(cfg, backend, consts, limits, &mut solver);
+    let p = predict_on(cfg, backend, consts, limits, memory, &mut solver);
     *ops = solver.into_op_times();
     p
 }
 
-/// [`predict_with`] on `solver` (over `cfg` and `backend`), after the limits were checked.
+/// [`predict_with`] on `solver` (over `cfg` and `backend`; `memory` is `cfg`'s [`serving_memory`] on the system's
+/// GPU), after the limits were checked.
 fn predict_on(
     cfg: &ServingConfig,
     backend: &dyn CostBackend,
     consts: ServingConstants,
     limits: &SimLimits,
+    memory: memory::ServingMemory,
     solver: &mut Solver,
 ) -> Result<InferencePrediction, ConfigError> {
     let system = backend.system();
-    let memory = serving_memory(cfg, &system.gpu);
     let mut warnings = Vec::new();
     let t = &cfg.traffic;
     let steady = match (t.concurrency, t.request_rate) {
