@@ -62,6 +62,32 @@
 
 use super::parallel::{Dispatcher, MoeTraining};
 
+/// Host time of each cuBLAS GEMM Transformer Engine's grouped GEMM issues beyond the first of one framework call,
+/// µs. Megatron-Core's `TEGroupedMLP` calls `GroupedLinear` once per projection and pass (`general_grouped_gemm`),
+/// which splits the routed rows by local expert (`m_splits`) and, in C++, issues one cuBLASLt GEMM per expert
+/// round-robin on 4 compute streams (`cublaslt_gemm.cu` `multi_stream_cublas_gemm`, reached through
+/// `nvte_multi_tensor_gemm` unless Hopper bf16 runs with `NVTE_USE_CUTLASS_GROUPED_GEMM`): each GEMM goes through
+/// `nvte_cublas_gemm_v2` → `cublas_gemm` (matmul and matrix-layout descriptors, cuBLASLt's heuristic query, the
+/// launch). Cited, not fitted: Transformer Engine PR #3134 (2026-06, `benchmarks/linear/benchmark_grouped_linear.py`,
+/// SM100) times 8 experts × 128 tokens (N = K = 2,048) at 0.267 ms through the multi-stream cuBLASLt loop against
+/// 0.069 ms for one grouped kernel of the same GEMMs, kernel against kernel — GEMMs far too small to bound the time,
+/// so (0.267 − 0.069)/8 ≈ 25 µs per expert GEMM is the loop's issue cost. The framework call itself costs
+/// [`crate::cost::Efficiency::host_us`] per counted kernel as every operator does (one local expert: exactly the
+/// former single GEMM).
+///
+/// The GPU side stays one GEMM of all routed rows per projection ([`super::ops`]): every expert's GEMM of these
+/// runs fills the GPU with several waves of tiles, and the 4 streams overlap the partial last waves.
+pub const MULTI_STREAM_GEMM_HOST_US: f64 = 25.0;
+
+/// Host time, µs, of one call of an expert GEMM operator (`ExpertFc1`, `ExpertFc2`) that Transformer Engine runs
+/// as a grouped GEMM over `experts` local experts: `op_host_us` the backend's host time of the call
+/// ([`crate::cost::Efficiency::host_us`] × its counted kernels, the fp8 input quantization included) plus
+/// [`MULTI_STREAM_GEMM_HOST_US`] for each further expert's GEMMs — `gemms` per expert in the pass: 1 forward,
+/// 2 backward (dgrad and wgrad, each a grouped call of its own): op_host_us + (experts − 1) · gemms · 25 µs.
+pub fn grouped_gemm_host_us(op_host_us: f64, experts: u32, gemms: u32) -> f64 {
+    op_host_us + experts.saturating_sub(1) as f64 * gemms as f64 * MULTI_STREAM_GEMM_HOST_US
+}
+
 /// Calls of one MoE layer per micro-batch beyond those its operators count, by module and pass
 /// (`[forward, backward]`), and the forward's device→host synchronizations (see the module doc for the counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -255,13 +281,71 @@ mod tests {
         // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, RoPE, flash attention,
         // output projection, router GEMM, top-k, the dispatch and combine (2), FC1, SwiGLU, FC2 = 13; backward the
         // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
-        // FC2 2 = 20. At 67.9 µs each: 882.7 and 1,358 µs, plus 11 calls per pass: 1,629.6 and 2,104.9 µs.
+        // FC2 2 = 20. At 67.9 µs each: 882.7 and 1,358 µs. The grouped FC1 and FC2 run one GEMM per local expert
+        // (128/8 = 16): 15 further GEMMs at 25 µs per projection and GEMM kind — forward 2 × 15 × 25 = 750 µs,
+        // backward (dgrad and wgrad) 2 × 2 × 15 × 25 = 1,500 µs. Plus 11 calls per pass: 2,379.6 and 3,604.9 µs.
         let host = Efficiency::CALIBRATED.host_us;
-        assert!((hf - 13.0 * host).abs() < 1e-9 && (hb - 20.0 * host).abs() < 1e-9);
+        assert!((hf - (13.0 * host + 750.0)).abs() < 1e-9 && (hb - (20.0 * host + 1500.0)).abs() < 1e-9, "{hf} {hb}");
+        let (fwd_host, bwd_host) = (24.0 * host + 750.0, 31.0 * host + 1500.0);
+        assert!((fwd_host - 2379.6).abs() < 1e-9 && (bwd_host - 3604.9).abs() < 1e-9);
         // On the 2× GPU both passes run at the host's pace: longer than the GPU time (plus one call of idle after
         // the forward's synchronization) and than the next layer's attention waiting behind the expert launches.
-        assert!(24.0 * host > gf + host && 31.0 * host > gb, "{gf} {gb}");
-        assert!((f2 - 24.0 * host * 1e-6).abs() < 1e-12 && (b2 - 31.0 * host * 1e-6).abs() < 1e-12);
+        assert!(fwd_host > gf + host && bwd_host > gb, "{gf} {gb}");
+        assert!((f2 - fwd_host * 1e-6).abs() < 1e-12 && (b2 - bwd_host * 1e-6).abs() < 1e-12, "{f2} {b2}");
         assert!((f2 + b2) / (f1 + b1) > 0.99, "{} → {}", f1 + b1, f2 + b2);
+    }
+
+    #[test]
+    fn grouped_gemm_host_time_by_hand() {
+        // An fp8 projection's forward call counts 3 kernels (quantization and GEMM) at 67.9 µs = 203.7 µs; over 8
+        // local experts the 7 further GEMMs add 7 × 25 = 175 µs: 378.7 µs.
+        assert!((grouped_gemm_host_us(203.7, 8, 1) - 378.7).abs() < 1e-9);
+        // Backward: 407.4 µs for the call, and dgrad and wgrad of each further expert, 7 × 2 × 25 = 350 µs: 757.4 µs.
+        assert!((grouped_gemm_host_us(407.4, 8, 2) - 757.4).abs() < 1e-9);
+        // One local expert: one GEMM, exactly the operator's own host time.
+        assert_eq!(grouped_gemm_host_us(67.9, 1, 2), 67.9);
+    }
+
+    #[test]
+    fn grouped_expert_gemms_cost_the_host_per_local_expert_only_under_megatron_core() {
+        use crate::llm::operators::OpName;
+        use crate::op::Phase;
+        // The toy at ep 4 (2 local experts), bf16 on the analytic backend: FC1 and FC2 forward 1 kernel (67.9 µs)
+        // plus the second expert's GEMM, 25 µs → 92.9 µs; backward 2 kernels (135.8 µs) plus its dgrad and
+        // wgrad, 50 µs → 185.8 µs.
+        let model = serde_json::json!({"name": "toy", "layers": 2, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
+            "vocab": 32000, "seq_len": 2048, "activation": "swiglu",
+            "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}});
+        let par = serde_json::json!({"dp": 4, "ep": 4, "moe_token_dispatcher": "alltoall",
+            "moe_grouped_gemm": true, "moe_router_force_load_balancing": true});
+        let host_of = |framework: &str| {
+            let req: TrainingRequest = serde_json::from_value(serde_json::json!({"system": "dgx-b200",
+                "model": model.clone(), "parallelism": par.clone(), "precision": "bf16", "framework": framework}))
+            .unwrap();
+            let c = crate::llm::validate::validate_request(&req, 4).unwrap();
+            let sys = b200(1.0);
+            let backend = Derated::new(AnalyticBackend::new(sys.clone()), Efficiency::CALIBRATED);
+            let mut timer = Timer::for_training(&backend, &c);
+            let moe = c.moe.as_ref().unwrap();
+            let ops = moe_layer_ops(&c, &Layout::new(&c, 4), moe, OpPrecisions::of(&c, &sys.gpu));
+            let timed = super::super::timing::time_layer(&c, &ops, &mut timer).unwrap();
+            let host = |name: OpName, phase: Phase| {
+                ops.iter().zip(&timed).find(|(o, _)| o.name == name && o.phase == phase).unwrap().1.time.host_us
+            };
+            [
+                host(OpName::ExpertFc1, Phase::Fwd),
+                host(OpName::ExpertFc2, Phase::Fwd),
+                host(OpName::ExpertFc1, Phase::Bwd),
+                host(OpName::ExpertFc2, Phase::Bwd),
+            ]
+        };
+        let h = Efficiency::CALIBRATED.host_us;
+        let close = |a: [f64; 4], b: [f64; 4]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        let megatron = host_of("megatron");
+        assert!(close(megatron, [h + 25.0, h + 25.0, 2.0 * h + 50.0, 2.0 * h + 50.0]), "{megatron:?}");
+        assert!((megatron[0] - 92.9).abs() < 1e-9 && (megatron[2] - 185.8).abs() < 1e-9);
+        // torchtitan's grouped GEMM (`torch._grouped_mm`) is one kernel per projection and pass.
+        let titan = host_of("torchtitan");
+        assert!(close(titan, [h, h, 2.0 * h, 2.0 * h]), "{titan:?}");
     }
 }

@@ -12,12 +12,13 @@
 //!   permutes after its fused dispatch, HybridEP inside it (`dispatch_with_permute`); the allgather dispatcher
 //!   permutes the gathered tokens (R·d);
 //! - the dispatcher's collectives ([`super::dispatch`]), twice per pass (dispatch and combine);
-//! - the experts: with `moe_grouped_gemm` one `MoE` operator (T = R/K tokens' worth of copies, d, F/etp, E/ep
-//!   local experts, K — timed by the learned fused-MoE model of vLLM's kernels where one is active, which also
-//!   counts a top-k sort and a weighted sum TEGroupedMLP does not run; its backward is documented in
-//!   [`crate::cost::roofline`]: twice the forward GEMM FLOPs); without it Megatron-Core's SequentialMLP, one
-//!   `Expert_FC1` [R/(E/ep), d → 2F/etp] and `Expert_FC2` [R/(E/ep), F/etp → d] per local expert and one
-//!   `MoE_SwiGLU` [R, F/etp];
+//! - the experts: with `moe_grouped_gemm` Megatron-Core's TEGroupedMLP, timed as one dense `Expert_FC1`
+//!   [R, d → 2F/etp] and `Expert_FC2` [R, F/etp → d] (learned or analytic GEMMs; backward dgrad and wgrad) and
+//!   one `MoE_SwiGLU` [R, F/etp]. Transformer Engine runs each projection as one cuBLAS GEMM per local expert on 4
+//!   streams: their GPU time is taken as the one GEMM's (each expert's GEMM fills the GPU here), their host time
+//!   as the framework call's plus [`super::launches::MULTI_STREAM_GEMM_HOST_US`] per further expert's GEMM (applied
+//!   in [`super::timing`]). Without it Megatron-Core's SequentialMLP, one `Expert_FC1` [R/(E/ep), d → 2F/etp] and
+//!   `Expert_FC2` [R/(E/ep), F/etp → d] per local expert and one `MoE_SwiGLU` [R, F/etp];
 //! - `MoE_Unpermute`: the weighted sum of each token's copies back into token order (reads t·K·d and the
 //!   probabilities, writes t·d), and the unsort by local expert;
 //! - the shared experts (`shared_experts.py`, tensor-parallel like the dense MLP, on the gathered b·s/cp tokens):

@@ -1,4 +1,6 @@
-//! Timing an MoE layer: its operators through the shared [`Timer`] and [`time_ops`], then Megatron-Core's
+//! Timing an MoE layer: its operators through the shared [`Timer`] and [`time_ops`] (Transformer Engine's grouped
+//! expert GEMMs at the host time of one framework call plus [`super::launches::MULTI_STREAM_GEMM_HOST_US`] per
+//! further local expert's GEMM, [`super::launches::grouped_gemm_host_us`]), then Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, which no single operator's overlap expresses: the combined 1F1B schedule
 //! (`combined_1f1b.py`, `model_chunk_schedule_plan.py`) runs one micro-batch's forward of a layer beside another
 //! micro-batch's backward of it, the dispatch and combine of each on the communication stream while the other
@@ -10,7 +12,7 @@
 //! time counting the launches the MoE layer issues beyond its operators and the GPU time the idle its
 //! device→host synchronizations cause ([`super::launches`]).
 
-use super::launches::{moe_launches, synced_pass_us};
+use super::launches::{grouped_gemm_host_us, moe_launches, synced_pass_us};
 use crate::llm::config::{ConfigError, TrainingConfig};
 use crate::llm::cuda_graphs::CudaGraphs;
 use crate::llm::operators::{OpName, StageOp, Work};
@@ -25,6 +27,19 @@ fn is_ep_comm(name: OpName) -> bool {
 /// for it.
 pub fn time_layer(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
     let mut timed = time_ops(ops, timer)?;
+    // Transformer Engine's grouped GEMM issues one cuBLAS GEMM per local expert from one framework call
+    // (Megatron-Core's TEGroupedMLP; torchtitan's `torch._grouped_mm` is one kernel).
+    let grouped = cfg.moe.as_ref().filter(|m| m.grouped_gemm && cfg.framework.framework.is_megatron_core());
+    if let Some(moe) = grouped {
+        let experts = moe.local_experts().max(1);
+        for (o, t) in ops.iter().zip(timed.iter_mut()) {
+            if matches!(o.name, OpName::ExpertFc1 | OpName::ExpertFc2) && t.time.host_us > 0.0 {
+                // A recomputed forward runs the forward's one GEMM per expert.
+                let gemms = if o.phase == Phase::Bwd && !o.recompute { 2 } else { 1 };
+                t.time.host_us = grouped_gemm_host_us(t.time.host_us, experts, gemms);
+            }
+        }
+    }
     if cfg.moe.as_ref().is_some_and(|m| m.overlap_ep_comm) {
         apply_ep_overlap(ops, &mut timed, timer.contention());
     }
