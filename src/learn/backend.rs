@@ -565,4 +565,46 @@ mod tests {
         let ratio = b.unwrap().time_us / f.unwrap().time_us;
         assert!((2.75..2.95).contains(&ratio), "{ratio}");
     }
+
+    #[test]
+    fn a_same_die_siblings_model_answers_at_this_gpus_own_peak() {
+        // A B300-only fp8 GEMM model that learned "1.25 × the roofline" everywhere (constant labels: every leaf holds
+        // ln 1.25), asked about GB300, which has no model of its own: the answer is GB300's roofline × 1.25, the
+        // B300's efficiency at GB300's peak. For m = n = k = 16,384 (compute-bound: 2·16,384³ = 8.80e12 FLOP) the
+        // rooflines are 8.80e12 / 4,500e12 s = 1,954.8 µs (B300, HGX datasheet) and 8.80e12 / 5,000e12 s =
+        // 1,759.2 µs (GB300, NVL72 datasheet): GB300 / B300 = 4,500 / 5,000 = 0.9.
+        let find = |name: &str| presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap();
+        let (b300, gb300) = (find("dgx-b300"), find("gb300-nvl72"));
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        let mut key = 0;
+        for m in [1024u64, 4096, 16384] {
+            for n in [1024u64, 4096, 16384] {
+                for k in [1024u64, 4096, 16384] {
+                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
+                    let cost = roofline::estimate(&shape, Precision::Fp8, &b300.gpu).unwrap();
+                    let x = op_features(&shape, Precision::Fp8, &b300.gpu, &cost);
+                    set.push(&x, cost.time_us, cost.time_us * 1.25, key);
+                    key += 1;
+                }
+            }
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let registry = Arc::new(Registry::new([ActiveRegressor {
+            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, Some("B300")),
+            version: 1,
+            model: Model::from_text(&fitted.model_text).unwrap(),
+            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+            validation_mape: fitted.validation.mape,
+            summary: serde_json::Value::Null,
+        }]));
+        let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let on =
+            |system: System| LearnedBackend::new(system, registry.clone()).compute_uncached(&shape, Precision::Fp8);
+        let (b, g) = (on(b300).unwrap(), on(gb300).unwrap());
+        assert_eq!(g.source.to_string(), b.source.to_string());
+        assert!(g.source.to_string().starts_with("regressor:linear.fwd.fp8.B300"), "{}", g.source);
+        assert!((b.time_us / 1954.8 - 1.25).abs() < 0.01, "{}", b.time_us);
+        assert!((g.time_us / 1759.2 - 1.25).abs() < 0.01, "{}", g.time_us);
+        assert!((g.time_us / b.time_us - 0.9).abs() < 0.002, "{}", g.time_us / b.time_us);
+    }
 }

@@ -176,7 +176,8 @@ impl Registry {
     /// bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100; its features are the same for both
     /// precisions, 2 bytes per element and the same peak), else the cross-GPU model. A cross-GPU fp16 model whose
     /// training set holds rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it)
-    /// still comes first: it was measured here at the asked precision.
+    /// still comes first: it was measured here at the asked precision. A GPU without a model of its own then takes
+    /// the per-GPU model of a catalog GPU of the same die ([`same_die`]) before the cross-GPU one.
     pub fn op_on_family(
         &self,
         class: OpClass,
@@ -198,6 +199,9 @@ impl Registry {
                     .then(|| own(Precision::Bf16))
                     .flatten()
             })
+            .or_else(|| {
+                same_die(gpu).find_map(|other| self.get(&op_key(class, phase, dtype, family, Some(&other.name))))
+            })
             .or(cross)
     }
 
@@ -217,6 +221,29 @@ impl Registry {
         v.sort();
         v
     }
+}
+
+/// The catalog GPUs built from the same die with the same memory as `gpu` (same vendor, compute capability, SM
+/// count, L2 and DRAM bandwidth), `gpu` itself excluded, in catalog order: GB200 and B200, GB300 and B300. Such
+/// boards differ only in their power limit and the clock it sustains (GB200 NVL72 1,200 W and GB300 1,400 W per GPU
+/// against HGX B200 1,000 W and B300 1,100 W), which their datasheets state as higher peaks (dense FP8 5,000
+/// against 4,500 TFLOP/s, FP32 80 / 83.3 against 75: `hw::catalog`). A learned operator model predicts the
+/// log-ratio of the measured time to the roofline of the GPU it is asked about, so a sibling's model answers with
+/// the sibling's measured kernel efficiency at this GPU's own peaks and bandwidth: on the same die the kernels are
+/// the same and the fraction of the peak they reach is too, while the cross-GPU model of other dies (Hopper,
+/// Ampere, Ada) knows neither the die's attention (Blackwell Ultra's doubled SFU exponential rate, NVIDIA
+/// technical blog "Inside NVIDIA Blackwell Ultra", 2025) nor its GEMM efficiency. Hopper's boards (H100, H200,
+/// GH200) differ in memory and are not siblings.
+pub fn same_die(gpu: &GpuSpec) -> impl Iterator<Item = &'static GpuSpec> + '_ {
+    crate::hw::catalog().iter().map(|c| &c.spec).filter(move |o| {
+        o.name != gpu.name
+            && o.vendor == gpu.vendor
+            && o.compute_capability.is_some()
+            && o.compute_capability == gpu.compute_capability
+            && o.sm_count == gpu.sm_count
+            && o.l2_mib == gpu.l2_mib
+            && o.memory_bandwidth_gbs == gpu.memory_bandwidth_gbs
+    })
 }
 
 #[cfg(test)]
@@ -260,5 +287,45 @@ mod tests {
         assert!(Registry::new([model("linear.fwd.fp16")])
             .op_on(OpClass::Linear, Phase::Fwd, Precision::Bf16, a100)
             .is_none());
+    }
+    #[test]
+    fn the_same_die_pairs_blackwell_boards_only() {
+        // Every sibling pair of the catalog: the Blackwell die (cc 10.0, 148 SMs, 126 MiB L2, 8 TB/s) on HGX B200 and
+        // in GB200, the Blackwell Ultra die (cc 10.3) on HGX B300 and in GB300. Hopper's boards differ in memory
+        // (H100 SXM 3,350 GB/s, H200 4,800, GH200 4,000), the A100s in memory bandwidth too.
+        let mut pairs: Vec<(String, String)> = crate::hw::catalog()
+            .iter()
+            .flat_map(|c| same_die(&c.spec).map(move |o| (c.spec.name.clone(), o.name.clone())))
+            .collect();
+        pairs.sort();
+        let expected = [("B200", "GB200"), ("B300", "GB300"), ("GB200", "B200"), ("GB300", "B300")];
+        assert_eq!(pairs, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
+    }
+
+    #[test]
+    fn a_gpu_without_a_model_takes_its_same_die_siblings_before_the_cross_gpu_one() {
+        let r = Registry::new([
+            model("linear.fwd.fp8"),
+            model("linear.fwd.fp8.B300"),
+            model("linear.fwd.fp8.H100-SXM5-80GB"),
+            model("attention_prefill.fwd.bf16.sglang.GB300"),
+        ]);
+        let key = |gpu: &str, class: OpClass, dtype: Precision, family: Option<KernelFamily>| {
+            r.op_on_family(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec).map(|m| m.key.clone())
+        };
+        let fp8 = |gpu: &str| key(gpu, OpClass::Linear, Precision::Fp8, None);
+        // GB300 has none of its own: B300's (same die) before the cross-GPU model; B300 keeps its own.
+        assert_eq!(fp8("GB300").as_deref(), Some("linear.fwd.fp8.B300"));
+        assert_eq!(fp8("B300").as_deref(), Some("linear.fwd.fp8.B300"));
+        // H200 is not H100's sibling (other memory): the cross-GPU model; GB200 has no sibling model here.
+        assert_eq!(fp8("H200").as_deref(), Some("linear.fwd.fp8"));
+        assert_eq!(fp8("GB200").as_deref(), Some("linear.fwd.fp8"));
+        // Siblings are looked up within the asked engine's models: B300 has no SGLang attention model, GB300 does.
+        let sglang = Some(KernelFamily::Sglang);
+        assert_eq!(
+            key("B300", OpClass::AttentionPrefill, Precision::Bf16, sglang).as_deref(),
+            Some("attention_prefill.fwd.bf16.sglang.GB300")
+        );
+        assert_eq!(key("B300", OpClass::AttentionPrefill, Precision::Bf16, None), None);
     }
 }
