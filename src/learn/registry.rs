@@ -224,10 +224,11 @@ impl Registry {
 }
 
 /// The catalog GPUs built from the same die with the same memory as `gpu` (same vendor, compute capability, SM
-/// count, L2 and DRAM bandwidth), `gpu` itself excluded, in catalog order: GB200 and B200, GB300 and B300. Such
-/// boards differ only in their power limit and the clock it sustains (GB200 NVL72 1,200 W and GB300 1,400 W per GPU
-/// against HGX B200 1,000 W and B300 1,100 W), which their datasheets state as higher peaks (dense FP8 5,000
-/// against 4,500 TFLOP/s, FP32 80 / 83.3 against 75: `hw::catalog`). A learned operator model predicts the
+/// count, L2 and DRAM bandwidth), `gpu` itself excluded, in catalog order: GB200 and B200, GB300 and B300 (also the
+/// V100 boards), whose datasheets carry their power difference as a clock difference ([`power_in_the_clock`]: not
+/// the 40 GB A100 PCIe and SXM4 boards). Such boards differ only in their power limit and the clock it sustains
+/// (GB200 NVL72 1,200 W and GB300 1,400 W per GPU against HGX B200 1,000 W and B300 1,100 W), which their datasheets
+/// state as higher peaks (dense FP8 5,000 against 4,500 TFLOP/s, FP32 80 / 83.3 against 75: `hw::catalog`). A learned operator model predicts the
 /// log-ratio of the measured time to the roofline of the GPU it is asked about, so a sibling's model answers with
 /// the sibling's measured kernel efficiency at this GPU's own peaks and bandwidth: on the same die the kernels are
 /// the same and the fraction of the peak they reach is too, while the cross-GPU model of other dies (Hopper,
@@ -243,7 +244,21 @@ pub fn same_die(gpu: &GpuSpec) -> impl Iterator<Item = &'static GpuSpec> + '_ {
             && o.sm_count == gpu.sm_count
             && o.l2_mib == gpu.l2_mib
             && o.memory_bandwidth_gbs == gpu.memory_bandwidth_gbs
+            && power_in_the_clock(o, gpu)
     })
+}
+
+/// Whether the datasheets of two boards of one die state their power limits' difference as a clock difference:
+/// the board with the higher power limit has the higher boost clock, or both are equal. A100 PCIe 40 GB (250 W)
+/// and SXM4 40 GB (400 W) share the 1.41 GHz clock and the peaks, so the PCIe board's sustained slowdown is in
+/// neither roofline and its measurements would make the SXM4 board slow (NeuSight's three fp32 A100 SXM4 40 GB
+/// 4-GPU rows went from +4.4 % to +8.4 % signed with the PCIe board's models, `eval training --leave-source-out`,
+/// 2026-11-27). Unknown power limits count as equal.
+fn power_in_the_clock(a: &GpuSpec, b: &GpuSpec) -> bool {
+    let (pa, pb) = (a.tdp_watts.unwrap_or(0.0), b.tdp_watts.unwrap_or(0.0));
+    let watts = pa.partial_cmp(&pb);
+    let clock = a.clock_ghz.partial_cmp(&b.clock_ghz);
+    a.tdp_watts.is_none() || b.tdp_watts.is_none() || watts == clock
 }
 
 #[cfg(test)]
@@ -289,16 +304,30 @@ mod tests {
             .is_none());
     }
     #[test]
-    fn the_same_die_pairs_blackwell_boards_only() {
+    fn the_same_die_pairs_boards_of_one_die_and_memory() {
         // Every sibling pair of the catalog: the Blackwell die (cc 10.0, 148 SMs, 126 MiB L2, 8 TB/s) on HGX B200 and
-        // in GB200, the Blackwell Ultra die (cc 10.3) on HGX B300 and in GB300. Hopper's boards differ in memory
-        // (H100 SXM 3,350 GB/s, H200 4,800, GH200 4,000), the A100s in memory bandwidth too.
+        // in GB200, the Blackwell Ultra die (cc 10.3) on HGX B300 and in GB300; GV100 (80 SMs, 6 MiB L2, 900 GB/s) on
+        // the PCIe 32 GB (250 W, 1.38 GHz) and both SXM2 boards (300 W, 1.53 GHz). Not GA100 with 40 GB at 1,555 GB/s
+        // on the PCIe (250 W) and SXM4 (400 W) boards: one clock, 1.41 GHz, for both power limits. Hopper's
+        // boards differ in memory (H100 SXM 3,350 GB/s, H200 4,800, GH200 4,000), the 80 GB A100s (1,935 PCIe,
+        // 2,039 SXM4) from each other and from the 40 GB ones.
         let mut pairs: Vec<(String, String)> = crate::hw::catalog()
             .iter()
             .flat_map(|c| same_die(&c.spec).map(move |o| (c.spec.name.clone(), o.name.clone())))
             .collect();
         pairs.sort();
-        let expected = [("B200", "GB200"), ("B300", "GB300"), ("GB200", "B200"), ("GB300", "B300")];
+        let expected = [
+            ("B200", "GB200"),
+            ("B300", "GB300"),
+            ("GB200", "B200"),
+            ("GB300", "B300"),
+            ("V100-PCIE-32GB", "V100-SXM2"),
+            ("V100-PCIE-32GB", "V100-SXM2-16GB"),
+            ("V100-SXM2", "V100-PCIE-32GB"),
+            ("V100-SXM2", "V100-SXM2-16GB"),
+            ("V100-SXM2-16GB", "V100-PCIE-32GB"),
+            ("V100-SXM2-16GB", "V100-SXM2"),
+        ];
         assert_eq!(pairs, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
     }
 
