@@ -176,8 +176,9 @@ impl Registry {
     /// bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100; its features are the same for both
     /// precisions, 2 bytes per element and the same peak), else the cross-GPU model. A cross-GPU fp16 model whose
     /// training set holds rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it)
-    /// still comes first: it was measured here at the asked precision. A GPU without a model of its own then takes
-    /// the per-GPU model of a catalog GPU of the same die ([`same_die`]) before the cross-GPU one.
+    /// still comes first: it was measured here at the asked precision. Serving engines' lookups
+    /// ([`crate::cost::KernelChoice::Engine`]) use this order; training's add the same-die siblings
+    /// ([`Registry::op_on_family_or_sibling`]).
     pub fn op_on_family(
         &self,
         class: OpClass,
@@ -185,6 +186,33 @@ impl Registry {
         dtype: Precision,
         family: Option<KernelFamily>,
         gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        self.op_on_family_from(class, phase, dtype, family, gpu, false)
+    }
+
+    /// [`Registry::op_on_family`], where a GPU without a model of its own (and without rows in the cross-GPU model)
+    /// takes the per-GPU model of a catalog GPU of the same die ([`same_die`]) before the cross-GPU one. Used by
+    /// training and the engine-neutral operator answers; not yet by the serving engines, whose accuracy on the
+    /// Blackwell serving runs was not re-measured with it.
+    pub fn op_on_family_or_sibling(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        family: Option<KernelFamily>,
+        gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        self.op_on_family_from(class, phase, dtype, family, gpu, true)
+    }
+
+    fn op_on_family_from(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        family: Option<KernelFamily>,
+        gpu: &GpuSpec,
+        siblings: bool,
     ) -> Option<&Arc<ActiveRegressor>> {
         let own = |p: Precision| self.get(&op_key(class, phase, p, family, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
@@ -200,7 +228,8 @@ impl Registry {
                     .flatten()
             })
             .or_else(|| {
-                same_die(gpu).find_map(|other| self.get(&op_key(class, phase, dtype, family, Some(&other.name))))
+                let sibling = |other: &GpuSpec| self.get(&op_key(class, phase, dtype, family, Some(&other.name)));
+                siblings.then(|| same_die(gpu).find_map(sibling)).flatten()
             })
             .or(cross)
     }
@@ -340,7 +369,8 @@ mod tests {
             model("attention_prefill.fwd.bf16.sglang.GB300"),
         ]);
         let key = |gpu: &str, class: OpClass, dtype: Precision, family: Option<KernelFamily>| {
-            r.op_on_family(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec).map(|m| m.key.clone())
+            r.op_on_family_or_sibling(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec)
+                .map(|m| m.key.clone())
         };
         let fp8 = |gpu: &str| key(gpu, OpClass::Linear, Precision::Fp8, None);
         // GB300 has none of its own: B300's (same die) before the cross-GPU model; B300 keeps its own.
@@ -356,5 +386,11 @@ mod tests {
             Some("attention_prefill.fwd.bf16.sglang.GB300")
         );
         assert_eq!(key("B300", OpClass::AttentionPrefill, Precision::Bf16, None), None);
+        // The serving engines' lookup keeps the cross-GPU model.
+        let gb300 = &lookup("GB300").unwrap().spec;
+        assert_eq!(
+            r.op_on_family(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, gb300).unwrap().key,
+            "linear.fwd.fp8"
+        );
     }
 }
