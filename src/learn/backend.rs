@@ -76,9 +76,15 @@ impl LearnedBackend {
         let gpu = &self.analytic.system().gpu;
         let families = self.kernels.families(class, dtype);
         let asked = families.first().copied()?;
+        let siblings = !matches!(self.kernels, KernelChoice::Engine(_));
         families.iter().find_map(|&f| {
             let segment = f.key_segment().map(|_| f);
-            self.registry.op_on_family(class, phase, dtype, segment, gpu).map(|m| (m, (f != asked).then_some(asked)))
+            let model = if siblings {
+                self.registry.op_on_family_or_sibling(class, phase, dtype, segment, gpu)
+            } else {
+                self.registry.op_on_family(class, phase, dtype, segment, gpu)
+            };
+            model.map(|m| (m, (f != asked).then_some(asked)))
         })
     }
 
@@ -564,5 +570,49 @@ mod tests {
         );
         let ratio = b.unwrap().time_us / f.unwrap().time_us;
         assert!((2.75..2.95).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn a_same_die_siblings_model_answers_at_this_gpus_own_peak() {
+        // A B300-only fp8 GEMM model that learned "1.25 × the roofline" everywhere (constant labels: every leaf holds
+        // ln 1.25), asked about GB300, which has no model of its own: the answer is GB300's roofline × 1.25, the
+        // B300's efficiency at GB300's peak. For m = n = k = 16,384 (compute-bound: 2·16,384³ = 8.80e12 FLOP against
+        // 3 × 16,384² B = 805 MB, 0.1 ms at 8 TB/s) the two rooflines share the tiling of 148 SMs and differ only in
+        // the dense fp8 peak, 4,500 TFLOP/s (HGX B300) against 5,000 (GB300 NVL72): the compute term scales by
+        // 4,500 / 5,000 = 0.9, the memory term (8 TB/s on both) not at all, so GB300 / B300 lies just above 0.9.
+        let find = |name: &str| presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap();
+        let (b300, gb300) = (find("dgx-b300"), find("gb300-nvl72"));
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        let mut key = 0;
+        for m in [256u64, 1024, 2048, 4096, 16384] {
+            for n in [512u64, 1024, 4096, 16384] {
+                for k in [512u64, 1024, 4096, 16384] {
+                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
+                    let cost = roofline::estimate(&shape, Precision::Fp8, &b300.gpu).unwrap();
+                    let x = op_features(&shape, Precision::Fp8, &b300.gpu, &cost);
+                    set.push(&x, cost.time_us, cost.time_us * 1.25, key);
+                    key += 1;
+                }
+            }
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let registry = Arc::new(Registry::new([ActiveRegressor {
+            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, Some("B300")),
+            version: 1,
+            model: Model::from_text(&fitted.model_text).unwrap(),
+            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+            validation_mape: fitted.validation.mape,
+            summary: serde_json::Value::Null,
+        }]));
+        let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let on =
+            |system: System| LearnedBackend::new(system, registry.clone()).compute_uncached(&shape, Precision::Fp8);
+        let (b, g) = (on(b300).unwrap(), on(gb300).unwrap());
+        assert_eq!(g.source.to_string(), b.source.to_string());
+        assert!(g.source.to_string().starts_with("regressor:linear.fwd.fp8.B300"), "{}", g.source);
+        assert!((b.time_us / b.analytic_us - 1.25).abs() < 0.01, "{b:?}");
+        assert!((g.time_us / g.analytic_us - 1.25).abs() < 0.01, "{g:?}");
+        let ratio = g.time_us / b.time_us;
+        assert!((0.9..0.92).contains(&ratio), "{ratio}");
     }
 }

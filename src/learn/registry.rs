@@ -176,7 +176,9 @@ impl Registry {
     /// bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100; its features are the same for both
     /// precisions, 2 bytes per element and the same peak), else the cross-GPU model. A cross-GPU fp16 model whose
     /// training set holds rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it)
-    /// still comes first: it was measured here at the asked precision.
+    /// still comes first: it was measured here at the asked precision. Serving engines' lookups
+    /// ([`crate::cost::KernelChoice::Engine`]) use this order; training's add the same-die siblings
+    /// ([`Registry::op_on_family_or_sibling`]).
     pub fn op_on_family(
         &self,
         class: OpClass,
@@ -184,6 +186,33 @@ impl Registry {
         dtype: Precision,
         family: Option<KernelFamily>,
         gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        self.op_on_family_from(class, phase, dtype, family, gpu, false)
+    }
+
+    /// [`Registry::op_on_family`], where a GPU without a model of its own (and without rows in the cross-GPU model)
+    /// takes the per-GPU model of a catalog GPU of the same die ([`same_die`]) before the cross-GPU one. Used by
+    /// training and the engine-neutral operator answers; not yet by the serving engines, whose accuracy on the
+    /// Blackwell serving runs was not re-measured with it.
+    pub fn op_on_family_or_sibling(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        family: Option<KernelFamily>,
+        gpu: &GpuSpec,
+    ) -> Option<&Arc<ActiveRegressor>> {
+        self.op_on_family_from(class, phase, dtype, family, gpu, true)
+    }
+
+    fn op_on_family_from(
+        &self,
+        class: OpClass,
+        phase: Phase,
+        dtype: Precision,
+        family: Option<KernelFamily>,
+        gpu: &GpuSpec,
+        siblings: bool,
     ) -> Option<&Arc<ActiveRegressor>> {
         let own = |p: Precision| self.get(&op_key(class, phase, p, family, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
@@ -197,6 +226,10 @@ impl Registry {
                 (dtype == Precision::Fp16 && same_rate(Precision::Fp16, Precision::Bf16))
                     .then(|| own(Precision::Bf16))
                     .flatten()
+            })
+            .or_else(|| {
+                let sibling = |other: &GpuSpec| self.get(&op_key(class, phase, dtype, family, Some(&other.name)));
+                siblings.then(|| same_die(gpu).find_map(sibling)).flatten()
             })
             .or(cross)
     }
@@ -217,6 +250,44 @@ impl Registry {
         v.sort();
         v
     }
+}
+
+/// The catalog GPUs built from the same die with the same memory as `gpu` (same vendor, compute capability, SM
+/// count, L2 and DRAM bandwidth), `gpu` itself excluded, in catalog order: GB200 and B200, GB300 and B300 (also the
+/// V100 boards), whose datasheets carry their power difference as a clock difference ([`power_in_the_clock`]: not
+/// the 40 GB A100 PCIe and SXM4 boards). Such boards differ only in their power limit and the clock it sustains
+/// (GB200 NVL72 1,200 W and GB300 1,400 W per GPU against HGX B200 1,000 W and B300 1,100 W), which their datasheets
+/// state as higher peaks (dense FP8 5,000 against 4,500 TFLOP/s, FP32 80 / 83.3 against 75: `hw::catalog`). A learned operator model predicts the
+/// log-ratio of the measured time to the roofline of the GPU it is asked about, so a sibling's model answers with
+/// the sibling's measured kernel efficiency at this GPU's own peaks and bandwidth: on the same die the kernels are
+/// the same and the fraction of the peak they reach is too, while the cross-GPU model of other dies (Hopper,
+/// Ampere, Ada) knows neither the die's attention (Blackwell Ultra's doubled SFU exponential rate, NVIDIA
+/// technical blog "Inside NVIDIA Blackwell Ultra", 2025) nor its GEMM efficiency. Hopper's boards (H100, H200,
+/// GH200) differ in memory and are not siblings.
+pub fn same_die(gpu: &GpuSpec) -> impl Iterator<Item = &'static GpuSpec> + '_ {
+    crate::hw::catalog().iter().map(|c| &c.spec).filter(move |o| {
+        o.name != gpu.name
+            && o.vendor == gpu.vendor
+            && o.compute_capability.is_some()
+            && o.compute_capability == gpu.compute_capability
+            && o.sm_count == gpu.sm_count
+            && o.l2_mib == gpu.l2_mib
+            && o.memory_bandwidth_gbs == gpu.memory_bandwidth_gbs
+            && power_in_the_clock(o, gpu)
+    })
+}
+
+/// Whether the datasheets of two boards of one die state their power limits' difference as a clock difference:
+/// the board with the higher power limit has the higher boost clock, or both are equal. A100 PCIe 40 GB (250 W)
+/// and SXM4 40 GB (400 W) share the 1.41 GHz clock and the peaks, so the PCIe board's sustained slowdown is in
+/// neither roofline and its measurements would make the SXM4 board slow (NeuSight's three fp32 A100 SXM4 40 GB
+/// 4-GPU rows went from +4.4 % to +8.4 % signed with the PCIe board's models, `eval training --leave-source-out`,
+/// 2026-11-27). Unknown power limits count as equal.
+fn power_in_the_clock(a: &GpuSpec, b: &GpuSpec) -> bool {
+    let (pa, pb) = (a.tdp_watts.unwrap_or(0.0), b.tdp_watts.unwrap_or(0.0));
+    let watts = pa.partial_cmp(&pb);
+    let clock = a.clock_ghz.partial_cmp(&b.clock_ghz);
+    a.tdp_watts.is_none() || b.tdp_watts.is_none() || watts == clock
 }
 
 #[cfg(test)]
@@ -260,5 +331,66 @@ mod tests {
         assert!(Registry::new([model("linear.fwd.fp16")])
             .op_on(OpClass::Linear, Phase::Fwd, Precision::Bf16, a100)
             .is_none());
+    }
+    #[test]
+    fn the_same_die_pairs_boards_of_one_die_and_memory() {
+        // Every sibling pair of the catalog: the Blackwell die (cc 10.0, 148 SMs, 126 MiB L2, 8 TB/s) on HGX B200 and
+        // in GB200, the Blackwell Ultra die (cc 10.3) on HGX B300 and in GB300; GV100 (80 SMs, 6 MiB L2, 900 GB/s) on
+        // the PCIe 32 GB (250 W, 1.38 GHz) and both SXM2 boards (300 W, 1.53 GHz). Not GA100 with 40 GB at 1,555 GB/s
+        // on the PCIe (250 W) and SXM4 (400 W) boards: one clock, 1.41 GHz, for both power limits. Hopper's
+        // boards differ in memory (H100 SXM 3,350 GB/s, H200 4,800, GH200 4,000), the 80 GB A100s (1,935 PCIe,
+        // 2,039 SXM4) from each other and from the 40 GB ones.
+        let mut pairs: Vec<(String, String)> = crate::hw::catalog()
+            .iter()
+            .flat_map(|c| same_die(&c.spec).map(move |o| (c.spec.name.clone(), o.name.clone())))
+            .collect();
+        pairs.sort();
+        let expected = [
+            ("B200", "GB200"),
+            ("B300", "GB300"),
+            ("GB200", "B200"),
+            ("GB300", "B300"),
+            ("V100-PCIE-32GB", "V100-SXM2"),
+            ("V100-PCIE-32GB", "V100-SXM2-16GB"),
+            ("V100-SXM2", "V100-PCIE-32GB"),
+            ("V100-SXM2", "V100-SXM2-16GB"),
+            ("V100-SXM2-16GB", "V100-PCIE-32GB"),
+            ("V100-SXM2-16GB", "V100-SXM2"),
+        ];
+        assert_eq!(pairs, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
+    }
+
+    #[test]
+    fn a_gpu_without_a_model_takes_its_same_die_siblings_before_the_cross_gpu_one() {
+        let r = Registry::new([
+            model("linear.fwd.fp8"),
+            model("linear.fwd.fp8.B300"),
+            model("linear.fwd.fp8.H100-SXM5-80GB"),
+            model("attention_prefill.fwd.bf16.sglang.GB300"),
+        ]);
+        let key = |gpu: &str, class: OpClass, dtype: Precision, family: Option<KernelFamily>| {
+            r.op_on_family_or_sibling(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec)
+                .map(|m| m.key.clone())
+        };
+        let fp8 = |gpu: &str| key(gpu, OpClass::Linear, Precision::Fp8, None);
+        // GB300 has none of its own: B300's (same die) before the cross-GPU model; B300 keeps its own.
+        assert_eq!(fp8("GB300").as_deref(), Some("linear.fwd.fp8.B300"));
+        assert_eq!(fp8("B300").as_deref(), Some("linear.fwd.fp8.B300"));
+        // H200 is not H100's sibling (other memory): the cross-GPU model; GB200 has no sibling model here.
+        assert_eq!(fp8("H200").as_deref(), Some("linear.fwd.fp8"));
+        assert_eq!(fp8("GB200").as_deref(), Some("linear.fwd.fp8"));
+        // Siblings are looked up within the asked engine's models: B300 has no SGLang attention model, GB300 does.
+        let sglang = Some(KernelFamily::Sglang);
+        assert_eq!(
+            key("B300", OpClass::AttentionPrefill, Precision::Bf16, sglang).as_deref(),
+            Some("attention_prefill.fwd.bf16.sglang.GB300")
+        );
+        assert_eq!(key("B300", OpClass::AttentionPrefill, Precision::Bf16, None), None);
+        // The serving engines' lookup keeps the cross-GPU model.
+        let gb300 = &lookup("GB300").unwrap().spec;
+        assert_eq!(
+            r.op_on_family(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, gb300).unwrap().key,
+            "linear.fwd.fp8"
+        );
     }
 }
