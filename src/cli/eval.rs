@@ -133,6 +133,11 @@ pub(super) enum EvalWhat {
         /// Time every operator and collective analytically (derated), without the bundled learned models.
         #[arg(long)]
         analytic_only: bool,
+        /// The benchmark client the runs are predicted with: `fixed` (every run's fixed lengths, the clients in
+        /// step; what the shipped interval bands were fitted on) or `inferencex` (the runs in InferenceX's
+        /// 1k/1k, 1k/8k and 8k/1k shapes with its client's lengths, uniform in [0.8·L, L]).
+        #[arg(long, default_value = "fixed", value_parser = ["fixed", "inferencex"])]
+        client: String,
     },
     /// Serving intervals: the between-source shift of the TTFT and TPOT bands from the rows of `eval serving` and
     /// `eval inference --cross-validate`, its leave-source-out coverage, and the block to paste into
@@ -285,7 +290,14 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
             };
             inference(&data, &out, &mode, analytic_only, steps)
         }
-        EvalWhat::Serving { data, out, analytic_only } => serving(&data, &out, analytic_only, steps),
+        EvalWhat::Serving { data, out, analytic_only, client } => {
+            let client = if client == "inferencex" {
+                crate::eval::serving::Client::InferenceX
+            } else {
+                crate::eval::serving::Client::Fixed
+            };
+            serving(&data, &out, analytic_only, client, steps)
+        }
         EvalWhat::ServingIntervals { serving, inference, out } => serving_intervals(&serving, &inference, &out),
     }
 }
@@ -305,13 +317,19 @@ fn serving_intervals(serving: &Path, inference: &Path, out: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn serving(data: &Path, out: &Path, analytic_only: bool, steps: &mut Steps) -> ExitCode {
+fn serving(
+    data: &Path,
+    out: &Path,
+    analytic_only: bool,
+    client: crate::eval::serving::Client,
+    steps: &mut Steps,
+) -> ExitCode {
     let (models, label) = match eval_models(analytic_only) {
         Ok(m) => m,
         Err(e) => return failed(e),
     };
     let models = std::sync::Arc::new(models);
-    let report = match crate::eval::serving::run(data, (&models, &label), &mut |m| steps.step(m)) {
+    let report = match crate::eval::serving::run(data, (&models, &label), client, &mut |m| steps.step(m)) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };

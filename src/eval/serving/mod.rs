@@ -19,6 +19,10 @@
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
 //! one decode worker and reported apart. LLM-Inference-Bench stays the second serving source (`perfcast eval
 //! inference`).
+//!
+//! **The client** ([`Client`], `--client`): by default every run is simulated with its fixed lengths, so the clients
+//! of a run stay in step. The runs in InferenceX's shapes were measured by InferenceX's client, whose lengths are
+//! uniform in [⌊0.8·L⌋, L] ([`rows::INFERENCEX_MIN_LENGTH_RATIO`]); `--client inferencex` predicts them so.
 
 #[cfg(test)]
 mod allreduce_tests;
@@ -40,7 +44,7 @@ use crate::llm::serving::engine::HostCost;
 use crate::llm::serving::memory::serving_memory;
 use crate::llm::serving::request::Engine;
 use crate::llm::serving::{predict_with, validate, ServingConfig, ServingConstants, ServingDerated, SimLimits};
-pub use rows::{load, RowResult, RunRow};
+pub use rows::{load, Client, RowResult, RunRow};
 
 /// Accuracy of TTFT and TPOT over one subset.
 #[derive(Debug, Clone, Serialize)]
@@ -89,6 +93,8 @@ pub struct Report {
     pub all_rows: FoldConstants,
     pub skipped: Vec<(String, u64)>,
     pub models: String,
+    /// The benchmark client the runs were predicted with (`--client`).
+    pub client: Client,
 }
 
 /// The evaluation's limits: wide enough for its largest run (512 clients × 10 requests × 8,192 tokens is capped by
@@ -240,8 +246,13 @@ fn subsets(rows: &[RowResult]) -> Vec<Subset> {
 
 /// Evaluates every row of `data/aiconfigurator/serving_runs_blackwell.csv` held out by model and by GPU, timing
 /// operators through the learned `models` (`label` names them).
-pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
-    let (rows, mut skipped) = load(&data.join("aiconfigurator/serving_runs_blackwell.csv"))?;
+pub fn run(
+    data: &Path,
+    models: (&Arc<Registry>, &str),
+    client: Client,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
+    let (rows, mut skipped) = load(&data.join("aiconfigurator/serving_runs_blackwell.csv"), client)?;
     let systems: Vec<crate::hw::System> =
         rows::systems().into_iter().map(|(_, s)| s.resolve().expect("the eval's systems resolve")).collect();
     let backends = Backends::for_systems(systems.clone(), models.0);
@@ -338,6 +349,7 @@ pub fn run(data: &Path, models: (&Arc<Registry>, &str), progress: &mut dyn FnMut
         all_rows,
         skipped: skipped.into_iter().collect(),
         models: models.1.to_string(),
+        client,
     })
 }
 
@@ -439,8 +451,13 @@ fn headline(subsets: &[Subset]) -> String {
 
 /// The report as markdown.
 pub fn markdown(r: &Report) -> String {
+    let client = match r.client {
+        Client::Fixed => "fixed input and output lengths",
+        Client::InferenceX => "InferenceX's, lengths uniform in [0.8 L, L] in its three shapes",
+    };
     let mut s = format!(
-        "Models: {}\n\n### Whole source left out (the shipped constants; nothing fitted on these runs)\n\n",
+        "Models: {}\n\nClient: {client}\n\n### Whole source left out (the shipped constants; nothing fitted on these \
+         runs)\n\n",
         r.models
     );
     s.push_str(&headline(&r.whole_source_out));

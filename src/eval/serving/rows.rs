@@ -48,9 +48,37 @@ pub struct RunRow {
     pub request: InferenceRequest,
 }
 
-/// Requests the simulated benchmark sends per client: genai-perf's `--request-count` of 10 × concurrency in
-/// NVIDIA's published benchmark scripts [rec: the runs do not say how many they sent].
+/// Requests the simulated benchmark sends per client: InferenceX's `--num-prompts` of 10 × concurrency
+/// (`benchmarks/*.sh`, `--num-prompts "$((CONC * 10))"`), as genai-perf's `--request-count` in NVIDIA's published
+/// benchmark scripts (the NVIDIA jobs' own count is not recorded).
 pub const REQUESTS_PER_CLIENT: u32 = 10;
+
+/// The benchmark client the runs are predicted with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Client {
+    /// Every run with its fixed input and output lengths (the clients of a run stay in step): the protocol the
+    /// shipped interval bands were fitted on. The default.
+    #[default]
+    Fixed,
+    /// The runs in InferenceX's shapes ([`INFERENCEX_SHAPES`]) with InferenceX's client: lengths uniform in
+    /// [⌊0.8·L⌋, L] ([`INFERENCEX_MIN_LENGTH_RATIO`]); the others fixed.
+    InferenceX,
+}
+
+/// The input / output lengths SemiAnalysis InferenceX benchmarks (`(ISL, OSL)` ∈ {(1024, 1024), (1024, 8192),
+/// (8192, 1024)}): every run of the file in these shapes comes from its nightly runs or the gap-analysis exports
+/// of them (`silicon_data_source`: `db-dump` with a `workflow_run_id`, dated exports naming the engine's image);
+/// the others (4,000 / 1,000 and 15,000 / 500) are NVIDIA's own jobs (`gtl_task_id`), whose client is not known.
+pub const INFERENCEX_SHAPES: [(u32, u32); 3] = [(1024, 1024), (1024, 8192), (8192, 1024)];
+
+/// InferenceX's client draws each prompt and output length as an integer uniform in [⌊0.8·L⌋, L]:
+/// `benchmarks/benchmark_lib.sh` `run_benchmark_serving` passes `--random-range-ratio $RANDOM_RANGE_RATIO` (0.8
+/// in its recipes) to its copy of vLLM's `benchmark_serving.py` (`utils/bench_serving`), whose
+/// `sample_random_requests` draws `np.random.randint(int(L · ratio), L + 1)`, with `--num-prompts` = 10 ×
+/// concurrency ([`REQUESTS_PER_CLIENT`]) after 2 × concurrency warm-up requests that are not measured. Different
+/// lengths end at different steps, so the clients fall out of step after the first wave.
+pub const INFERENCEX_MIN_LENGTH_RATIO: f64 = 0.8;
 
 /// Requests simulated for a run of `concurrency` clients generating `osl` tokens each: 10 per client, but no more
 /// than 16 million generated tokens in all (at least 2 per client).
@@ -109,7 +137,7 @@ fn unsupported(model: &str, precision: &str) -> Option<String> {
 }
 
 /// The rows of `path` as requests, and (reason, count) of those left out.
-pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String> {
+pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String> {
     let mut rdr = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let header = rdr.headers().map_err(|e| e.to_string())?.clone();
     let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| format!("no column {name}"));
@@ -197,13 +225,17 @@ pub fn load(path: &Path) -> Result<(Vec<RunRow>, BTreeMap<String, u64>), String>
             "fp4" => "fp4",
             _ => "bf16",
         };
+        let (in_len, out_len) = (num(&rec, isl).unwrap_or(0), num(&rec, osl).unwrap_or(0));
         let mut req = json!({
             "system": sys.name, "model": model, "precision": precision_req,
             "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
-            "workload": {"input_tokens": num(&rec, isl).unwrap_or(0), "output_tokens": num(&rec, osl).unwrap_or(0),
+            "workload": {"input_tokens": in_len, "output_tokens": out_len,
                 "concurrency": instance_clients,
-                "num_requests": num_requests(instance_clients, num(&rec, osl).unwrap_or(1))},
+                "num_requests": num_requests(instance_clients, out_len.max(1))},
         });
+        if client == Client::InferenceX && INFERENCEX_SHAPES.contains(&(in_len, out_len)) {
+            req["workload"]["min_length_ratio"] = json!(INFERENCEX_MIN_LENGTH_RATIO);
+        }
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
         // (`disable_overlap_scheduler: false`).
         if engine == Engine::Trtllm {
@@ -295,6 +327,24 @@ pub struct RowResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inferencexs_client_draws_the_lengths_of_its_three_shapes_only() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+        let (fixed, _) = load(&path, Client::Fixed).unwrap();
+        assert!(fixed.iter().all(|r| r.request.workload.min_length_ratio.is_none()));
+        let (ix, _) = load(&path, Client::InferenceX).unwrap();
+        assert_eq!(ix.len(), fixed.len());
+        let shaped = |r: &RunRow| [(1024, 1024), (1024, 8192), (8192, 1024)].contains(&(r.isl, r.osl));
+        // The 1k/1k, 1k/8k and 8k/1k runs with [⌊0.8 L⌋, L]; NVIDIA's 4,000 / 1,000 and 15,000 / 500 jobs stay fixed.
+        assert!(ix.iter().filter(|r| shaped(r)).all(|r| r.request.workload.min_length_ratio == Some(0.8)));
+        let others: Vec<&RunRow> = ix.iter().filter(|r| !shaped(r)).collect();
+        assert!(!others.is_empty() && others.iter().all(|r| r.request.workload.min_length_ratio.is_none()));
+        // 10 requests per client either way (InferenceX's --num-prompts $((CONC * 10))).
+        let r = ix.iter().find(|r| shaped(r) && r.replicas == 1 && r.concurrency == 4).unwrap();
+        assert_eq!(r.request.workload.num_requests, Some(40));
+    }
 
     #[test]
     fn an_aggregated_runs_replicas_follow_from_its_per_rank_batch() {

@@ -310,8 +310,8 @@ pub enum TrtllmBackend {
 /// mirrors): `num_requests` requests of `input_tokens` prompt tokens generating `output_tokens` tokens, from
 /// `concurrency` closed-loop clients (each sends its next request when its last one ends), at `request_rate`
 /// requests per second (gamma inter-arrival times of shape `burstiness`), both (arrivals wait for a free client),
-/// or neither (every request sent at once: an offline throughput run). Lengths are fixed, or vary by `range_ratio`
-/// or by `input_tokens_std` / `output_tokens_std`; `seed` fixes the draws.
+/// or neither (every request sent at once: an offline throughput run). Lengths are fixed, or vary by `range_ratio`,
+/// `min_length_ratio` or `input_tokens_std` / `output_tokens_std`; `seed` fixes the draws.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}))]
@@ -337,6 +337,12 @@ pub struct Workload {
     /// Lengths drawn uniformly in [L·(1 − r), L·(1 + r)] (`vllm bench serve --random-range-ratio`), r in [0, 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range_ratio: Option<f64>,
+    /// Lengths drawn as integers uniform in [⌊L·r⌋, L], r in (0, 1]: the lower-bounded range of SGLang's
+    /// `bench_serving.py --random-range-ratio` (`compute_random_lens`) and of vLLM's `benchmarks/benchmark_serving.py`
+    /// copy that SemiAnalysis InferenceX runs (`utils/bench_serving`, `sample_random_requests`). L is then the
+    /// longest length, not the mean (the mean is L·(1 + r)/2). Excludes `range_ratio` and the standard deviations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length_ratio: Option<f64>,
     /// Standard deviation of normally distributed prompt lengths, tokens (genai-perf
     /// `--synthetic-input-tokens-stddev`). Excludes `range_ratio`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,6 +370,7 @@ impl Workload {
             burstiness: None,
             num_requests: None,
             range_ratio: None,
+            min_length_ratio: None,
             input_tokens_std: None,
             output_tokens_std: None,
             seed: None,

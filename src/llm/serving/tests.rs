@@ -221,6 +221,18 @@ fn invalid_requests_name_their_field() {
             json!({"workload": {"input_tokens": 1, "output_tokens": 1, "range_ratio": 0.1, "input_tokens_std": 3}}),
             "workload.range_ratio",
         ),
+        (
+            json!({"workload": {"input_tokens": 1, "output_tokens": 1, "min_length_ratio": 0.0}}),
+            "workload.min_length_ratio",
+        ),
+        (
+            json!({"workload": {"input_tokens": 1, "output_tokens": 1, "min_length_ratio": 1.5}}),
+            "workload.min_length_ratio",
+        ),
+        (
+            json!({"workload": {"input_tokens": 1, "output_tokens": 1, "min_length_ratio": 0.8, "range_ratio": 0.1}}),
+            "workload.min_length_ratio",
+        ),
         (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "num_requests": 0}}), "workload.num_requests"),
         (json!({"slo": {"ttft_ms": 0}}), "slo.ttft_ms"),
         (json!({"prefill": {"workers": 1}}), "prefill"),

@@ -237,7 +237,19 @@ fn workload(w: &Workload) -> Result<Traffic, ConfigError> {
         return Err(bad("workload.num_requests", "must be at least 1"));
     }
     let std_ok = |v: Option<f64>| v.is_none_or(|x| x >= 0.0 && x.is_finite() && x <= MAX_TOKENS as f64);
-    let lengths = match (w.range_ratio, w.input_tokens_std.is_some() || w.output_tokens_std.is_some()) {
+    let std_given = w.input_tokens_std.is_some() || w.output_tokens_std.is_some();
+    if let Some(r) = w.min_length_ratio {
+        if w.range_ratio.is_some() || std_given {
+            return Err(bad(
+                "workload.min_length_ratio",
+                "give min_length_ratio, range_ratio or input/output_tokens_std, not two of them",
+            ));
+        }
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(bad("workload.min_length_ratio", format!("must be in (0, 1], got {r}")));
+        }
+    }
+    let lengths = match (w.range_ratio, std_given) {
         (Some(_), true) => {
             return Err(bad("workload.range_ratio", "give range_ratio or input/output_tokens_std, not both"));
         }
@@ -255,7 +267,10 @@ fn workload(w: &Workload) -> Result<Traffic, ConfigError> {
             input_std: w.input_tokens_std.unwrap_or(0.0),
             output_std: w.output_tokens_std.unwrap_or(0.0),
         },
-        (None, false) => LengthDist::Fixed,
+        (None, false) => match w.min_length_ratio {
+            Some(r) if r < 1.0 => LengthDist::UniformBelow { min_ratio: r },
+            _ => LengthDist::Fixed,
+        },
     };
     Ok(Traffic {
         input_tokens: w.input_tokens,
@@ -317,6 +332,7 @@ pub fn check_limits(cfg: &ServingConfig, limits: &SimLimits) -> Result<(), Confi
     let longest = match t.lengths {
         LengthDist::Fixed => t.output_tokens as f64,
         LengthDist::Uniform { range_ratio } => (t.output_tokens as f64 * (1.0 + range_ratio)).ceil(),
+        LengthDist::UniformBelow { .. } => t.output_tokens as f64,
         LengthDist::Normal { output_std, .. } => t.output_tokens as f64 + 4.0 * output_std,
     };
     let tokens = t.num_requests as f64 * longest;

@@ -16,6 +16,9 @@
 //! - **Lengths**: `input_tokens` and `output_tokens` fixed (every output runs to its length: the benchmarks'
 //!   `ignore_eos`), or with **`range_ratio`** r drawn as integers uniform in [⌊L·(1 − r)⌋, ⌈L·(1 + r)⌉] (output at
 //!   least 1; vLLM `datasets.py` `RandomDataset.get_sampling_params`, `--random-range-ratio`, r in [0, 1)), or with
+//!   **`min_length_ratio`** r drawn as integers uniform in [⌊L·r⌋, L] (L the longest; SGLang `bench_serving.py
+//!   --random-range-ratio`, `compute_random_lens`, and the copy of vLLM's `benchmark_serving.py` that SemiAnalysis
+//!   InferenceX runs, `utils/bench_serving`, `sample_random_requests`: `np.random.randint(int(L·r), L + 1)`), or with
 //!   **`input_tokens_std`** / **`output_tokens_std`** drawn from a normal distribution of that mean and standard
 //!   deviation, rounded and clipped to at least 1 token (genai-perf `--synthetic-input-tokens-stddev`,
 //!   `--output-tokens-stddev`).
@@ -41,6 +44,9 @@ pub enum LengthDist {
     Fixed,
     /// Integers uniform in [⌊L·(1 − r)⌋, ⌈L·(1 + r)⌉] (vLLM's random dataset).
     Uniform { range_ratio: f64 },
+    /// Integers uniform in [⌊L·r⌋, L] (SGLang's `bench_serving.py`, InferenceX's `benchmark_serving.py`): L is the
+    /// longest length.
+    UniformBelow { min_ratio: f64 },
     /// Normal around the given lengths with these standard deviations, tokens (genai-perf's synthetic prompts).
     Normal { input_std: f64, output_std: f64 },
 }
@@ -96,6 +102,14 @@ fn lengths(t: &Traffic, rng: &mut ChaCha8Rng) -> Vec<(u32, u32)> {
             // vLLM draws every input length, then every output length.
             let (il, ih) = uniform_bounds(t.input_tokens, range_ratio, 1);
             let (ol, oh) = uniform_bounds(t.output_tokens, range_ratio, 1);
+            let inputs: Vec<u32> = (0..n).map(|_| rng.random_range(il..=ih)).collect();
+            inputs.into_iter().map(|i| (i, rng.random_range(ol..=oh))).collect()
+        }
+        LengthDist::UniformBelow { min_ratio } => {
+            // numpy's randint(⌊L·r⌋, L + 1): every input length, then every output length (at least 1 token).
+            let low = |l: u32| ((l as f64 * min_ratio).floor() as u32).clamp(1, l.max(1));
+            let (il, ol) = (low(t.input_tokens), low(t.output_tokens));
+            let (ih, oh) = (t.input_tokens.max(il), t.output_tokens.max(ol));
             let inputs: Vec<u32> = (0..n).map(|_| rng.random_range(il..=ih)).collect();
             inputs.into_iter().map(|i| (i, rng.random_range(ol..=oh))).collect()
         }
@@ -211,5 +225,33 @@ mod tests {
         let sd = (n.iter().map(|r| (r.input as f64 - m).powi(2)).sum::<f64>() / 2000.0).sqrt();
         assert!((m - 1000.0).abs() < 10.0 && (sd - 100.0).abs() < 10.0, "{m} {sd}");
         assert!(n.iter().all(|r| r.output == 100));
+    }
+
+    #[test]
+    fn lower_bounded_lengths_are_sglangs_and_inferencexs_range() {
+        // min_length_ratio 0.8 of 1000 in / 100 out: numpy's randint(800, 1001) and randint(80, 101), integers in
+        // [800, 1000] and [80, 100] (201 and 21 values), means (800 + 1000)/2 = 900 and 90. Over 2,000 draws both
+        // ends are reached (missing one has probability (200/201)^2000 ≈ 5e-5), and the sample mean of the inputs
+        // is within 5 tokens of 900 (the uniform's std is √((201² − 1)/12) = 58.0, its standard error over 2,000
+        // draws 1.3).
+        let u = requests(&traffic(LengthDist::UniformBelow { min_ratio: 0.8 }, None, 3));
+        assert!(u.iter().all(|r| (800..=1000).contains(&r.input) && (80..=100).contains(&r.output)));
+        for (lo, hi, f) in [(800, 1000, true), (80, 100, false)] {
+            let v: Vec<u32> = u.iter().map(|r| if f { r.input } else { r.output }).collect();
+            assert_eq!((v.iter().min(), v.iter().max()), (Some(&lo), Some(&hi)));
+        }
+        let mean_in = u.iter().map(|r| r.input as f64).sum::<f64>() / 2000.0;
+        assert!((mean_in - 900.0).abs() < 5.0, "{mean_in}");
+        // InferenceX's 1,024 / 8,192 at 0.8: ⌊819.2⌋ = 819 to 1,024 and ⌊6553.6⌋ = 6,553 to 8,192; a 1-token output
+        // stays 1 (never 0).
+        let t = Traffic {
+            input_tokens: 1024,
+            output_tokens: 8192,
+            ..traffic(LengthDist::UniformBelow { min_ratio: 0.8 }, None, 1)
+        };
+        let r = requests(&t);
+        assert!(r.iter().all(|q| (819..=1024).contains(&q.input) && (6553..=8192).contains(&q.output)));
+        let one = Traffic { input_tokens: 1, output_tokens: 1, ..t };
+        assert!(requests(&one).iter().all(|q| (q.input, q.output) == (1, 1)));
     }
 }
