@@ -76,14 +76,9 @@ impl LearnedBackend {
         let gpu = &self.analytic.system().gpu;
         let families = self.kernels.families(class, dtype);
         let asked = families.first().copied()?;
-        let siblings = !matches!(self.kernels, KernelChoice::Engine(_));
         families.iter().find_map(|&f| {
             let segment = f.key_segment().map(|_| f);
-            let model = if siblings {
-                self.registry.op_on_family_or_sibling(class, phase, dtype, segment, gpu)
-            } else {
-                self.registry.op_on_family(class, phase, dtype, segment, gpu)
-            };
+            let model = self.registry.op_on_family(class, phase, dtype, segment, gpu);
             model.map(|m| (m, (f != asked).then_some(asked)))
         })
     }

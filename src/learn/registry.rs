@@ -176,9 +176,10 @@ impl Registry {
     /// bundled `linear.fwd.fp16` comes from DeepBench's P100, T4 and V100; its features are the same for both
     /// precisions, 2 bytes per element and the same peak), else the cross-GPU model. A cross-GPU fp16 model whose
     /// training set holds rows of this GPU (`summary.gpus`, e.g. after a user uploaded fp16 measurements of it)
-    /// still comes first: it was measured here at the asked precision. Serving engines' lookups
-    /// ([`crate::cost::KernelChoice::Engine`]) use this order; training's add the same-die siblings
-    /// ([`Registry::op_on_family_or_sibling`]).
+    /// still comes first: it was measured here at the asked precision. A GPU without a model of its own (and without
+    /// rows in the cross-GPU model) then takes the per-GPU model of a catalog GPU of the same die ([`same_die`])
+    /// before the cross-GPU one — for training, the engine-neutral operator answers and the serving engines alike
+    /// (GB300, which aiconfigurator did not measure, is timed by DGX B300's models at its own peaks).
     pub fn op_on_family(
         &self,
         class: OpClass,
@@ -186,33 +187,6 @@ impl Registry {
         dtype: Precision,
         family: Option<KernelFamily>,
         gpu: &GpuSpec,
-    ) -> Option<&Arc<ActiveRegressor>> {
-        self.op_on_family_from(class, phase, dtype, family, gpu, false)
-    }
-
-    /// [`Registry::op_on_family`], where a GPU without a model of its own (and without rows in the cross-GPU model)
-    /// takes the per-GPU model of a catalog GPU of the same die ([`same_die`]) before the cross-GPU one. Used by
-    /// training and the engine-neutral operator answers; not yet by the serving engines, whose accuracy on the
-    /// Blackwell serving runs was not re-measured with it.
-    pub fn op_on_family_or_sibling(
-        &self,
-        class: OpClass,
-        phase: Phase,
-        dtype: Precision,
-        family: Option<KernelFamily>,
-        gpu: &GpuSpec,
-    ) -> Option<&Arc<ActiveRegressor>> {
-        self.op_on_family_from(class, phase, dtype, family, gpu, true)
-    }
-
-    fn op_on_family_from(
-        &self,
-        class: OpClass,
-        phase: Phase,
-        dtype: Precision,
-        family: Option<KernelFamily>,
-        gpu: &GpuSpec,
-        siblings: bool,
     ) -> Option<&Arc<ActiveRegressor>> {
         let own = |p: Precision| self.get(&op_key(class, phase, p, family, Some(&gpu.name)));
         let same_rate = |a: Precision, b: Precision| {
@@ -227,10 +201,7 @@ impl Registry {
                     .then(|| own(Precision::Bf16))
                     .flatten()
             })
-            .or_else(|| {
-                let sibling = |other: &GpuSpec| self.get(&op_key(class, phase, dtype, family, Some(&other.name)));
-                siblings.then(|| same_die(gpu).find_map(sibling)).flatten()
-            })
+            .or_else(|| same_die(gpu).find_map(|o| self.get(&op_key(class, phase, dtype, family, Some(&o.name)))))
             .or(cross)
     }
 
@@ -369,8 +340,7 @@ mod tests {
             model("attention_prefill.fwd.bf16.sglang.GB300"),
         ]);
         let key = |gpu: &str, class: OpClass, dtype: Precision, family: Option<KernelFamily>| {
-            r.op_on_family_or_sibling(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec)
-                .map(|m| m.key.clone())
+            r.op_on_family(class, Phase::Fwd, dtype, family, &lookup(gpu).unwrap().spec).map(|m| m.key.clone())
         };
         let fp8 = |gpu: &str| key(gpu, OpClass::Linear, Precision::Fp8, None);
         // GB300 has none of its own: B300's (same die) before the cross-GPU model; B300 keeps its own.
@@ -386,11 +356,11 @@ mod tests {
             Some("attention_prefill.fwd.bf16.sglang.GB300")
         );
         assert_eq!(key("B300", OpClass::AttentionPrefill, Precision::Bf16, None), None);
-        // The serving engines' lookup keeps the cross-GPU model.
+        // One rule for every caller: a serving engine's own models are looked up the same way (GB300 takes B300's
+        // TensorRT-LLM fp8 GEMM model before the cross-GPU TensorRT-LLM one).
+        let r = Registry::new([model("linear.fwd.fp8.trtllm"), model("linear.fwd.fp8.trtllm.B300")]);
         let gb300 = &lookup("GB300").unwrap().spec;
-        assert_eq!(
-            r.op_on_family(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, gb300).unwrap().key,
-            "linear.fwd.fp8"
-        );
+        let trtllm = r.op_on_family(OpClass::Linear, Phase::Fwd, Precision::Fp8, Some(KernelFamily::Trtllm), gb300);
+        assert_eq!(trtllm.unwrap().key, "linear.fwd.fp8.trtllm.B300");
     }
 }
