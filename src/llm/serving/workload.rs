@@ -99,19 +99,16 @@ fn lengths(t: &Traffic, rng: &mut ChaCha8Rng) -> Vec<(u32, u32)> {
     match t.lengths {
         LengthDist::Fixed => vec![(t.input_tokens, t.output_tokens); n],
         LengthDist::Uniform { range_ratio } => {
-            // vLLM draws every input length, then every output length.
-            let (il, ih) = uniform_bounds(t.input_tokens, range_ratio, 1);
-            let (ol, oh) = uniform_bounds(t.output_tokens, range_ratio, 1);
-            let inputs: Vec<u32> = (0..n).map(|_| rng.random_range(il..=ih)).collect();
-            inputs.into_iter().map(|i| (i, rng.random_range(ol..=oh))).collect()
+            let input = uniform_bounds(t.input_tokens, range_ratio, 1);
+            uniform_pairs(n, input, uniform_bounds(t.output_tokens, range_ratio, 1), rng)
         }
         LengthDist::UniformBelow { min_ratio } => {
-            // numpy's randint(⌊L·r⌋, L + 1): every input length, then every output length (at least 1 token).
-            let low = |l: u32| ((l as f64 * min_ratio).floor() as u32).clamp(1, l.max(1));
-            let (il, ol) = (low(t.input_tokens), low(t.output_tokens));
-            let (ih, oh) = (t.input_tokens.max(il), t.output_tokens.max(ol));
-            let inputs: Vec<u32> = (0..n).map(|_| rng.random_range(il..=ih)).collect();
-            inputs.into_iter().map(|i| (i, rng.random_range(ol..=oh))).collect()
+            // numpy's randint(⌊L·r⌋, L + 1), at least 1 token.
+            let bounds = |l: u32| {
+                let low = ((l as f64 * min_ratio).floor() as u32).clamp(1, l.max(1));
+                (low, l.max(low))
+            };
+            uniform_pairs(n, bounds(t.input_tokens), bounds(t.output_tokens), rng)
         }
         LengthDist::Normal { input_std, output_std } => {
             let draw = |mean: u32, std: f64, rng: &mut ChaCha8Rng| -> u32 {
@@ -123,6 +120,14 @@ fn lengths(t: &Traffic, rng: &mut ChaCha8Rng) -> Vec<(u32, u32)> {
             (0..n).map(|_| (draw(t.input_tokens, input_std, rng), draw(t.output_tokens, output_std, rng))).collect()
         }
     }
+}
+
+/// `n` (input, output) lengths, integers uniform in the inclusive `input` and `output` bounds, tokens. Both clients
+/// that draw this way (vLLM `datasets.py` `RandomDataset`, SGLang / InferenceX `sample_random_requests`) draw every
+/// input length first, then every output length, so the pairs follow that order of the stream.
+fn uniform_pairs(n: usize, input: (u32, u32), output: (u32, u32), rng: &mut ChaCha8Rng) -> Vec<(u32, u32)> {
+    let inputs: Vec<u32> = (0..n).map(|_| rng.random_range(input.0..=input.1)).collect();
+    inputs.into_iter().map(|i| (i, rng.random_range(output.0..=output.1))).collect()
 }
 
 /// Arrival times of `n` requests at `rate` per second with gamma(`burstiness`) inter-arrival times, rescaled so the
