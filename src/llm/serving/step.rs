@@ -331,7 +331,8 @@ pub fn for_each_op(
 /// a key/value head's cache. aiconfigurator's TensorRT-LLM table (`b200_sxm/trtllm/generation_attention_perf`,
 /// train split; fp8 cache, one key/value head, 64 sequences at step 1,023) is flat up to 32 query heads — 11 µs
 /// at 1–16 heads of 64 dims, 13 µs at 32 — and falls off there: 54 µs at 64 and 101 µs at 128 (heads of 256 dims:
-/// 13–17 µs up to 32, 560 µs at 64, 1,102 µs at 128), the kernel streaming the cache again per query head.
+/// 13–17 µs up to 32, 560 µs at 64, 1,102 µs at 128), the kernel streaming the cache again per query head; H100's
+/// table has the same edge (10–12 µs up to 32 heads of 64 dims, 59 µs at 64, 111 µs at 128).
 pub const GROUPED_DECODE_ONE_PASS_HEADS: u64 = 32;
 
 /// MLA's absorbed decode attention on one GPU: each sequence's a local query heads share its one latent
