@@ -37,6 +37,8 @@ mod dsa_tests;
 #[cfg(test)]
 mod kernel_cost_tests;
 #[cfg(test)]
+mod mla_tests;
+#[cfg(test)]
 mod precision_tests;
 #[cfg(test)]
 mod tests;

@@ -38,9 +38,10 @@
 //!
 //! MLA (DeepSeek-V3) is approximated: the down-projections (replicated) and the per-head up-projections are three
 //! `Linear1` GEMMs, prefill attention runs as heads of D_nope + D_rope dims, decode attention as one key/value head
-//! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's.
+//! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's, read once for all local query heads as the MLA
+//! kernels read it ([`mla_decode`]).
 
-use super::request::{Engine, TrtllmBackend};
+use super::request::{Engine, MlaSpec, TrtllmBackend};
 use super::validate::ServingConfig;
 use crate::comm::Group;
 use crate::cost::Timed;
@@ -250,12 +251,11 @@ pub fn for_each_op(
     if load.decode_seqs > 0 {
         // DeepSeek sparse attention reads only the indexer's top-k cached tokens.
         let c = load.decode_context.max(1).min(m.dsa.map_or(u32::MAX, |x| x.topk)) as u64;
-        let (g_dec, d_dec) = match &m.mla {
-            None => (g, dh),
-            Some(mla) => (1, ((mla.kv_lora_rank + mla.qk_rope_head_dim) as u64).div_ceil(2)),
-        };
-        let dims = [load.decode_seqs as u64, c, a, g_dec, d_dec];
-        compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &dims, layers);
+        let b = load.decode_seqs as u64;
+        match &m.mla {
+            None => compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &[b, c, a, g, dh], layers),
+            Some(mla) => mla_decode(out, b, c, a, mla, kv, layers),
+        }
     }
     compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
     let mlp = |out: &mut Emit, width: u64, n: f64| {
@@ -325,6 +325,34 @@ pub fn for_each_op(
         let bytes = (t * d) as f64 * act_bytes;
         collective(out, OpName::PpP2p, Collective::SendRecv, bytes, pair, cfg.tp.min(gpn), 1.0);
     }
+}
+
+/// Query heads the grouped decode-attention kernels perfcast's attention models learned from run in one pass over
+/// a key/value head's cache. aiconfigurator's TensorRT-LLM table (`b200_sxm/trtllm/generation_attention_perf`,
+/// train split; fp8 cache, one key/value head, 64 sequences at step 1,023) is flat up to 32 query heads — 11 µs
+/// at 1–16 heads of 64 dims, 13 µs at 32 — and falls off there: 54 µs at 64 and 101 µs at 128 (heads of 256 dims:
+/// 13–17 µs up to 32, 560 µs at 64, 1,102 µs at 128), the kernel streaming the cache again per query head; H100's
+/// table has the same edge (10–12 µs up to 32 heads of 64 dims, 59 µs at 64, 111 µs at 128).
+pub const GROUPED_DECODE_ONE_PASS_HEADS: u64 = 32;
+
+/// MLA's absorbed decode attention on one GPU: each sequence's a local query heads share its one latent
+/// key/value head (kv_r + D_rope dims), and the MLA kernels fold the heads into the rows of their matrix
+/// multiplies, reading each sequence's C cached latents once for all of them — FlashMLA's
+/// `flash_mla_with_kvcache` takes `s_q · h_q / h_kv` query rows per key/value head (`get_mla_metadata(
+/// cache_seqlens, s_q * h_q // h_kv, h_kv)`, deepseek-ai/FlashMLA), as do TensorRT-LLM's `trtllm-gen` MLA
+/// generation kernels and SGLang's and vLLM's FlashMLA / FlashInfer MLA backends. Timed as grouped attention over
+/// one key/value head of (kv_r + D_rope)/2 dims, so its bytes equal the latent cache's, with at most
+/// [`GROUPED_DECODE_ONE_PASS_HEADS`] query heads: the grouped kernels' one-pass regime, where the cache is read
+/// once as the MLA kernel reads it (under data-parallel attention every GPU holds all 128 heads of DeepSeek-V3,
+/// and the grouped kernels' 128-head times stream the cache 128 times). Against aiconfigurator's TensorRT-LLM MLA
+/// table on B200 (`generation_mla_perf`, train split, fp8 cache): 16 heads (tp 8) 13.2 µs vs 12.8 µs at 8
+/// sequences × 1,023 cached tokens, 201 vs 202 µs at 256 × 8,191; 128 heads (data-parallel attention), 8 × 1,023:
+/// 95 µs before the cap, 16.8 µs measured. The heads beyond 32 still add compute the cap leaves out: the MLA
+/// table's 128-head times are 0.9–1.8× its 16-head times (1.8× at 256 sequences × 1,023) [rec].
+fn mla_decode(out: &mut Emit, b: u64, c: u64, a: u64, mla: &MlaSpec, kv: Precision, layers: f64) {
+    let d = ((mla.kv_lora_rank + mla.qk_rope_head_dim) as u64).div_ceil(2);
+    let heads = a.min(GROUPED_DECODE_ONE_PASS_HEADS);
+    compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &[b, c, heads, 1, d], layers);
 }
 
 /// DeepSeek sparse attention's indexer on one GPU, `layers` times ([`crate::llm::serving::model::DsaIndexer`]),
