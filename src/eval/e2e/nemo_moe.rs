@@ -13,7 +13,9 @@
 //! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
 //! for Qwen3-235B-A22B on H100; DeepSeek-V3 with its MTP layer unless the row says "w/o MTP". The NeMo overlap
 //! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too, and the rows run as `framework: nemo`
-//! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). Assumption:
+//! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). A DGX-H100
+//! row whose precision cell says only `FP8` runs the presets' `FP8_CS`, tensorwise current scaling
+//! (`h100_fp8_recipe`). Assumption:
 //! rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
