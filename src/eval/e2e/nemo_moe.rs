@@ -13,7 +13,9 @@
 //! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
 //! for Qwen3-235B-A22B on H100; DeepSeek-V3 with its MTP layer unless the row says "w/o MTP". The NeMo overlap
 //! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too, and the rows run as `framework: nemo`
-//! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). Assumption:
+//! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). A DGX-H100
+//! row whose precision cell says only `FP8` runs the presets' `FP8_CS`, tensorwise current scaling
+//! (`h100_fp8_recipe`). Assumption:
 //! rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
@@ -89,6 +91,17 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
         p["account_for_embedding_in_pipeline_split"] = json!(true);
         p["account_for_loss_in_pipeline_split"] = json!(true);
     }
+}
+
+/// The fp8 recipe of a DGX-H100 row whose precision cell says only `FP8`: current (tensorwise) scaling.
+/// Megatron-Bridge's performance presets for the MoE models on H100 exist in two precisions only, `BF16` and
+/// `FP8_CS` (`scripts/performance/configs/qwen/qwen3_workload_base_configs.py` @ 01b2977e:
+/// `QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_{BF16,FP8_CS}_V1`, `QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_{BF16,FP8_CS}_V1`;
+/// Hopper has no MXFP8), and the 25.11 container's table prints the same H100 configurations as `FP8-CS`
+/// (`performance-summary-archive.md` lines 593–594). `None` elsewhere: the Blackwell presets carry both `FP8_CS`
+/// and `FP8_MX`, so a bare `FP8` there does not say which ran.
+fn h100_fp8_recipe(system: &str, precision: &str) -> Option<&'static str> {
+    (system == "DGX-H100" && precision == "fp8").then_some("tensorwise")
 }
 
 /// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
@@ -174,7 +187,7 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
                 }
             }
         }
-        if let Some(recipe) = recipe {
+        if let Some(recipe) = recipe.or_else(|| h100_fp8_recipe(system_name, precision)) {
             p["fp8_recipe"] = json!(recipe);
         }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
@@ -194,4 +207,31 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::recipe::Fp8Recipe;
+
+    #[test]
+    fn h100_fp8_rows_train_with_current_scaling() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+        let mut out = E2eData::default();
+        nemo_moe(&data, &mut out).unwrap();
+        // The 26.06 container's Qwen3-30B-A3B on 16 H100 (line 132): GBS 1024 · 4096 tokens at 8,826 tokens/s/GPU
+        // on 16 GPUs → 4,194,304 / 141,216 = 29.701 s per step, with the FP8_CS preset's tensorwise scaling.
+        let r = out.rows.iter().find(|r| r.id.contains("line 132 ") && r.id.contains("DGX-H100")).unwrap();
+        assert!((r.measured_s - 4_194_304.0 / 141_216.0).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.parallelism.fp8_recipe, Some(Fp8Recipe::Tensorwise));
+        // Every fp8 row on H100 runs it (the nine 26.x rows printed "FP8", the 25.11 rows "FP8-CS"); a Blackwell
+        // row keeps its cell's recipe (the 26.08 GB300 row, line 66, prints MXFP8).
+        let fp8 = |r: &&E2eRow| r.request.precision == crate::hw::Precision::Fp8;
+        let h100: Vec<_> = out.rows.iter().filter(fp8).filter(|r| r.id.contains("DGX-H100")).collect();
+        assert!(h100.len() >= 9, "{}", h100.len());
+        assert!(h100.iter().all(|r| r.request.parallelism.fp8_recipe == Some(Fp8Recipe::Tensorwise)));
+        let gb300 = out.rows.iter().find(|r| r.id.contains("line 66 ") && r.id.contains("DGX-GB300")).unwrap();
+        assert_eq!(gb300.request.parallelism.fp8_recipe, Some(Fp8Recipe::Mxfp8));
+        assert_eq!((h100_fp8_recipe("DGX-GB300", "fp8"), h100_fp8_recipe("DGX-H100", "bf16")), (None, None));
+    }
 }
