@@ -4,8 +4,8 @@
 //! predictors can report theirs the same way), the memory of the fullest stage, throughput and MFU, the resolved
 //! configuration and the warnings.
 //!
-//! One concept per module: [`types`] (the parts of the answer, [`TrainingPrediction`]), [`operators`]
-//! (the operator table) and [`warnings`] (what the caller should know about the configuration); [`report`] here
+//! One concept per module: `types` (the parts of the answer, [`TrainingPrediction`]), `operators` (the
+//! operator table) and `warnings` (what the caller should know about the configuration); [`report`] here
 //! assembles the answer. Every item is re-exported here, so `crate::llm::report::X` names it.
 
 mod operators;

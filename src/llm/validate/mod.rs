@@ -2,8 +2,8 @@
 //! it (`parallelism.virtual_stages`, `model.kv_heads`, …), never a panic.
 //!
 //! One concept per module: [`validate`] here (the model and the parallel configuration, into a
-//! [`TrainingConfig`]), [`framework`] (what the framework that runs it allows: [`with_framework`]) and [`run`]
-//! (the whole-run length: [`validate_run`]). Every item is re-exported here.
+//! [`TrainingConfig`]), `framework` (what the framework that runs it allows: [`with_framework`]) and `run` (the
+//! whole-run length: [`validate_run`]). Every item is re-exported here.
 
 mod framework;
 mod run;
