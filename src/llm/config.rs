@@ -3,11 +3,13 @@
 //! S1's behaviour; [`super::validate`] checks a request and names the offending field.
 //!
 //! One concept per module: [`model`] (the architecture), [`parallel`] (the parallel configuration and training
-//! options), [`request`] (the request body), [`resolved`] (the validated [`TrainingConfig`]) and [`error`]
-//! ([`ConfigError`]). Every item is re-exported here, so `crate::llm::config::X` names it.
+//! options), [`options`] (the training options a request and a search share, declared once), [`request`] (the
+//! request body), [`resolved`] (the validated [`TrainingConfig`]) and [`error`] ([`ConfigError`]). Every item is
+//! re-exported here, so `crate::llm::config::X` names it.
 
 pub mod error;
 pub mod model;
+pub mod options;
 pub mod parallel;
 pub mod request;
 pub mod resolved;

@@ -62,47 +62,20 @@ fn space(req: &SearchRequest, gpus_per_node: u32, system_gpus: u64) -> Result<Sp
         validate_run(run)?;
     }
     let t = &req.training;
-    let template = ParallelSpec {
-        tp: 1,
-        pp: 1,
-        dp: 1,
-        micro_batch: 1,
-        grad_accum: None,
+    // The options every candidate shares, validated once on one GPU with S1's split: the ones that depend on the
+    // candidate's pipeline, split or experts stay off here (each candidate sets them: `Candidate::parallelism`).
+    let mut template = ParallelSpec {
         global_batch: Some(req.global_batch),
-        zero_stage: t.zero_stage,
-        sequence_parallel: false,
-        virtual_stages: 1,
-        recompute: Recompute::None,
-        distributed_optimizer: t.distributed_optimizer,
-        overlap_grad_reduce: t.overlap_grad_reduce,
-        overlap_param_gather: t.overlap_param_gather,
-        align_param_gather: t.align_param_gather,
-        bucket_size: t.bucket_size,
-        tp_comm_overlap: t.tp_comm_overlap,
-        overlap_p2p_comm: false,
-        context_parallel: 1,
-        cp_comm_type: t.cp_comm_type,
         layer_split: Some(LayerSplit::S1),
-        torch_compile: t.torch_compile,
-        optimizer: t.optimizer,
-        grad_reduce_in_fp32: t.grad_reduce_in_fp32,
-        fp8_recipe: t.fp8_recipe,
         fp8_param_gather: t.fp8_param_gather,
-        cuda_graphs: t.cuda_graphs,
-        attention_backend: t.attention_backend,
-        recompute_modules: None,
-        ep: 1,
-        expert_tp: None,
-        moe_token_dispatcher: None,
-        overlap_moe_expert_parallel_comm: false,
-        moe_shared_expert_overlap: false,
-        moe_router_force_load_balancing: t.moe_router_force_load_balancing,
-        moe_load_imbalance: t.moe_load_imbalance,
-        moe_expert_capacity_factor: t.moe_expert_capacity_factor,
-        moe_pad_expert_input_to_capacity: t.moe_pad_expert_input_to_capacity,
         moe_grouped_gemm: t.moe_grouped_gemm,
         ..ParallelSpec::default()
     };
+    t.copy_training_options(&mut template);
+    template.overlap_p2p_comm = false;
+    template.overlap_moe_expert_parallel_comm = false;
+    template.account_for_embedding_in_pipeline_split = false;
+    template.account_for_loss_in_pipeline_split = false;
     if t.cp_comm_type == Some(crate::llm::cp::CpCommType::A2aP2p) {
         return Err(bad(
             "training.cp_comm_type",

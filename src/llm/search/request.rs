@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::hw::Precision;
+use crate::llm::config::options::with_training_options;
 use crate::llm::config::{LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, Recompute, RunSpec};
-use crate::llm::framework::{Framework, OptimizerImpl};
+use crate::llm::framework::Framework;
 use crate::llm::interval::Interval;
 use crate::llm::report::TrainingPrediction;
 
@@ -61,95 +62,33 @@ pub struct SearchConstraints {
     pub moe_token_dispatcher: Option<Vec<crate::llm::moe::Dispatcher>>,
 }
 
-/// Training options every candidate shares.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchTraining {
-    /// ZeRO stage 0–3. Default 1.
-    #[serde(default = "one")]
-    pub zero_stage: u32,
-    /// Megatron-Core's distributed optimizer. Default `false`.
-    #[serde(default)]
-    pub distributed_optimizer: bool,
-    /// Megatron-Core's `overlap_grad_reduce`. Default `false`.
-    #[serde(default)]
-    pub overlap_grad_reduce: bool,
-    /// Megatron-Core's `overlap_param_gather` (needs `distributed_optimizer` and `overlap_grad_reduce`). Default
-    /// `false`.
-    #[serde(default)]
-    pub overlap_param_gather: bool,
-    /// Megatron-Core's `align_param_gather`. Default `false`.
-    #[serde(default)]
-    pub align_param_gather: bool,
-    /// Megatron-Core's DDP `bucket_size`, parameters. Default max(40 M, 1 M · dp) per candidate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bucket_size: Option<u64>,
-    /// Transformer Engine's `tp_comm_overlap` (in effect for candidates with sequence parallelism). Default
-    /// `false`.
-    #[serde(default)]
-    pub tp_comm_overlap: bool,
-    /// Megatron-Core's `cp_comm_type` for the candidates with context_parallel > 1: `p2p`, `all_gather` or `a2a`
-    /// (candidates whose heads per tp rank cp does not divide are skipped); `a2a+p2p` is not searched. Default:
-    /// the framework's ([`crate::llm::cp::CpCommType::default_for`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cp_comm_type: Option<crate::llm::cp::CpCommType>,
-    /// Megatron-Core's `overlap_p2p_comm` (in effect for interleaved candidates). Default `false`.
-    #[serde(default)]
-    pub overlap_p2p_comm: bool,
-    /// `uniform` (Megatron-LM; allows interleaving) or `s1` (S1's split, no interleaving; eq. 7). Default
-    /// `uniform`.
-    #[serde(default = "uniform")]
-    pub layer_split: LayerSplit,
-    /// Megatron-Core's `overlap_moe_expert_parallel_comm` (in effect for candidates that allow it: ep > 1, an
-    /// all-to-all dispatcher, the interleaved schedule when pp > 1, no full recompute). Default `false`.
-    #[serde(default)]
-    pub overlap_moe_expert_parallel_comm: bool,
-    /// Megatron-Core's `moe_router_force_load_balancing`. Default `false`.
-    #[serde(default)]
-    pub moe_router_force_load_balancing: bool,
-    /// The busiest expert-parallel rank's routed tokens over the mean. Default per candidate: uniform routing's
-    /// statistical maximum.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moe_load_imbalance: Option<f64>,
-    /// Megatron-Core's `moe_expert_capacity_factor`. Default none (dropless).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moe_expert_capacity_factor: Option<f64>,
-    /// Megatron-Core's `moe_pad_expert_input_to_capacity`. Default `false`.
-    #[serde(default)]
-    pub moe_pad_expert_input_to_capacity: bool,
-    /// Megatron-Core's `moe_grouped_gemm`. Default `true` (every MoE recipe of Megatron-Bridge sets it).
-    #[serde(default = "yes")]
-    pub moe_grouped_gemm: bool,
-    /// Megatron-Core's `account_for_embedding_in_pipeline_split` for every `uniform` candidate (the embedding
-    /// counts as a layer of the first chunk). Default `false`.
-    #[serde(default)]
-    pub account_for_embedding_in_pipeline_split: bool,
-    /// Megatron-Core's `account_for_loss_in_pipeline_split` for every `uniform` candidate (the loss counts as a
-    /// layer of the last chunk). Default `false`.
-    #[serde(default)]
-    pub account_for_loss_in_pipeline_split: bool,
-    /// `torch.compile` (framework `torchtitan` or `hf`), as in a training request's `parallelism`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub torch_compile: Option<bool>,
-    /// The optimizer implementation (`fused`, `foreach`, `per_tensor`); default the framework's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub optimizer: Option<OptimizerImpl>,
-    /// Reduce gradients in fp32; default the framework's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grad_reduce_in_fp32: Option<bool>,
-    /// The fp8 recipe (precision fp8), as in a training request's `parallelism`. Default `delayed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fp8_recipe: Option<crate::llm::recipe::Fp8Recipe>,
-    /// Parameter all-gathers in fp8 (precision fp8; distributed optimizer or ZeRO-3). Default `false`.
-    #[serde(default)]
-    pub fp8_param_gather: bool,
-    /// CUDA graphs (`none`, `per_layer`, `full_iteration`; megatron and nemo). Default `none`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs>,
-    /// The attention kernel (`fused`, `flash2`, `flash1`, `triton`), as in a training request's `parallelism`.
-    /// Default: the framework's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attention_backend: Option<crate::llm::framework::AttentionKernel>,
+// Its own fields here; the training options it shares with a training request's `parallelism` are declared once in
+// `crate::llm::config::options` and follow them.
+with_training_options! {
+    into ParallelSpec;
+    /// Training options every candidate shares: the options of a training request's `parallelism`
+    /// ([`crate::llm::config::options`]), each in effect for the candidates it applies to — `tp_comm_overlap` for those
+    /// with sequence parallelism, `overlap_p2p_comm` for the interleaved ones, `cp_comm_type` for those with
+    /// context_parallel > 1 (`p2p`, `all_gather` or `a2a`, candidates whose heads per tp rank cp does not divide
+    /// skipped; `a2a+p2p` is not searched), `overlap_moe_expert_parallel_comm` for those that allow it (ep > 1, an
+    /// all-to-all dispatcher, the interleaved schedule when pp > 1, no full recompute), the `account_for_*` split
+    /// options for every `uniform` one; `bucket_size` and `moe_load_imbalance` default per candidate (max(40 M, 1 M ·
+    /// dp) parameters; uniform routing's statistical maximum). Beyond those: the layer split, grouped GEMMs and fp8
+    /// parameter gathers below, with the search's own defaults.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct SearchTraining {
+        /// `uniform` (Megatron-LM; allows interleaving) or `s1` (S1's split, no interleaving; eq. 7). Default
+        /// `uniform`.
+        #[serde(default = "uniform")]
+        pub layer_split: LayerSplit = LayerSplit::Uniform,
+        /// Megatron-Core's `moe_grouped_gemm`. Default `true` (every MoE recipe of Megatron-Bridge sets it).
+        #[serde(default = "yes")]
+        pub moe_grouped_gemm: bool = true,
+        /// Parameter all-gathers in fp8 (precision fp8; distributed optimizer or ZeRO-3). Default `false`.
+        #[serde(default)]
+        pub fp8_param_gather: bool = false,
+    }
 }
 
 fn yes() -> bool {
@@ -166,42 +105,6 @@ impl SearchTraining {
             ..MegatronSplit::default()
         }
     }
-}
-
-impl Default for SearchTraining {
-    fn default() -> Self {
-        SearchTraining {
-            zero_stage: 1,
-            distributed_optimizer: false,
-            overlap_grad_reduce: false,
-            overlap_param_gather: false,
-            align_param_gather: false,
-            bucket_size: None,
-            tp_comm_overlap: false,
-            cp_comm_type: None,
-            overlap_p2p_comm: false,
-            layer_split: LayerSplit::Uniform,
-            overlap_moe_expert_parallel_comm: false,
-            moe_router_force_load_balancing: false,
-            moe_load_imbalance: None,
-            moe_expert_capacity_factor: None,
-            moe_pad_expert_input_to_capacity: false,
-            moe_grouped_gemm: true,
-            account_for_embedding_in_pipeline_split: false,
-            account_for_loss_in_pipeline_split: false,
-            torch_compile: None,
-            optimizer: None,
-            grad_reduce_in_fp32: None,
-            fp8_recipe: None,
-            fp8_param_gather: false,
-            cuda_graphs: None,
-            attention_backend: None,
-        }
-    }
-}
-
-fn one() -> u32 {
-    1
 }
 
 fn uniform() -> LayerSplit {
@@ -305,53 +208,35 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The request's `parallelism` for this candidate.
+    /// The request's `parallelism` for this candidate: the shared training options as the request gives them,
+    /// except those the candidate does not allow (`overlap_p2p_comm` without interleaving, the `account_for_*`
+    /// split options under `s1`, the expert-parallel overlap where [`Candidate::overlap_ep`] says so).
     pub fn parallelism(&self, req: &SearchRequest) -> ParallelSpec {
-        ParallelSpec {
+        let t = &req.training;
+        let mut p = ParallelSpec {
             tp: self.tp,
             pp: self.pp,
             dp: self.dp,
             micro_batch: self.micro_batch,
-            grad_accum: None,
             global_batch: Some(req.global_batch),
-            zero_stage: req.training.zero_stage,
             sequence_parallel: self.sequence_parallel,
             virtual_stages: self.virtual_stages,
             recompute: self.recompute,
-            distributed_optimizer: req.training.distributed_optimizer,
-            overlap_grad_reduce: req.training.overlap_grad_reduce,
-            overlap_param_gather: req.training.overlap_param_gather,
-            align_param_gather: req.training.align_param_gather,
-            bucket_size: req.training.bucket_size,
-            tp_comm_overlap: req.training.tp_comm_overlap,
-            overlap_p2p_comm: req.training.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1,
             context_parallel: self.cp,
-            cp_comm_type: req.training.cp_comm_type,
-            hierarchical_context_parallel_sizes: None,
-            layer_split: Some(req.training.layer_split),
-            recompute_modules: None,
+            layer_split: Some(t.layer_split),
             ep: self.ep,
             expert_tp: req.model.moe.is_some().then_some(self.expert_tp),
             moe_token_dispatcher: req.model.moe.is_some().then_some(self.dispatcher),
-            overlap_moe_expert_parallel_comm: self.overlap_ep,
-            moe_shared_expert_overlap: false,
-            moe_router_force_load_balancing: req.training.moe_router_force_load_balancing,
-            moe_load_imbalance: req.training.moe_load_imbalance,
-            moe_expert_capacity_factor: req.training.moe_expert_capacity_factor,
-            moe_pad_expert_input_to_capacity: req.training.moe_pad_expert_input_to_capacity,
-            moe_grouped_gemm: req.training.moe_grouped_gemm,
-            account_for_embedding_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
-                && req.training.account_for_embedding_in_pipeline_split,
-            account_for_loss_in_pipeline_split: req.training.layer_split == LayerSplit::Uniform
-                && req.training.account_for_loss_in_pipeline_split,
-            torch_compile: req.training.torch_compile,
-            optimizer: req.training.optimizer,
-            grad_reduce_in_fp32: req.training.grad_reduce_in_fp32,
-            fp8_recipe: req.training.fp8_recipe,
-            fp8_param_gather: req.training.fp8_param_gather,
-            cuda_graphs: req.training.cuda_graphs,
-            attention_backend: req.training.attention_backend,
+            moe_grouped_gemm: t.moe_grouped_gemm,
+            fp8_param_gather: t.fp8_param_gather,
             ..ParallelSpec::default()
-        }
+        };
+        t.copy_training_options(&mut p);
+        p.overlap_p2p_comm = t.overlap_p2p_comm && self.pp > 1 && self.virtual_stages > 1;
+        p.overlap_moe_expert_parallel_comm = self.overlap_ep;
+        let uniform = t.layer_split == LayerSplit::Uniform;
+        p.account_for_embedding_in_pipeline_split = uniform && t.account_for_embedding_in_pipeline_split;
+        p.account_for_loss_in_pipeline_split = uniform && t.account_for_loss_in_pipeline_split;
+        p
     }
 }

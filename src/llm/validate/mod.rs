@@ -1,11 +1,22 @@
 //! Validation of a training request: every impossible combination is refused with the request field that causes
 //! it (`parallelism.virtual_stages`, `model.kv_heads`, …), never a panic.
+//!
+//! One concept per module: [`validate`] here (the model and the parallel configuration, into a
+//! [`TrainingConfig`]), `framework` (what the framework that runs it allows: [`with_framework`]) and `run` (the
+//! whole-run length: [`validate_run`]). Every item is re-exported here.
+
+mod framework;
+mod run;
+#[cfg(test)]
+mod tests;
+
+pub use framework::with_framework;
+pub use run::validate_run;
 
 use super::config::{
-    bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, RunSpec,
-    TrainingConfig,
+    bad, default_ffn_hidden, Attention, ConfigError, LayerSplit, MegatronSplit, ModelSpec, ParallelSpec, TrainingConfig,
 };
-use super::framework::{moe_under, Framework, FrameworkTraits};
+use super::framework::{Framework, FrameworkTraits};
 use super::partition::megatron_split;
 use crate::hw::Precision;
 
@@ -305,216 +316,4 @@ fn validate_overlaps(par: &ParallelSpec) -> Result<(), ConfigError> {
 /// ([`validate`], then [`with_framework`]).
 pub fn validate_request(req: &super::config::TrainingRequest, system_gpus: u64) -> Result<TrainingConfig, ConfigError> {
     with_framework(validate(&req.model, &req.parallelism, req.precision, system_gpus)?, req.framework)
-}
-
-/// `cfg` run by `framework` with the options it was validated with (a mixture-of-experts model's dispatcher and
-/// options as [`moe_under`] resolves them). Errors: `parallelism.torch_compile` with a framework that does not
-/// compile (Megatron, NeMo and DeepSpeed run Transformer Engine's or Megatron's fused kernels instead);
-/// [`moe_under`]'s; `parallelism.cp_comm_type` as [`crate::llm::cp::CpComm::resolve`] refuses it (Ulysses under
-/// torchtitan). The context-parallel kind becomes the framework's default where the request gave none.
-pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<TrainingConfig, ConfigError> {
-    if cfg.framework_options.torch_compile == Some(true) && !matches!(framework, Framework::Torchtitan | Framework::Hf)
-    {
-        return Err(bad(
-            "parallelism.torch_compile",
-            format!(
-                "{} runs fused kernels without torch.compile: torch_compile applies to torchtitan and hf",
-                framework.as_str()
-            ),
-        ));
-    }
-    let graphs = cfg.framework_options.cuda_graphs.unwrap_or_default();
-    if graphs != crate::llm::cuda_graphs::CudaGraphs::None && !framework.has_cuda_graphs() {
-        return Err(bad(
-            "parallelism.cuda_graphs",
-            format!(
-                "{} does not capture training steps as CUDA graphs: cuda_graphs {} applies to megatron and nemo",
-                framework.as_str(),
-                graphs.as_str()
-            ),
-        ));
-    }
-    if cfg.fp8_param_gather && !matches!(framework, Framework::Megatron | Framework::Nemo | Framework::Torchtitan) {
-        return Err(bad(
-            "parallelism.fp8_param_gather",
-            format!(
-                "{} gathers 16-bit parameters: fp8_param_gather applies to megatron, nemo (--fp8-param-gather) and \
-                 torchtitan (enable_fsdp_float8_all_gather)",
-                framework.as_str()
-            ),
-        ));
-    }
-    if let Some(moe) = cfg.moe.as_mut() {
-        moe_under(framework, moe, cfg.framework_options.moe_token_dispatcher)?;
-    }
-    if cfg.cp > 1 {
-        cfg.cp_comm = cfg.cp_comm.resolve(framework)?;
-    }
-    cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
-    Ok(cfg)
-}
-
-/// Validates a whole-run length: exactly one of `tokens` (> 0, finite) and `steps` (≥ 1). Errors name
-/// `run`, `run.tokens` or `run.steps`.
-pub fn validate_run(run: &RunSpec) -> Result<(), ConfigError> {
-    match (run.tokens, run.steps) {
-        (Some(_), Some(_)) | (None, None) => Err(bad("run", "give exactly one of tokens and steps")),
-        (Some(t), None) if !(t.is_finite() && t > 0.0) => Err(bad("run.tokens", "must be a positive number")),
-        (None, Some(0)) => Err(bad("run.steps", "must be at least 1")),
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::llm::config::Recompute;
-
-    fn gpt20b() -> ModelSpec {
-        serde_json::from_value(serde_json::json!({"layers": 44, "hidden": 6144, "heads": 64, "seq_len": 2048,
-            "vocab": 50257, "parallel_residual": true}))
-        .unwrap()
-    }
-
-    fn llama70b() -> ModelSpec {
-        serde_json::from_value(serde_json::json!({"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
-            "ffn_hidden": 28672, "seq_len": 8192, "vocab": 128256, "norm": "rmsnorm", "activation": "swiglu",
-            "attention": "flash"}))
-        .unwrap()
-    }
-
-    fn par(v: serde_json::Value) -> ParallelSpec {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn global_batch_derives_grad_accum() {
-        let c = validate(
-            &gpt20b(),
-            &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 8, "micro_batch": 4,
-            "global_batch": 512})),
-            Precision::Fp16,
-            128,
-        )
-        .unwrap();
-        assert_eq!((c.grad_accum, c.global_batch), (16, 512));
-        // S1's defaults.
-        assert_eq!((c.kv_heads, c.ffn_hidden, c.cp, c.virtual_stages), (64, 4 * 6144, 1, 1));
-        assert_eq!((c.recompute, c.layer_split), (Recompute::None, LayerSplit::S1));
-        assert!(c.s1_pipeline());
-    }
-
-    #[test]
-    fn impossible_configurations_name_their_field() {
-        let m = gpt20b();
-        let cases = [
-            (serde_json::json!({"tp": 3}), "parallelism.tp"),
-            (serde_json::json!({"pp": 45}), "parallelism.pp"),
-            (serde_json::json!({"tp": 8, "pp": 4, "dp": 8}), "parallelism"),
-            (serde_json::json!({"dp": 8, "micro_batch": 4, "global_batch": 100}), "parallelism.global_batch"),
-            (serde_json::json!({"dp": 2, "grad_accum": 4, "global_batch": 10}), "parallelism.global_batch"),
-            (serde_json::json!({"zero_stage": 4}), "parallelism.zero_stage"),
-            (serde_json::json!({"micro_batch": 0}), "parallelism.micro_batch"),
-            (serde_json::json!({"virtual_stages": 0}), "parallelism.virtual_stages"),
-            (serde_json::json!({"virtual_stages": 2}), "parallelism.virtual_stages"),
-            // 44 layers over pp·v = 4·3 = 12 chunks.
-            (serde_json::json!({"pp": 4, "virtual_stages": 3, "grad_accum": 8}), "parallelism.virtual_stages"),
-            // m = 6 micro-batches not divisible by pp 4.
-            (serde_json::json!({"pp": 4, "virtual_stages": 11, "grad_accum": 6}), "parallelism.virtual_stages"),
-            (
-                serde_json::json!({"pp": 4, "virtual_stages": 11, "grad_accum": 8, "layer_split": "s1"}),
-                "parallelism.layer_split",
-            ),
-            (serde_json::json!({"pp": 8, "layer_split": "uniform"}), "parallelism.layer_split"),
-            // Megatron-Core's options with S1's split, or with each other.
-            (
-                serde_json::json!({"pp": 4, "layer_split": "s1", "account_for_loss_in_pipeline_split": true}),
-                "parallelism.layer_split",
-            ),
-            (
-                serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 8,
-                    "account_for_embedding_in_pipeline_split": true}),
-                "parallelism.account_for_embedding_in_pipeline_split",
-            ),
-            // 44 − 10 = 34 layers over 3 stages.
-            (
-                serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 10}),
-                "parallelism.num_layers_in_first_pipeline_stage",
-            ),
-            (serde_json::json!({"zero_stage": 0, "distributed_optimizer": true}), "parallelism.distributed_optimizer"),
-            // Ring attention needs flash attention.
-            (serde_json::json!({"context_parallel": 2}), "parallelism.context_parallel"),
-        ];
-        for (p, field) in cases {
-            assert_eq!(validate(&m, &par(p.clone()), Precision::Fp16, 128).unwrap_err().field, field, "{p}");
-        }
-        let odd = ModelSpec { hidden: 6000, ..m.clone() };
-        assert_eq!(validate(&odd, &par(serde_json::json!({})), Precision::Fp16, 8).unwrap_err().field, "model.hidden");
-        let gqa = ModelSpec { kv_heads: Some(6), ..m };
-        assert_eq!(
-            validate(&gqa, &par(serde_json::json!({})), Precision::Fp16, 8).unwrap_err().field,
-            "model.kv_heads"
-        );
-    }
-
-    #[test]
-    fn megatron_options_on_llama_70b() {
-        let m = llama70b();
-        // kv_heads 8 cannot be split over tp 16.
-        let e = validate(&m, &par(serde_json::json!({"tp": 16})), Precision::Bf16, 1024).unwrap_err();
-        assert_eq!(e.field, "parallelism.tp");
-        // cp 3: 8192 is not divisible by 6.
-        let e = validate(&m, &par(serde_json::json!({"context_parallel": 3})), Precision::Bf16, 1024).unwrap_err();
-        assert_eq!(e.field, "parallelism.context_parallel");
-        // DGX Cloud's Llama 3.1 70B: TP 4, PP 4, CP 2, VP 5, MBS 1, GA 64 on 64 GPUs (dp 2).
-        let c = validate(
-            &m,
-            &par(serde_json::json!({"tp": 4, "pp": 4, "dp": 2, "context_parallel": 2, "virtual_stages": 5,
-                "grad_accum": 64, "sequence_parallel": true, "distributed_optimizer": true,
-                "overlap_grad_reduce": true})),
-            Precision::Bf16,
-            64,
-        )
-        .unwrap();
-        assert_eq!((c.gpus(), c.grad_ranks(), c.layer_split, c.global_batch), (64, 4, LayerSplit::Uniform, 128));
-        assert!(!c.s1_pipeline() && c.sp());
-        // 8192 / cp 2 = 4096 tokens per rank per sequence.
-        assert_eq!(c.tokens_per_rank(), 4096);
-    }
-
-    #[test]
-    fn megatron_split_options_choose_the_uniform_split() {
-        // GPT-20B's 44 layers over pp 4 with the first stage holding 8: 36 left over 3 stages = 12 each; the
-        // options alone choose Megatron-Core's split (no layer_split given).
-        let c = validate(
-            &gpt20b(),
-            &par(serde_json::json!({"pp": 4, "num_layers_in_first_pipeline_stage": 8})),
-            Precision::Fp16,
-            8,
-        )
-        .unwrap();
-        assert_eq!(c.layer_split, LayerSplit::Uniform);
-        assert_eq!(crate::llm::partition::chunk_layers(&c), vec![8, 12, 12, 12]);
-        assert!(!c.s1_pipeline());
-        // 44 + 2 = 46 slots do not divide over pp 4; 44 + 0 do (11 each).
-        let e = validate(
-            &gpt20b(),
-            &par(serde_json::json!({"pp": 4, "account_for_embedding_in_pipeline_split": true,
-                "account_for_loss_in_pipeline_split": true})),
-            Precision::Fp16,
-            8,
-        )
-        .unwrap_err();
-        assert_eq!(e.field, "parallelism.layer_split");
-        assert!(e.message.contains("44 + 2 (embedding and loss) = 46"), "{}", e.message);
-    }
-
-    #[test]
-    fn run_length_needs_exactly_one_of_tokens_and_steps() {
-        assert!(validate_run(&RunSpec { tokens: Some(1e9), steps: None }).is_ok());
-        assert!(validate_run(&RunSpec { tokens: None, steps: Some(10) }).is_ok());
-        assert_eq!(validate_run(&RunSpec { tokens: Some(1e9), steps: Some(1) }).unwrap_err().field, "run");
-        assert_eq!(validate_run(&RunSpec { tokens: Some(-1.0), steps: None }).unwrap_err().field, "run.tokens");
-        assert_eq!(validate_run(&RunSpec { tokens: None, steps: Some(0) }).unwrap_err().field, "run.steps");
-    }
 }
