@@ -356,7 +356,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
         if t.time_us == 0.0 {
             return t;
         }
-        let host_us = self.eff.host_us;
+        let host_us = super::host::collective_host_us(self.eff.host_us);
         if t.source != Source::Analytic {
             return Timed { host_us, ..t };
         }

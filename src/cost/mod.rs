@@ -2,7 +2,7 @@
 //!
 //! Owns the [`CostBackend`] trait and its answer ([`Timed`], [`Source`]); the analytic operator roofline with GEMM
 //! tiles, waves and split-K ([`roofline`], MODELS.md §2.1); the analytic backend ([`AnalyticBackend`]: roofline for
-//! operators, α–β collectives from [`crate::comm`]); and derating by achievable efficiencies ([`derate`]). The
+//! operators, α–β collectives from [`crate::comm`]); and derating by achievable efficiencies ([`derate`]; a collective call's host time, [`host`]). The
 //! training predictor asks a [`CostBackend`] for every operator and collective. Learned backends
 //! ([`crate::learn::backend::LearnedBackend`]) implement the same trait with a correction t = t_analytic · exp(r̂)
 //! (DESIGN.md "The hybrid model"); they live in `learn` because they read its registry and features, and `learn`
@@ -12,6 +12,7 @@
 
 pub mod analytic;
 pub mod derate;
+pub mod host;
 pub mod roofline;
 
 use std::fmt;
