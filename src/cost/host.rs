@@ -62,7 +62,8 @@ mod tests {
         // count: 44.0, 45.4 and 44.7 µs); the graph rows of the same sizes, 4.9–11.4 µs, are the GPU's share.
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../shared/data/aiconfigurator/a100_sxm/custom_allreduce_perf.csv.gz");
-        let Ok(file) = std::fs::File::open(&path) else { return };
+        let file = std::fs::File::open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (../shared beside the repo)", path.display()));
         let mut text = String::new();
         std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
         let mut rows = text.lines();
