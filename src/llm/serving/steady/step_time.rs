@@ -1,0 +1,183 @@
+//! One engine step of the whole running batch timed: its stages' micro-batches through the backend, a CUDA graph's
+//! or eager launches, and the engine's host overhead.
+
+use super::op_times::OpKey;
+use super::Solver;
+use crate::cost::Source;
+use crate::llm::config::ConfigError;
+use crate::llm::operators::Work;
+use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
+
+/// One step of the whole running batch, timed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    /// What the step processed.
+    pub load: StepLoad,
+    /// The step's wall time, s: pp · max(GPU, launch) of the slowest stage's micro-batch + the host overhead
+    /// (with `async_scheduling`, the larger of the two).
+    pub time_s: f64,
+    /// GPU time of the slowest stage's micro-batch, s.
+    pub gpu_s: f64,
+    /// Eager launch time of the slowest stage's micro-batch, s (0 under a CUDA graph).
+    pub launch_s: f64,
+    /// The engine's host overhead, s.
+    pub overhead_s: f64,
+    /// The step replays a CUDA graph.
+    pub cuda_graph: bool,
+    /// The slowest stage (0 = the first; with pp = 1 the only one).
+    pub slowest_stage: usize,
+}
+
+impl Solver<'_> {
+    /// The stages a step is timed on (pp = 1: the only one; else the first and the last, the slowest two) with
+    /// their dense and MoE layers.
+    fn stages(&self) -> Vec<(StageRole, u32, u32)> {
+        let cfg = self.cfg;
+        let moe_total = cfg.model.moe_layers();
+        let dense_total = cfg.model.layers - moe_total;
+        if cfg.pp == 1 {
+            return vec![(StageRole { first: true, last: true }, dense_total, moe_total)];
+        }
+        let per = cfg.layers_per_stage();
+        let (first_dense, last_moe) = (dense_total.min(per), moe_total.min(per));
+        vec![
+            (StageRole { first: true, last: false }, first_dense, per - first_dense),
+            (StageRole { first: false, last: true }, per - last_moe, last_moe),
+        ]
+    }
+
+    /// One micro-batch of `load` on one GPU: every count split over the pp micro-batches (and, with data-parallel
+    /// attention, over the tp ranks).
+    fn micro(&self, load: &StepLoad) -> StepLoad {
+        let parts = self.cfg.pp * self.cfg.dp();
+        let split = |v: u32| v.div_ceil(parts);
+        StepLoad {
+            decode_seqs: split(load.decode_seqs),
+            prefill_tokens: split(load.prefill_tokens),
+            sampled: split(load.sampled),
+            ..*load
+        }
+    }
+
+    /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each, [`super::derate`](crate::llm::serving::derate)) of one
+    /// stage's micro-batch step, without allocating (operator times memoized).
+    fn stage_time(
+        &mut self,
+        micro: &StepLoad,
+        role: StageRole,
+        dense: u32,
+        moe: u32,
+    ) -> Result<(f64, f64, f64), ConfigError> {
+        let (mut gpu_us, mut kernels, mut analytic) = (0.0, 0.0, 0.0);
+        let mut err = None;
+        let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
+        let system = timer.backend().system();
+        for_each_op(cfg, system, micro, role, dense, moe, &mut |_, work, per_step, _| {
+            if err.is_some() {
+                return;
+            }
+            let key = match work {
+                Work::Compute { shape, dtype } => OpKey::Compute(shape, dtype),
+                Work::Collective { collective, bytes, group, active_per_node } => {
+                    OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
+                }
+            };
+            let (t, k, a) = match cache.get(&key) {
+                Some(v) => *v,
+                None => match timer.time(&work) {
+                    Ok(t) => {
+                        let a = matches!(work, Work::Compute { .. }) && t.source == Source::Analytic;
+                        let v = (t.time_us, t.kernels.max(1), a);
+                        cache.insert(key, v);
+                        v
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        return;
+                    }
+                },
+            };
+            gpu_us += per_step * t;
+            kernels += per_step * f64::from(k);
+            if a {
+                analytic += per_step * f64::from(k);
+            }
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok((gpu_us * 1e-6, kernels, analytic)),
+        }
+    }
+
+    /// What one analytic kernel's GPU time changes by when its step replays a CUDA graph, µs: `graph_kernel_us` in
+    /// place of `kernel_us` (negative: a graph is cheaper).
+    fn graph_delta_us(&self) -> f64 {
+        self.consts.graph_kernel_us - self.consts.efficiency.kernel_us
+    }
+
+    /// The time of one step processing `load` (see the module doc).
+    pub fn step(&mut self, load: StepLoad) -> Result<StepResult, ConfigError> {
+        let key = (load.decode_seqs, load.decode_context, load.prefill_tokens, load.prompt_len, load.sampled);
+        if let Some(s) = self.steps.get(&key) {
+            return Ok(s.clone());
+        }
+        let cfg = self.cfg;
+        let micro = self.micro(&load);
+        let graph = cfg.settings.cuda_graphs
+            && load.prefill_tokens == 0
+            && micro.decode_seqs <= cfg.settings.cuda_graph_max_batch;
+        let eager_us = if graph { 0.0 } else { self.consts.eager_kernel_us };
+        let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
+        for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
+            let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
+            let g = if graph { (g + analytic * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
+            let l = k * eager_us * 1e-6;
+            if i == 0 || g.max(l) > gpu_s.max(launch_s) {
+                (slowest, gpu_s, launch_s) = (i, g, l);
+            }
+        }
+        let host = self.consts.host(cfg.engine, &cfg.settings);
+        // Each data-parallel rank runs its own scheduler over its share of the sequences.
+        let seqs = (load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil())
+            / cfg.dp() as f64;
+        let overhead_s = (host.step_us + host.seq_us * seqs) * 1e-6;
+        let result = StepResult {
+            load,
+            // Host work between steps adds to the GPU's, unless the engine schedules asynchronously: then the
+            // next step's preparation runs while this one computes and the slower of the two sets the pace.
+            time_s: if cfg.settings.async_scheduling {
+                (cfg.pp as f64 * gpu_s.max(launch_s)).max(overhead_s)
+            } else {
+                cfg.pp as f64 * gpu_s.max(launch_s) + overhead_s
+            },
+            gpu_s,
+            launch_s,
+            overhead_s,
+            cuda_graph: graph,
+            slowest_stage: slowest,
+        };
+        self.steps.insert(key, result.clone());
+        Ok(result)
+    }
+
+    /// The slowest stage's operators of `step`, each timed (the report's operator table).
+    pub fn detail(&mut self, step: &StepResult) -> Result<TimedStep, ConfigError> {
+        let micro = self.micro(&step.load);
+        let (role, dense, moe) = self.stages()[step.slowest_stage];
+        let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
+        let mut timed = time_step(ops, &mut self.timer)?;
+        if step.cuda_graph {
+            // The same in-graph kernel cost as [`Solver::step`], shown on each analytic operator.
+            let delta = self.graph_delta_us();
+            let mut gpu_us = 0.0;
+            for (o, t) in timed.ops.iter().zip(timed.times.iter_mut()) {
+                if matches!(o.op.work, Work::Compute { .. }) && t.source == Source::Analytic {
+                    t.time_us = (t.time_us + f64::from(t.kernels.max(1)) * delta).max(0.0);
+                }
+                gpu_us += o.per_step * t.time_us;
+            }
+            timed.gpu_s = gpu_us * 1e-6;
+        }
+        Ok(timed)
+    }
+}

@@ -1,0 +1,85 @@
+//! The validated serving configuration: every default filled in, and the per-GPU shapes derived from it.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::hw::Precision;
+use crate::llm::serving::disagg::DisaggPools;
+use crate::llm::serving::engine::EngineSettings;
+use crate::llm::serving::model::ServingModel;
+use crate::llm::serving::request::{Engine, ServingMode, Slo};
+use crate::llm::serving::workload::Traffic;
+
+/// A validated serving configuration with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ServingConfig {
+    pub model: ServingModel,
+    pub tp: u32,
+    pub pp: u32,
+    pub ep: u32,
+    /// Data-parallel attention with all-to-all expert dispatch (attention_dp > 1).
+    pub dp_attention: bool,
+    /// Attention data-parallel ranks (1: none); attention runs tensor-parallel over tp/attention_dp GPUs per rank.
+    pub attention_dp: u32,
+    /// GEMM and expert weights and activations.
+    pub precision: Precision,
+    /// Everything else: embedding, LM head, norms, element-wise kernels (bf16, or fp16 where the GPU has no bf16).
+    pub activation_precision: Precision,
+    /// The KV cache and attention.
+    pub kv_cache_dtype: Precision,
+    pub engine: Engine,
+    pub settings: EngineSettings,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Closed loop: requests in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Open loop: requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_rate: Option<f64>,
+    /// The simulated benchmark's traffic (every default filled in).
+    pub traffic: Traffic,
+    /// The benchmark is simulated step by step (else the steady state alone answers).
+    pub simulate: bool,
+    /// The latency target goodput is counted against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// Aggregated or disaggregated serving.
+    pub mode: ServingMode,
+    /// The disaggregated pools (the fields above are then the decode pool's worker's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pools: Option<DisaggPools>,
+}
+
+impl ServingConfig {
+    /// GPUs of one serving instance: tp·pp.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.pp
+    }
+
+    /// The degree attention and the dense layers are split over: tp / attention_dp (tp without data-parallel
+    /// attention, 1 with it over every GPU).
+    pub fn attn_tp(&self) -> u32 {
+        (self.tp / self.attention_dp.max(1)).max(1)
+    }
+
+    /// Data-parallel attention ranks the running requests are split over (1 without data-parallel attention).
+    pub fn dp(&self) -> u32 {
+        self.attention_dp.max(1)
+    }
+
+    /// Key/value heads on one GPU: g/tp, or 1 (replicated) when tp exceeds g (vLLM replicates key/value heads); all
+    /// g with data-parallel attention; MLA's one latent.
+    pub fn kv_heads_per_gpu(&self) -> u32 {
+        if self.model.mla.is_some() {
+            1
+        } else {
+            (self.model.kv_heads / self.attn_tp()).max(1)
+        }
+    }
+
+    /// Layers of the fullest pipeline stage: ⌈N/pp⌉.
+    pub fn layers_per_stage(&self) -> u32 {
+        self.model.layers.div_ceil(self.pp)
+    }
+}

@@ -1,0 +1,204 @@
+//! One serving instance validated: the parallel configuration (tp, pp, ep, data-parallel attention) against the
+//! model and the system, the precisions against the GPU, and the engine settings with the engine's defaults.
+
+use super::resolve::{limits, resolve_model};
+use super::workload::{slo, workload};
+use super::ServingConfig;
+use crate::hw::{Precision, System};
+use crate::llm::config::{bad, ConfigError};
+use crate::llm::serving::engine::{defaults, EngineSettings};
+use crate::llm::serving::request::{Engine, InferenceRequest, ServingMode, ServingPrecision};
+
+pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
+    let model = resolve_model(&req.model)?;
+    limits(&model)?;
+    let p = req.parallelism;
+    for (f, v) in [("parallelism.tp", p.tp), ("parallelism.pp", p.pp), ("parallelism.ep", p.ep)] {
+        if v == 0 {
+            return Err(bad(f, "must be at least 1"));
+        }
+    }
+    let tp = p.tp;
+    let adp = match (p.attention_dp_size, p.dp_attention) {
+        (Some(0), _) => return Err(bad("parallelism.attention_dp_size", "must be at least 1")),
+        (Some(a), true) if a != tp => {
+            return Err(bad(
+                "parallelism.attention_dp_size",
+                format!("dp_attention means attention_dp_size = tp = {tp}, got {a}: give one of the two"),
+            ))
+        }
+        (Some(a), _) => a,
+        (None, true) => tp,
+        (None, false) => 1,
+    };
+    if tp % adp != 0 {
+        return Err(bad("parallelism.attention_dp_size", format!("attention_dp_size {adp} must divide tp {tp}")));
+    }
+    // With data-parallel attention the heads are split over tp/adp GPUs per rank.
+    let attn_tp = tp / adp;
+    if model.heads % attn_tp != 0 {
+        return Err(bad("parallelism.tp", format!("the {} query heads are not divisible by tp {tp}", model.heads)));
+    }
+    if model.mla.is_none() && model.kv_heads % attn_tp != 0 && attn_tp % model.kv_heads != 0 {
+        return Err(bad(
+            "parallelism.tp",
+            format!("{} key/value heads are neither a multiple nor a divisor of tp {tp}", model.kv_heads),
+        ));
+    }
+    let dense_layers = model.layers - model.moe_layers();
+    if adp > 1 && model.moe.is_none() {
+        let field = if p.dp_attention { "parallelism.dp_attention" } else { "parallelism.attention_dp_size" };
+        return Err(bad(
+            field,
+            "data-parallel attention needs a mixture-of-experts model (a dense model's data-parallel ranks are \
+             separate replicas)",
+        ));
+    }
+    if dense_layers > 0 && model.ffn_hidden % attn_tp != 0 {
+        return Err(bad(
+            "parallelism.tp",
+            format!("ffn_hidden {} is not divisible by the attention tp {attn_tp}", model.ffn_hidden),
+        ));
+    }
+    match &model.moe {
+        None if p.ep > 1 => return Err(bad("parallelism.ep", "ep > 1 needs a mixture-of-experts model")),
+        None => {}
+        Some(m) => {
+            if tp % p.ep != 0 {
+                return Err(bad(
+                    "parallelism.ep",
+                    format!("ep {} must divide tp {tp} (experts shard over tp GPUs)", p.ep),
+                ));
+            }
+            if m.experts % p.ep != 0 {
+                return Err(bad("parallelism.ep", format!("ep {} does not divide the {} experts", p.ep, m.experts)));
+            }
+            let expert_tp = tp / p.ep;
+            let shared_tp = attn_tp;
+            if m.expert_ffn_hidden % expert_tp != 0 || m.shared_ffn_hidden % shared_tp != 0 {
+                return Err(bad(
+                    "parallelism.tp",
+                    format!(
+                        "expert width {} is not divisible by tp/ep = {expert_tp} (or the shared width {} by tp)",
+                        m.expert_ffn_hidden, m.shared_ffn_hidden
+                    ),
+                ));
+            }
+        }
+    }
+    if p.pp > model.layers {
+        return Err(bad("parallelism.pp", format!("pp {} exceeds the {} layers", p.pp, model.layers)));
+    }
+    if (tp as u64) * (p.pp as u64) > system.total_gpus() {
+        return Err(bad(
+            "parallelism",
+            format!("tp·pp = {} GPUs but {} has {}", tp as u64 * p.pp as u64, system.name, system.total_gpus()),
+        ));
+    }
+    let gpu = &system.gpu;
+    let has_fp8 = gpu.peak_matmul_flops(Precision::Fp8).is_some();
+    if req.precision == ServingPrecision::Fp8 && !has_fp8 {
+        return Err(bad("precision", format!("{} has no FP8 tensor cores (its peak_tflops.fp8 is null)", gpu.name)));
+    }
+    if req.precision == ServingPrecision::Fp4 && gpu.peak_matmul_flops(Precision::Nvfp4).is_none() {
+        return Err(bad(
+            "precision",
+            format!(
+                "{} has no FP4 tensor cores (its peak_tflops.fp4 is null): NVFP4 needs Blackwell (B200, B300, GB200, \
+                 RTX PRO 6000); use fp8 or bf16",
+                gpu.name
+            ),
+        ));
+    }
+    let has_bf16 = gpu.peak_matmul_flops(Precision::Bf16).is_some();
+    let activation_precision = match req.precision {
+        ServingPrecision::Fp16 => Precision::Fp16,
+        _ if has_bf16 => Precision::Bf16,
+        _ => Precision::Fp16,
+    };
+    if req.precision == ServingPrecision::Bf16 && !has_bf16 {
+        return Err(bad("precision", format!("{} has no bf16 tensor cores: use fp16", gpu.name)));
+    }
+    let kv_cache_dtype = match req.kv_cache_dtype {
+        Some(ServingPrecision::Fp8) if !has_fp8 => {
+            return Err(bad("kv_cache_dtype", format!("{} has no FP8 path for an fp8 KV cache", gpu.name)))
+        }
+        Some(ServingPrecision::Bf16) if !has_bf16 => {
+            return Err(bad("kv_cache_dtype", format!("{} has no bf16 tensor cores: use fp16", gpu.name)))
+        }
+        Some(ServingPrecision::Fp4) => {
+            return Err(bad("kv_cache_dtype", "fp4 is a weight precision here: give bf16, fp16 or fp8"))
+        }
+        Some(k) => k.precision(),
+        // An NVFP4 checkpoint is ModelOpt's, with an FP8 KV cache, which every engine's `auto` follows; TensorRT-LLM
+        // serves ModelOpt's fp8 checkpoints too (see the field's doc for the sources).
+        None if has_fp8
+            && (req.precision == ServingPrecision::Fp4
+                || (req.engine == Engine::Trtllm && req.precision == ServingPrecision::Fp8)) =>
+        {
+            Precision::Fp8
+        }
+        None => activation_precision,
+    };
+    let d = defaults(req.engine, gpu, tp);
+    let o = req.engine_options;
+    let settings = EngineSettings {
+        max_num_seqs: o.max_num_seqs.unwrap_or(d.max_num_seqs),
+        max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
+        chunked_prefill: o.chunked_prefill.unwrap_or(d.chunked_prefill),
+        gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
+        // TensorRT-LLM's C++ executor captures no CUDA graphs unless asked (`ExtendedRuntimePerfKnobConfig`).
+        cuda_graphs: o.cuda_graphs.unwrap_or(
+            d.cuda_graphs
+                && !(req.engine == Engine::Trtllm
+                    && o.trtllm_backend == Some(crate::llm::serving::request::TrtllmBackend::Tensorrt)),
+        ),
+        cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
+        vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
+        trtllm_backend: match req.engine {
+            Engine::Trtllm => o.trtllm_backend.unwrap_or(d.trtllm_backend),
+            _ => d.trtllm_backend,
+        },
+        // vLLM's V0 engine has no async scheduling.
+        async_scheduling: o.async_scheduling.unwrap_or(
+            d.async_scheduling
+                && !(req.engine == Engine::Vllm && o.vllm_engine == Some(crate::llm::serving::request::VllmEngine::V0)),
+        ),
+    };
+    for (f, v) in [
+        ("engine_options.max_num_seqs", settings.max_num_seqs),
+        ("engine_options.max_num_batched_tokens", settings.max_num_batched_tokens),
+    ] {
+        if v == 0 || v > 10_000_000 {
+            return Err(bad(f, format!("must be 1–10,000,000, got {v}")));
+        }
+    }
+    let u = settings.gpu_memory_utilization;
+    if !(u > 0.0 && u <= 1.0) {
+        return Err(bad("engine_options.gpu_memory_utilization", format!("must be in (0, 1], got {u}")));
+    }
+    let traffic = workload(&req.workload)?;
+    slo(&req.slo)?;
+    Ok(ServingConfig {
+        model,
+        tp,
+        pp: p.pp,
+        ep: p.ep,
+        dp_attention: adp > 1,
+        attention_dp: adp,
+        precision: req.precision.precision(),
+        activation_precision,
+        kv_cache_dtype,
+        engine: req.engine,
+        settings,
+        input_tokens: req.workload.input_tokens,
+        output_tokens: req.workload.output_tokens,
+        concurrency: req.workload.concurrency,
+        request_rate: req.workload.request_rate,
+        traffic,
+        simulate: req.workload.simulate.unwrap_or(true),
+        slo: req.slo,
+        mode: ServingMode::Agg,
+        pools: None,
+    })
+}
