@@ -144,19 +144,10 @@ pub struct ShippedModel {
     pub family: String,
     pub scope: String,
     pub features: Vec<String>,
-    /// The chosen candidate (`name`, `params`, `num_iterations`).
-    pub candidate: serde_json::Value,
-    /// Every candidate's validation MAPE.
-    pub candidates: serde_json::Value,
-    pub validation_mape: f64,
-    pub validation_signed: f64,
-    pub analytic_validation_mape: f64,
-    pub train_rows: u64,
-    pub validation_rows: u64,
-    pub samples: u64,
-    /// What it was trained on (rows per GPU, dims or placement ranges): its domain of validity.
-    pub summary: serde_json::Value,
-    pub importance: serde_json::Value,
+    /// The fit's configuration, accuracy and training set, written flat (`candidate` … `importance` keys, between
+    /// `features` and `datasets`, as the bundle has always had them).
+    #[serde(flatten)]
+    pub fit: crate::learn::FitSummary,
     pub datasets: Vec<String>,
     /// When it was trained (RFC 3339, UTC).
     pub trained_at: String,
@@ -211,7 +202,8 @@ impl Bundle {
     /// The bundle in directory `dir` (`manifest.json`, `samples.tar`, `models.json.zst`).
     pub fn read_dir(dir: &std::path::Path) -> Result<Bundle, BundleError> {
         let read = |name: &str| {
-            std::fs::read(dir.join(name)).map_err(|e| BundleError::Corrupt(format!("{}: {e}", dir.join(name).display())))
+            std::fs::read(dir.join(name))
+                .map_err(|e| BundleError::Corrupt(format!("{}: {e}", dir.join(name).display())))
         };
         let manifest = serde_json::from_slice(&read("manifest.json")?)
             .map_err(|e| BundleError::Corrupt(format!("manifest.json: {e}")))?;
@@ -270,8 +262,8 @@ pub fn registry(bundle: &Bundle) -> Result<Registry, BundleError> {
             version: 1,
             model,
             feature_names: m.features,
-            validation_mape: m.validation_mape,
-            summary: m.summary,
+            validation_mape: m.fit.validation_mape,
+            summary: m.fit.summary,
         });
     }
     Ok(Registry::new(out))
@@ -293,7 +285,8 @@ mod tests {
         assert!(!models.is_empty(), "the committed bundle has no models: run `{REGENERATE}`");
         assert_eq!(models.len(), b.manifest.models.len());
         for m in &models {
-            let current = current_features(&m.family).unwrap_or_else(|| panic!("{}: unknown family {}", m.key, m.family));
+            let current =
+                current_features(&m.family).unwrap_or_else(|| panic!("{}: unknown family {}", m.key, m.family));
             assert!(
                 current.iter().eq(m.features.iter()),
                 "{}: the bundled model was trained on other features than this build computes\n  bundled: {:?}\n  \
@@ -307,5 +300,59 @@ mod tests {
             assert!(files.contains_key(&p.file), "{} missing from samples.tar", p.file);
         }
         assert_eq!(registry(&b).unwrap().len(), models.len(), "every shipped model loads");
+    }
+
+    /// The layout `ShippedModel` had before its fit fields moved into [`crate::learn::FitSummary`] (what the
+    /// committed `models.json.zst` was written with).
+    #[derive(Serialize, Deserialize)]
+    struct ShippedModelBeforeFitSummary {
+        key: String,
+        family: String,
+        scope: String,
+        features: Vec<String>,
+        candidate: serde_json::Value,
+        candidates: serde_json::Value,
+        validation_mape: f64,
+        validation_signed: f64,
+        analytic_validation_mape: f64,
+        train_rows: u64,
+        validation_rows: u64,
+        samples: u64,
+        summary: serde_json::Value,
+        importance: serde_json::Value,
+        datasets: Vec<String>,
+        trained_at: String,
+        model: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        holdout_model: String,
+    }
+
+    /// The flattened [`crate::learn::FitSummary`] keeps `models.json` as it was: the committed file read through
+    /// the old layout and through `ShippedModel` writes the same bytes (same keys, order and values), and
+    /// `ShippedModel` keeps every key of the committed file in its place.
+    #[test]
+    fn shipped_models_serialize_as_before_the_fit_summary() {
+        let json = zstd::stream::decode_all(MODELS_ZST).expect("models.json.zst inflates");
+        let old: Vec<ShippedModelBeforeFitSummary> = serde_json::from_slice(&json).expect("old layout parses");
+        let new: Vec<ShippedModel> = serde_json::from_slice(&json).expect("models.json parses");
+        let (old, new) = (serde_json::to_vec(&old).unwrap(), serde_json::to_vec(&new).unwrap());
+        let at = old.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(old.len().min(new.len()));
+        assert!(
+            old == new,
+            "differs at byte {at}: old {:?} new {:?}",
+            String::from_utf8_lossy(&old[at.saturating_sub(80)..(at + 80).min(old.len())]),
+            String::from_utf8_lossy(&new[at.saturating_sub(80)..(at + 80).min(new.len())])
+        );
+        let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let committed: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let written: serde_json::Value = serde_json::from_slice(&new).unwrap();
+        for (c, w) in committed.as_array().unwrap().iter().zip(written.as_array().unwrap()) {
+            assert_eq!(keys(c), keys(w));
+        }
+        if new != json {
+            // Only float parsing may differ (serde_json without `float_roundtrip`): the first difference is a digit.
+            let at = json.iter().zip(&new).position(|(a, b)| a != b).unwrap();
+            assert!(json[at].is_ascii_digit() && new[at].is_ascii_digit(), "non-numeric difference at byte {at}");
+        }
     }
 }

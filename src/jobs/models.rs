@@ -77,8 +77,8 @@ fn registry_with(records: Vec<RegressorRecord>, mut parsed: HashMap<i64, Model>)
                 version: r.version,
                 model,
                 feature_names: r.feature_names,
-                validation_mape: r.validation_mape,
-                summary: r.summary,
+                validation_mape: r.fit.validation_mape,
+                summary: r.fit.summary,
             }),
             Err(e) => tracing::error!(key = %r.key, version = r.version, error = %e, "stored model does not load"),
         }

@@ -17,7 +17,7 @@ use crate::hw::{GpuSpec, Precision};
 use crate::learn::fit::{FitError, Fitted};
 use crate::learn::op_key;
 use crate::learn::promotion::Promotion;
-use crate::learn::SharedRegistry;
+use crate::learn::{FitSummary, SharedRegistry};
 use crate::op::{KernelFamily, OpClass, Phase};
 use crate::store::regressors::{NewRegressor, Provenance};
 use crate::store::{Store, StoreError};
@@ -171,20 +171,7 @@ pub(crate) fn new_regressor(
         model: f.model_text.clone(),
         holdout_model: f.holdout_text.clone(),
         feature_names: features.iter().map(|s| s.to_string()).collect(),
-        candidate: serde_json::to_value(&f.chosen).unwrap_or_default(),
-        candidates: json!(f
-            .candidates
-            .iter()
-            .map(|(n, m)| json!({"name": n, "validation_mape": m}))
-            .collect::<Vec<_>>()),
-        validation_mape: f.validation.mape,
-        validation_signed: f.validation.signed,
-        analytic_validation_mape: f.analytic_validation.mape,
-        train_rows: f.train_rows as u64,
-        validation_rows: f.validation_rows as u64,
-        samples,
-        summary,
-        importance: json!(f.importance.iter().map(|(n, g)| json!({"feature": n, "gain": g})).collect::<Vec<_>>()),
+        fit: FitSummary::of(f, samples, summary),
         promotion: json!({}),
         provenance: trained_here(Vec::new()),
         activate: false,

@@ -11,6 +11,7 @@ pub mod comm_data;
 pub mod comm_features;
 pub mod features;
 pub mod fit;
+pub mod fit_summary;
 pub mod kernel_data;
 pub mod lgbm;
 pub mod op_data;
@@ -18,4 +19,5 @@ pub mod promotion;
 pub mod registry;
 
 pub use fit::{fit, Accuracy, Fitted, Grid, TrainingSet};
+pub use fit_summary::FitSummary;
 pub use registry::{op_key, ActiveRegressor, Registry, SharedRegistry};

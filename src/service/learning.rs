@@ -66,15 +66,15 @@ impl Service {
         let title = format!(
             "{key} v{}: MAPE {:.1} % (analytic {:.1} %)",
             active.version,
-            active.validation_mape * 100.0,
-            active.analytic_validation_mape * 100.0
+            active.fit.validation_mape * 100.0,
+            active.fit.analytic_validation_mape * 100.0
         );
-        let shown = if points.len() as u64 == active.validation_rows {
+        let shown = if points.len() as u64 == active.fit.validation_rows {
             String::new()
         } else {
             format!(", {} shown", points.len())
         };
-        let subtitle = format!("predicted vs measured on {} validation rows{shown}", active.validation_rows);
+        let subtitle = format!("predicted vs measured on {} validation rows{shown}", active.fit.validation_rows);
         accuracy_plot::svg(&title, &subtitle, &points)
             .map_err(|e| ServiceError::Internal(crate::store::StoreError::Corrupt(e.to_string())))
     }

@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::{Store, StoreError};
 use crate::learn::fit::ValidationPoint;
+use crate::learn::FitSummary;
 
 /// Where a model version came from (the `provenance` column).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -38,17 +39,8 @@ pub struct NewRegressor {
     pub model: String,
     pub holdout_model: String,
     pub feature_names: Vec<String>,
-    pub candidate: serde_json::Value,
-    pub candidates: serde_json::Value,
-    pub validation_mape: f64,
-    pub validation_signed: f64,
-    pub analytic_validation_mape: f64,
-    pub train_rows: u64,
-    pub validation_rows: u64,
-    /// Samples of the key when trained (retraining is skipped while it is unchanged).
-    pub samples: u64,
-    pub summary: serde_json::Value,
-    pub importance: serde_json::Value,
+    /// The fit's configuration, accuracy and training set (one column each).
+    pub fit: FitSummary,
     /// Why it was or was not activated.
     pub promotion: serde_json::Value,
     /// Where it came from.
@@ -71,16 +63,8 @@ pub struct RegressorRecord {
     pub active: bool,
     pub model: Option<String>,
     pub feature_names: Vec<String>,
-    pub candidate: serde_json::Value,
-    pub candidates: serde_json::Value,
-    pub validation_mape: f64,
-    pub validation_signed: f64,
-    pub analytic_validation_mape: f64,
-    pub train_rows: u64,
-    pub validation_rows: u64,
-    pub samples: u64,
-    pub summary: serde_json::Value,
-    pub importance: serde_json::Value,
+    /// The fit's configuration, accuracy and training set.
+    pub fit: FitSummary,
     pub promotion: serde_json::Value,
     pub provenance: Provenance,
     pub job_id: Option<i64>,
@@ -107,16 +91,18 @@ fn decode(r: &sqlx::any::AnyRow, with_model: bool) -> Result<RegressorRecord, St
         active: r.try_get::<i64, _>("active")? != 0,
         model: if with_model { Some(r.try_get("model")?) } else { None },
         feature_names: names,
-        candidate: j("candidate")?,
-        candidates: j("candidates")?,
-        validation_mape: r.try_get("validation_mape")?,
-        validation_signed: r.try_get("validation_signed")?,
-        analytic_validation_mape: r.try_get("analytic_validation_mape")?,
-        train_rows: r.try_get::<i64, _>("train_rows")? as u64,
-        validation_rows: r.try_get::<i64, _>("validation_rows")? as u64,
-        samples: r.try_get::<i64, _>("samples")? as u64,
-        summary: j("summary")?,
-        importance: j("importance")?,
+        fit: FitSummary {
+            candidate: j("candidate")?,
+            candidates: j("candidates")?,
+            validation_mape: r.try_get("validation_mape")?,
+            validation_signed: r.try_get("validation_signed")?,
+            analytic_validation_mape: r.try_get("analytic_validation_mape")?,
+            train_rows: r.try_get::<i64, _>("train_rows")? as u64,
+            validation_rows: r.try_get::<i64, _>("validation_rows")? as u64,
+            samples: r.try_get::<i64, _>("samples")? as u64,
+            summary: j("summary")?,
+            importance: j("importance")?,
+        },
         promotion: j("promotion")?,
         provenance: serde_json::from_value(j("provenance")?)
             .map_err(|e| StoreError::Corrupt(format!("regressor provenance: {e}")))?,
@@ -210,10 +196,11 @@ impl Store {
     /// The stored validation points of version `regressor_id` (a [`RegressorRecord::id`]); `None` for a version
     /// trained before they were stored.
     pub async fn validation_points(&self, regressor_id: i64) -> Result<Option<Vec<ValidationPoint>>, StoreError> {
-        let text: Option<String> = sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = $1")
-            .bind(regressor_id)
-            .fetch_optional(self.pool())
-            .await?;
+        let text: Option<String> =
+            sqlx::query_scalar("SELECT points FROM regressor_validation WHERE regressor_id = $1")
+                .bind(regressor_id)
+                .fetch_optional(self.pool())
+                .await?;
         text.map(|t| decode_points(&t)).transpose()
     }
 }
@@ -252,16 +239,16 @@ pub(crate) async fn insert_regressors_in(
         .bind(&n.model)
         .bind(&n.holdout_model)
         .bind(serde_json::to_string(&n.feature_names).map_err(corrupt)?)
-        .bind(s(&n.candidate))
-        .bind(s(&n.candidates))
-        .bind(n.validation_mape)
-        .bind(n.validation_signed)
-        .bind(n.analytic_validation_mape)
-        .bind(n.train_rows as i64)
-        .bind(n.validation_rows as i64)
-        .bind(n.samples as i64)
-        .bind(s(&n.summary))
-        .bind(s(&n.importance))
+        .bind(s(&n.fit.candidate))
+        .bind(s(&n.fit.candidates))
+        .bind(n.fit.validation_mape)
+        .bind(n.fit.validation_signed)
+        .bind(n.fit.analytic_validation_mape)
+        .bind(n.fit.train_rows as i64)
+        .bind(n.fit.validation_rows as i64)
+        .bind(n.fit.samples as i64)
+        .bind(s(&n.fit.summary))
+        .bind(s(&n.fit.importance))
         .bind(s(&n.promotion))
         .bind(serde_json::to_string(&n.provenance).map_err(corrupt)?)
         .bind(job_id)

@@ -4,6 +4,7 @@
 use crate::common::TestApp;
 use perfcast::config::Config;
 use perfcast::learn::fit::{accuracy, MAX_VALIDATION_POINTS};
+use perfcast::learn::FitSummary;
 use perfcast::store::regressors::NewRegressor;
 use serde_json::{json, Value};
 
@@ -112,16 +113,18 @@ fn version(key: &str, activate: bool) -> NewRegressor {
         model: String::new(),
         holdout_model: String::new(),
         feature_names: vec![],
-        candidate: json!({}),
-        candidates: json!([]),
-        validation_mape: 0.1,
-        validation_signed: 0.0,
-        analytic_validation_mape: 0.2,
-        train_rows: 40,
-        validation_rows: 10,
-        samples: 50,
-        summary: json!({}),
-        importance: json!([]),
+        fit: FitSummary {
+            candidate: json!({}),
+            candidates: json!([]),
+            validation_mape: 0.1,
+            validation_signed: 0.0,
+            analytic_validation_mape: 0.2,
+            train_rows: 40,
+            validation_rows: 10,
+            samples: 50,
+            summary: json!({}),
+            importance: json!([]),
+        },
         promotion: json!({}),
         provenance: Default::default(),
         activate,
