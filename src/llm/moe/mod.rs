@@ -29,7 +29,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 pub use parallel::{Dispatcher, MoeParallelInput, MoeTraining, RecomputeModule};
-pub use spec::{validate_moe, MlaSpec, MoeConfig, MoeSpec};
+pub use spec::{validate_mla, validate_moe, MlaSpec, MoeConfig, MoeSpec};
 
 use crate::llm::config::{bad, Activation, ConfigError, ModelSpec, ParallelSpec, Recompute, TrainingConfig};
 
@@ -60,16 +60,7 @@ pub struct Shape {
 /// not have).
 pub fn validate_training(model: &ModelSpec, par: &ParallelSpec, shape: Shape) -> Result<Resolved, ConfigError> {
     if let Some(m) = &model.mla {
-        for (f, v) in [
-            ("kv_lora_rank", m.kv_lora_rank),
-            ("qk_nope_head_dim", m.qk_nope_head_dim),
-            ("qk_rope_head_dim", m.qk_rope_head_dim),
-            ("v_head_dim", m.v_head_dim),
-        ] {
-            if v == 0 {
-                return Err(bad(&format!("model.mla.{f}"), "must be at least 1"));
-            }
-        }
+        validate_mla(m, "model.mla")?;
     }
     if model.mtp_layers > model.layers {
         return Err(bad("model.mtp_layers", format!("{} MTP layers for {} layers", model.mtp_layers, model.layers)));

@@ -168,6 +168,23 @@ impl MoeConfig {
     }
 }
 
+/// Validates a request's [`MlaSpec`]; errors name `<prefix>.<field>` (`model.mla.kv_lora_rank`): any of its four
+/// dimensions zero (`kv_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`; DeepSeek-V2 §2.1.2's
+/// d_c, d_h, d_h^R and the value head width). Shared by training and serving requests.
+pub fn validate_mla(m: &MlaSpec, prefix: &str) -> Result<(), ConfigError> {
+    for (f, v) in [
+        ("kv_lora_rank", m.kv_lora_rank),
+        ("qk_nope_head_dim", m.qk_nope_head_dim),
+        ("qk_rope_head_dim", m.qk_rope_head_dim),
+        ("v_head_dim", m.v_head_dim),
+    ] {
+        if v == 0 {
+            return Err(bad(&format!("{prefix}.{f}"), "must be at least 1"));
+        }
+    }
+    Ok(())
+}
+
 /// Validates a request's [`MoeSpec`] for a model of `layers` layers and resolves it; errors name
 /// `<prefix>.<field>` (`model.moe.top_k`): zero experts, top-k or width; top-k above the experts; dense layers that
 /// leave no MoE layer; a zero shared width, layer frequency or group count; group top-k without groups or above
@@ -267,5 +284,24 @@ mod tests {
         };
         assert_eq!(mla.params(7168, 128), 187_107_328.0);
         assert_eq!(mla.qk_head_dim(), 192);
+    }
+
+    #[test]
+    fn an_mla_spec_with_a_zero_dimension_is_refused_naming_the_field() {
+        // DeepSeek-V3's MLA (config.json): q 1536, kv 512, nope 128, rope 64, v 128 — valid; q_lora_rank 0 is
+        // allowed (queries projected directly, DeepSeek-V2-Lite); any of the other four at 0 names its field.
+        let v3 = MlaSpec {
+            q_lora_rank: 1536,
+            kv_lora_rank: 512,
+            qk_nope_head_dim: 128,
+            qk_rope_head_dim: 64,
+            v_head_dim: 128,
+        };
+        assert!(validate_mla(&v3, "model.mla").is_ok());
+        assert!(validate_mla(&MlaSpec { q_lora_rank: 0, ..v3.clone() }, "model.mla").is_ok());
+        let e = validate_mla(&MlaSpec { v_head_dim: 0, ..v3.clone() }, "model.mla").unwrap_err();
+        assert_eq!(e.field, "model.mla.v_head_dim");
+        let e = validate_mla(&MlaSpec { kv_lora_rank: 0, ..v3 }, "model.mla").unwrap_err();
+        assert_eq!(e.field, "model.mla.kv_lora_rank");
     }
 }

@@ -2,7 +2,7 @@
 //! size limits every model is held to.
 
 use crate::llm::config::{bad, default_ffn_hidden, Activation, ConfigError, Norm};
-use crate::llm::moe::validate_moe;
+use crate::llm::moe::{validate_mla, validate_moe};
 use crate::llm::serving::model::ServingModel;
 use crate::llm::serving::request::{ModelRef, ServingModelSpec};
 use crate::llm::serving::{catalog, hf};
@@ -69,16 +69,7 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
         }
     };
     if let Some(m) = &s.mla {
-        for (f, v) in [
-            ("kv_lora_rank", m.kv_lora_rank),
-            ("qk_nope_head_dim", m.qk_nope_head_dim),
-            ("qk_rope_head_dim", m.qk_rope_head_dim),
-            ("v_head_dim", m.v_head_dim),
-        ] {
-            if v == 0 {
-                return Err(bad(&format!("model.mla.{f}"), "must be at least 1"));
-            }
-        }
+        validate_mla(m, "model.mla")?;
     }
     Ok(ServingModel {
         name: s.name.clone().unwrap_or_else(|| "custom".to_string()),
