@@ -233,6 +233,31 @@ mod tests {
     }
 
     #[test]
+    fn a_gb200_all_reduce_across_trays_of_one_rack_runs_on_nvlink_and_across_racks_on_its_nic() {
+        // GB200 NVL72: 18 compute trays of 4 GPUs share one NVLink 5 domain (1.8 TB/s bidirectional = 900 GB/s
+        // per direction per GPU, GB200 NVL72 datasheet); each GPU has its own ConnectX-7 at 400 Gb/s = 50 GB/s.
+        let s = system("gb200-nvl72");
+        let links = GroupLinks::on(&s, 72);
+        assert_eq!((links.intra_gbs, links.inter_gbs_per_gpu), (900.0, 400.0 / 8.0));
+        // Data parallelism over 8 GPUs (tp = 1): GPUs 0–7 sit on trays 0 and 1 of one rack, one NVLink domain.
+        let two_trays = Group::new(8, 8);
+        assert_eq!(two_trays.nodes, 1);
+        let e = estimate(Collective::AllReduce, 1_073_741_824.0, two_trays, &links);
+        // Ring: 2·(8−1)/8 · 2^30 B / 900e9 B/s = 1.75 · 1,073,741,824 / 9e11 s = 2,087.8313 µs, plus 2·7 steps ×
+        // 2 µs = 28 µs; Rabenseifner moves the same bytes with 2·lg 8 = 6 steps: 12 µs.
+        let ring = e.algorithms.iter().find(|a| a.algorithm == "ring").unwrap();
+        assert!((ring.time_us - (28.0 + 2087.8313)).abs() < 1e-3, "{}", ring.time_us);
+        assert_eq!(e.algorithm, "rabenseifner");
+        assert!((e.time_us - (12.0 + 2087.8313)).abs() < 1e-3, "{}", e.time_us);
+        // Two racks, one GPU each (a pipeline or data-parallel peer in the next rack): the IB NIC, 50 GB/s per
+        // GPU, not NVLink. Ring over 2 ranks: 2·(1/2) · 2^30 / 50e9 s = 21,474.8365 µs, plus 2 steps × 5 µs.
+        let two_racks = Group::new(2, 1);
+        let x = estimate(Collective::AllReduce, 1_073_741_824.0, two_racks, &links);
+        let ring = x.algorithms.iter().find(|a| a.algorithm == "ring").unwrap();
+        assert!((ring.time_us - (10.0 + 21_474.836)).abs() < 1e-2, "{}", ring.time_us);
+    }
+
+    #[test]
     fn spanning_nodes_costs_more_and_shares_the_nic() {
         let s = system("perlmutter-a100-40g");
         let links = GroupLinks::on(&s, 4);
