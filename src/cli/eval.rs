@@ -1,17 +1,20 @@
 //! `perfcast eval …`: accuracy on the held-out rows of the shared datasets. Reports go to stdout (markdown),
 //! progress to stderr, files under `--out`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::progress::Steps;
 use crate::config::Config;
 use crate::cost::Efficiency;
 use crate::eval::logo::{MoeRouting, Source};
 use crate::eval::training::Mode;
 use crate::learn::Grid;
+
+mod runs;
+
+use runs::{comm, cross_gpu, inference, kernels, operators, serving, serving_intervals, training};
 
 /// Which accuracy `perfcast eval` reports.
 #[derive(Subcommand)]
@@ -302,51 +305,6 @@ pub(super) async fn run(what: EvalWhat, config: &Config, progress: super::progre
     }
 }
 
-fn serving_intervals(serving: &Path, inference: &Path, out: &Path) -> ExitCode {
-    use crate::eval::serving::intervals;
-    let stamp = format!("{}, commit {}", utc_date(), git_commit());
-    let report = match intervals::run(serving, inference, &stamp) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    if let Err(e) = intervals::write(&report, out) {
-        return failed(e);
-    }
-    println!("{}", intervals::markdown(&report));
-    eprintln!("wrote {0}/serving_intervals.md, {0}/serving_intervals.json", out.display());
-    ExitCode::SUCCESS
-}
-
-fn serving(
-    data: &Path,
-    out: &Path,
-    analytic_only: bool,
-    client: crate::eval::serving::Client,
-    steps: &mut Steps,
-) -> ExitCode {
-    let (models, label) = match eval_models(analytic_only) {
-        Ok(m) => m,
-        Err(e) => return failed(e),
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::serving::run(data, (&models, &label), client, &mut |m| steps.step(m)) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    if let Err(e) = crate::eval::serving::write(&report, out) {
-        return failed(e);
-    }
-    println!("{}", crate::eval::serving::markdown(&report));
-    eprintln!("wrote {0}/serving.md, {0}/serving.json, {0}/serving_rows.csv", out.display());
-    ExitCode::SUCCESS
-}
-
-/// An evaluation's error on stderr; exit code 1.
-fn failed(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
-}
-
 /// `--grid` as a [`Grid`], or `None` after saying why not.
 pub(super) fn parse_grid(grid: &str) -> Option<Grid> {
     let g = serde_json::from_value::<Grid>(serde_json::Value::String(grid.to_string())).ok();
@@ -354,186 +312,4 @@ pub(super) fn parse_grid(grid: &str) -> Option<Grid> {
         eprintln!("error: --grid must be full, fast or minimal, got {grid:?}");
     }
     g
-}
-
-async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config, steps: &mut Steps) -> ExitCode {
-    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
-    let opts = crate::eval::operators::Options {
-        data,
-        out: out.clone(),
-        grid,
-        per_gpu_min_samples: config.per_gpu_min_samples,
-    };
-    match crate::eval::operators::run(&opts, &mut |m| steps.step(m)).await {
-        Ok(report) => {
-            println!("{}", crate::eval::operators::markdown(&report));
-            eprintln!("wrote {0}/operators.md, {0}/operators.json, {0}/operators.svg", out.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => failed(e),
-    }
-}
-
-async fn comm(data: &Path, out: &Path, grid: &str, steps: &mut Steps) -> ExitCode {
-    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
-    match crate::eval::comm::run(data, out, grid, &mut |m| steps.step(m)).await {
-        Ok(report) => {
-            println!("{}", crate::eval::comm::markdown(&report));
-            ExitCode::SUCCESS
-        }
-        Err(e) => failed(e),
-    }
-}
-
-fn kernels(fixtures: &Path) -> ExitCode {
-    match crate::eval::kernels::run(fixtures) {
-        Ok(report) => {
-            println!("{}", crate::eval::kernels::markdown(&report));
-            ExitCode::SUCCESS
-        }
-        Err(e) => failed(e),
-    }
-}
-
-fn training(
-    data: &Path,
-    out: &Path,
-    mode: &Mode,
-    kernels: crate::cost::KernelChoice,
-    analytic_only: bool,
-    steps: &mut Steps,
-) -> ExitCode {
-    let (models, label) = if analytic_only {
-        (crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string())
-    } else {
-        match crate::bundle::Bundle::embedded().and_then(|b| Ok((crate::bundle::registry(&b)?, b.manifest.version))) {
-            Ok((r, v)) => {
-                let label = format!("the bundled models (bundle {v}, {} models; what a fresh install serves)", r.len());
-                (r, label)
-            }
-            Err(e) => return failed(e),
-        }
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::training::run_with(data, mode, (&models, &label), kernels, &mut |m| steps.step(m)) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    if let Err(e) = crate::eval::training::write(&report, &out.to_path_buf()) {
-        return failed(e);
-    }
-    println!("{}", crate::eval::training::markdown(&report));
-    if let (Mode::CrossValidate { .. } | Mode::LeaveSourceOut { .. }, Some(q)) = (mode, &report.quantiles) {
-        let stamp = format!("{}, commit {}", utc_date(), git_commit());
-        if matches!(mode, Mode::LeaveSourceOut { .. }) {
-            println!(
-                "The spread between sources to paste into src/llm/interval.rs:\n\n```rust\n{}```",
-                q.shift_block(&stamp)
-            );
-        } else {
-            println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
-        }
-        let contention = matches!(
-            mode,
-            Mode::CrossValidate { contention: true, .. } | Mode::LeaveSourceOut { contention: true, .. }
-        );
-        let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
-        println!(
-            "\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```"
-        );
-    }
-    eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
-    ExitCode::SUCCESS
-}
-
-/// Today's UTC date, YYYY-MM-DD (days since the epoch to the civil date: Hinnant's `civil_from_days`).
-fn utc_date() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// The working tree's commit (`git rev-parse --short HEAD`, `-dirty` when it has changes), or `unknown`.
-fn git_commit() -> String {
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match run(&["rev-parse", "--short", "HEAD"]) {
-        Some(c) if run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) => {
-            format!("{c}-dirty")
-        }
-        Some(c) => c,
-        None => "unknown".into(),
-    }
-}
-
-/// The learned models a fresh install serves (the bundle in the binary) and their label, or an empty registry.
-fn eval_models(analytic_only: bool) -> Result<(crate::learn::Registry, String), String> {
-    if analytic_only {
-        return Ok((crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string()));
-    }
-    let b = crate::bundle::Bundle::embedded().map_err(|e| e.to_string())?;
-    let r = crate::bundle::registry(&b).map_err(|e| e.to_string())?;
-    let label =
-        format!("the bundled models (bundle {}, {} models; what a fresh install serves)", b.manifest.version, r.len());
-    Ok((r, label))
-}
-
-fn inference(
-    data: &Path,
-    out: &Path,
-    mode: &crate::eval::inference::Mode,
-    analytic_only: bool,
-    steps: &mut Steps,
-) -> ExitCode {
-    let (models, label) = match eval_models(analytic_only) {
-        Ok(m) => m,
-        Err(e) => return failed(e),
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::inference::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    if let Err(e) = crate::eval::inference::write(&report, out) {
-        return failed(e);
-    }
-    println!("{}", crate::eval::inference::markdown(&report));
-    if let crate::eval::inference::Mode::CrossValidate { .. } = mode {
-        let stamp = format!("{}, commit {}", utc_date(), git_commit());
-        println!(
-            "Residual quantiles to paste into src/llm/serving/interval.rs:\n\n```rust\n{}```",
-            crate::eval::inference::rust_block(&report.quantiles, &stamp)
-        );
-    }
-    eprintln!("wrote {0}/inference.md, {0}/inference.json, {0}/inference_rows.csv", out.display());
-    ExitCode::SUCCESS
-}
-
-fn cross_gpu(opts: &crate::eval::logo::Options, out: &Path, steps: &mut Steps) -> ExitCode {
-    let report = match crate::eval::logo::run(opts, &mut |m| steps.step(m)) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    match crate::eval::logo::write(&report, out) {
-        Ok((md, json)) => {
-            println!("{}", crate::eval::logo::markdown(&report));
-            eprintln!("wrote {}, {}", md.display(), json.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => failed(e),
-    }
 }

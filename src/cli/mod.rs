@@ -21,6 +21,7 @@ mod predict;
 mod progress;
 mod search;
 mod serve;
+mod stamp;
 mod timeline;
 
 use std::io::{Read, Write};

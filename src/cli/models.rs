@@ -37,22 +37,6 @@ pub(super) enum ModelsWhat {
 /// The committed bundle's thinning: about 4 MiB of samples, a retrain of every key in minutes on 2 cores.
 pub const DEFAULT_MAX_ROWS_PER_KEY: usize = 12_000;
 
-/// The git commit of the working tree at `dir`, `-dirty` when it has uncommitted changes; None without git.
-fn git_commit(dir: &Path) -> Option<String> {
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let commit = run(&["rev-parse", "--short=12", "HEAD"])?;
-    let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    Some(if dirty { format!("{commit}-dirty") } else { commit })
-}
-
 /// Runs a models command. Exit codes: 2 for a bad `--grid`; 1 when the build fails.
 pub(super) async fn run(what: ModelsWhat, config: &Config, progress: super::progress::Mode) -> ExitCode {
     match what {
@@ -65,7 +49,7 @@ pub(super) async fn run(what: ModelsWhat, config: &Config, progress: super::prog
                 grid,
                 per_gpu_min_samples: config.per_gpu_min_samples,
                 max_training_rows: config.max_training_rows,
-                commit: git_commit(Path::new(".")),
+                commit: super::stamp::git_commit(Path::new("."), "--short=12"),
             };
             let steps: &mut Steps = &mut progress.steps();
             match crate::eval::bundle::build(&opts, &mut |m| steps.step(m)).await {

@@ -34,6 +34,12 @@ use super::machine::{self, Occupancy};
 use super::{non_negative, positive, KernelModelError};
 use crate::hw::{GpuSpec, Precision};
 
+mod features;
+mod input;
+
+pub use features::PipeFeatures;
+pub use input::PipeWork;
+
 /// An instruction pipe or memory level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -75,88 +81,6 @@ impl Pipe {
     }
 }
 
-/// A kernel's launch and its demand on each pipe, totals over the whole kernel (all ≥ 0; 0 = no demand).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"blocks": 1024, "threads_per_block": 256, "flops_tensor": 6.87e10,
-    "tensor_precision": "bf16", "lsu_warp_insts": 2.0e6, "l2_bytes": 2.0e8, "dram_bytes": 6.7e7, "measured_us": 310.0}))]
-pub struct PipeWork {
-    /// CTAs (thread blocks) in the grid.
-    pub blocks: u64,
-    /// Threads per CTA.
-    pub threads_per_block: u32,
-    /// Resident CTAs per SM; `null` = the occupancy calculator's ([`machine::occupancy`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks_per_sm: Option<u32>,
-    /// Registers per thread (occupancy).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub registers_per_thread: Option<f64>,
-    /// Shared memory per CTA, bytes (occupancy).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_mem_bytes_per_block: Option<f64>,
-    /// Tensor-core FLOPs.
-    #[serde(default)]
-    pub flops_tensor: f64,
-    /// Precision of the tensor work; `null` = fp16.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tensor_precision: Option<Precision>,
-    /// FP32 FLOPs (fadd + fmul + 2·ffma).
-    #[serde(default)]
-    pub flops_fp32: f64,
-    /// FP16 FLOPs on the vector pipe.
-    #[serde(default)]
-    pub flops_fp16: f64,
-    /// FP64 FLOPs.
-    #[serde(default)]
-    pub flops_fp64: f64,
-    /// Integer/logic warp instructions (`sm__inst_executed_pipe_alu.sum`).
-    #[serde(default)]
-    pub alu_warp_insts: f64,
-    /// Special-function warp instructions (`sm__inst_executed_pipe_xu.sum`).
-    #[serde(default)]
-    pub xu_warp_insts: f64,
-    /// Load/store warp instructions (`sm__inst_executed_pipe_lsu.sum`).
-    #[serde(default)]
-    pub lsu_warp_insts: f64,
-    /// L1/TEX bytes.
-    #[serde(default)]
-    pub l1_bytes: f64,
-    /// L2 bytes.
-    #[serde(default)]
-    pub l2_bytes: f64,
-    /// DRAM bytes.
-    #[serde(default)]
-    pub dram_bytes: f64,
-    /// Measured duration, µs, for the efficiency.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_us: Option<f64>,
-}
-
-impl PipeWork {
-    /// A launch of `blocks` × `threads_per_block` with no demand yet.
-    pub fn launch(blocks: u64, threads_per_block: u32) -> PipeWork {
-        PipeWork {
-            blocks,
-            threads_per_block,
-            blocks_per_sm: None,
-            registers_per_thread: None,
-            shared_mem_bytes_per_block: None,
-            flops_tensor: 0.0,
-            tensor_precision: None,
-            flops_fp32: 0.0,
-            flops_fp16: 0.0,
-            flops_fp64: 0.0,
-            alu_warp_insts: 0.0,
-            xu_warp_insts: 0.0,
-            lsu_warp_insts: 0.0,
-            l1_bytes: 0.0,
-            l2_bytes: 0.0,
-            dram_bytes: 0.0,
-            measured_us: None,
-        }
-    }
-}
-
 /// One pipe's demand and cycles.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct PipeDemand {
@@ -171,103 +95,6 @@ pub struct PipeDemand {
     pub throughput_per_cycle: f64,
     /// Cycles this pipe needs.
     pub cycles: f64,
-}
-
-/// The feature vector for the learned model (S2): per-pipe cycles, the maxima, the launch geometry and the
-/// hardware descriptors. [`PipeFeatures::NAMES`] and [`PipeFeatures::values`] give it as a flat vector.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct PipeFeatures {
-    pub tensor_cycles: f64,
-    pub fma_cycles: f64,
-    pub fp64_cycles: f64,
-    pub alu_cycles: f64,
-    pub xu_cycles: f64,
-    pub lsu_cycles: f64,
-    pub l1_cycles: f64,
-    pub l2_cycles: f64,
-    pub dram_cycles: f64,
-    /// Max over the instruction pipes.
-    pub max_compute_cycles: f64,
-    /// Max over L1, L2, DRAM.
-    pub max_memory_cycles: f64,
-    /// Max over all: the ceiling.
-    pub ceiling_cycles: f64,
-    pub waves: f64,
-    /// CTAs on the busiest SM.
-    pub ctas_per_sm: f64,
-    /// Resident CTAs per SM.
-    pub blocks_per_sm: f64,
-    /// Theoretical occupancy, 0–1.
-    pub occupancy: f64,
-    pub sm_count: f64,
-    pub clock_ghz: f64,
-    pub fp32_tflops: f64,
-    /// Matrix peak of the tensor precision (0 where none).
-    pub tensor_tflops: f64,
-    pub dram_gbs: f64,
-    pub l2_gbs: f64,
-    pub l1_gbs: f64,
-    pub l2_mib: f64,
-}
-
-impl PipeFeatures {
-    /// Feature names, in the order of [`PipeFeatures::values`].
-    pub const NAMES: [&'static str; 24] = [
-        "tensor_cycles",
-        "fma_cycles",
-        "fp64_cycles",
-        "alu_cycles",
-        "xu_cycles",
-        "lsu_cycles",
-        "l1_cycles",
-        "l2_cycles",
-        "dram_cycles",
-        "max_compute_cycles",
-        "max_memory_cycles",
-        "ceiling_cycles",
-        "waves",
-        "ctas_per_sm",
-        "blocks_per_sm",
-        "occupancy",
-        "sm_count",
-        "clock_ghz",
-        "fp32_tflops",
-        "tensor_tflops",
-        "dram_gbs",
-        "l2_gbs",
-        "l1_gbs",
-        "l2_mib",
-    ];
-
-    /// The features as a flat vector (order of [`PipeFeatures::NAMES`]).
-    pub fn values(&self) -> [f64; 24] {
-        [
-            self.tensor_cycles,
-            self.fma_cycles,
-            self.fp64_cycles,
-            self.alu_cycles,
-            self.xu_cycles,
-            self.lsu_cycles,
-            self.l1_cycles,
-            self.l2_cycles,
-            self.dram_cycles,
-            self.max_compute_cycles,
-            self.max_memory_cycles,
-            self.ceiling_cycles,
-            self.waves,
-            self.ctas_per_sm,
-            self.blocks_per_sm,
-            self.occupancy,
-            self.sm_count,
-            self.clock_ghz,
-            self.fp32_tflops,
-            self.tensor_tflops,
-            self.dram_gbs,
-            self.l2_gbs,
-            self.l1_gbs,
-            self.l2_mib,
-        ]
-    }
 }
 
 /// The pipeline-demand answer.

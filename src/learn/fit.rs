@@ -20,8 +20,11 @@ use utoipa::ToSchema;
 
 use super::lgbm::{self, EarlyStopping, LgbmError, Model};
 
-/// Seed of the 80/20 split.
-pub const SPLIT_SEED: u64 = 0x5EED_CAFE_F00D_0001;
+mod thinning;
+mod training_set;
+
+pub use thinning::{thin_by_key, thin_evenly};
+pub use training_set::{is_validation_key, split, TrainingSet, SPLIT_SEED};
 
 /// Rows below which no model is fitted: with fewer, a 20 % validation split says nothing.
 pub const MIN_ROWS: usize = 30;
@@ -36,84 +39,6 @@ pub const EARLY_STOPPING_ROUNDS: u32 = 40;
 /// Largest |r̂| a model may answer: exp(±3) is a factor of 20 off the analytic time, beyond which the analytic
 /// model, not the correction, is wrong.
 pub const MAX_ABS_LOG_RATIO: f64 = 3.0;
-
-/// Rows to fit: features (row-major), analytic and measured times, and a stable key per row for the split.
-#[derive(Debug, Clone, Default)]
-pub struct TrainingSet {
-    pub feature_names: Vec<String>,
-    /// Row-major, `rows · feature_names.len()` values.
-    pub x: Vec<f64>,
-    pub analytic_us: Vec<f64>,
-    pub measured_us: Vec<f64>,
-    /// Stable per-row key (e.g. the sample's content hash); decides the row's side of the split.
-    pub split_key: Vec<u64>,
-}
-
-impl TrainingSet {
-    /// An empty set with these feature names.
-    pub fn new(feature_names: &[&str]) -> TrainingSet {
-        TrainingSet { feature_names: feature_names.iter().map(|s| s.to_string()).collect(), ..Default::default() }
-    }
-
-    /// Adds one row. Rows with a non-positive or non-finite time, or an infinite feature, are skipped (returns
-    /// false); NaN features are kept as missing values.
-    pub fn push(&mut self, features: &[f64], analytic_us: f64, measured_us: f64, split_key: u64) -> bool {
-        let ok = analytic_us.is_finite() && analytic_us > 0.0 && measured_us.is_finite() && measured_us > 0.0;
-        if ok && features.len() == self.feature_names.len() && features.iter().all(|v| !v.is_infinite()) {
-            self.x.extend_from_slice(features);
-            self.analytic_us.push(analytic_us);
-            self.measured_us.push(measured_us);
-            self.split_key.push(split_key);
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.measured_us.len()
-    }
-
-    /// True without rows.
-    pub fn is_empty(&self) -> bool {
-        self.measured_us.is_empty()
-    }
-
-    fn n_features(&self) -> usize {
-        self.feature_names.len()
-    }
-
-    fn row(&self, i: usize) -> &[f64] {
-        let n = self.n_features();
-        &self.x[i * n..(i + 1) * n]
-    }
-
-    /// True when row `i` belongs to the 20 % validation side of the seeded split.
-    pub fn is_validation(&self, i: usize) -> bool {
-        is_validation_key(self.split_key[i])
-    }
-
-    fn subset(&self, rows: &[usize]) -> (Vec<f64>, Vec<f32>) {
-        let mut x = Vec::with_capacity(rows.len() * self.n_features());
-        let mut y = Vec::with_capacity(rows.len());
-        for &i in rows {
-            x.extend_from_slice(self.row(i));
-            y.push((self.measured_us[i] / self.analytic_us[i]).ln() as f32);
-        }
-        (x, y)
-    }
-}
-
-/// SplitMix64 of the key and [`SPLIT_SEED`]: the row is in validation when the result is ≡ 0 (mod 5).
-pub fn is_validation_key(key: u64) -> bool {
-    let mut z = key ^ SPLIT_SEED;
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    z % 5 == 0
-}
 
 /// One LightGBM configuration to try.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -170,10 +95,9 @@ pub fn candidates(grid: Grid, rows: usize) -> Vec<Candidate> {
             candidate("gbdt-31-huber", &format!("{} alpha=0.3", gbdt("huber", 31, 0.1)), 300),
             candidate("random-forest", &rf, 100),
         ],
-        Grid::Fast => vec![
-            candidate("gbdt-31-leaves", &gbdt("regression", 31, 0.1), 200),
-            candidate("random-forest", &rf, 50),
-        ],
+        Grid::Fast => {
+            vec![candidate("gbdt-31-leaves", &gbdt("regression", 31, 0.1), 200), candidate("random-forest", &rf, 50)]
+        }
         Grid::Minimal => vec![candidate("gbdt-minimal", &gbdt("regression", 4, 0.1), 2)],
     }
 }
@@ -207,47 +131,6 @@ pub fn accuracy(pred: &[f64], meas: &[f64]) -> Accuracy {
         signed += rel;
     }
     Accuracy { mape: abs / n as f64, signed: signed / n as f64, rows: n }
-}
-
-/// Keeps at most `max` items, every k-th one (k = ⌈len / max⌉), so a large sample set is thinned evenly across
-/// its upload order rather than truncated to its oldest rows. `max == 0` keeps everything.
-///
-/// Beware tables in grid order: a stride that divides an axis's length keeps one slice of that axis (every
-/// second row of an m·n·k grid with an even k axis drops half the k values); [`thin_by_key`] has no such
-/// aliasing.
-pub fn thin_evenly<T>(items: Vec<T>, max: usize) -> Vec<T> {
-    if max == 0 || items.len() <= max {
-        return items;
-    }
-    let k = items.len().div_ceil(max);
-    items.into_iter().step_by(k).collect()
-}
-
-/// SplitMix64 finalizer with another constant than the split's, so the rows thinning keeps are independent of
-/// their side of the split.
-fn thinning_rank(key: u64) -> u64 {
-    let mut z = key ^ 0x7A1D_5EED_0BAD_F00D;
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Keeps the `max` items whose stable `key` (a sample's split key or content hash) ranks lowest under a seeded
-/// hash, in their original order: a uniform sample of the set that does not alias with the grid order of
-/// measured tables, and that keeps the same rows retrain after retrain (a new row displaces a kept one only when
-/// it ranks lower). `max == 0` keeps everything.
-pub fn thin_by_key<T>(items: Vec<T>, max: usize, key: impl Fn(&T) -> u64) -> Vec<T> {
-    if max == 0 || items.len() <= max {
-        return items;
-    }
-    let mut ranked: Vec<(u64, usize)> = items.iter().enumerate().map(|(i, t)| (thinning_rank(key(t)), i)).collect();
-    ranked.select_nth_unstable(max - 1);
-    let mut keep = vec![false; items.len()];
-    for &(_, i) in &ranked[..max] {
-        keep[i] = true;
-    }
-    items.into_iter().zip(keep).filter_map(|(t, k)| k.then_some(t)).collect()
 }
 
 /// Times a model predicts for `rows` of `set`: analytic · exp(clamped r̂).
@@ -305,11 +188,6 @@ pub enum FitError {
     EmptySplit,
     #[error(transparent)]
     Lgbm(#[from] LgbmError),
-}
-
-/// Rows of each side of the split.
-pub fn split(set: &TrainingSet) -> (Vec<usize>, Vec<usize>) {
-    (0..set.len()).partition(|&i| !set.is_validation(i))
 }
 
 /// How a fit uses the machine: candidates trained at once, each on one LightGBM thread (small LightGBM jobs scale
@@ -403,7 +281,8 @@ pub fn fit_with(
     for r in results {
         trained.push(r?);
     }
-    let scores: Vec<(String, f64)> = cands.iter().zip(&trained).map(|(c, (_, a, _))| (c.name.clone(), a.mape)).collect();
+    let scores: Vec<(String, f64)> =
+        cands.iter().zip(&trained).map(|(c, (_, a, _))| (c.name.clone(), a.mape)).collect();
     // The smallest model within PARSIMONY of the best validation MAPE (the first of equals).
     let best_mape = trained.iter().map(|(_, a, _)| a.mape).fold(f64::INFINITY, f64::min);
     let k = (0..trained.len())
@@ -418,9 +297,8 @@ pub fn fit_with(
     let (xa, ya) = set.subset(&all);
     let refit_params = format!("{} num_threads={}", chosen.params, threads.parallel.max(1));
     let refit = |_: usize| lgbm::train(&xa, &ya, n, &refit_params, chosen.num_iterations);
-    let model_text = run_parallel(1, Threads { parallel: 1, ..threads }, &refit)
-        .pop()
-        .ok_or(FitError::EmptySplit)??;
+    let model_text =
+        run_parallel(1, Threads { parallel: 1, ..threads }, &refit).pop().ok_or(FitError::EmptySplit)??;
     let importance = Model::from_text(&model_text)?.importance_gain()?;
     let model_text = lgbm::slim(&model_text);
     progress(1.0);
@@ -447,50 +325,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thinning_keeps_every_kth_row_and_at_most_max() {
-        let v: Vec<u32> = (0..10).collect();
-        // ⌈10/4⌉ = 3 → rows 0, 3, 6, 9.
-        assert_eq!(thin_evenly(v.clone(), 4), vec![0, 3, 6, 9]);
-        assert_eq!(thin_evenly(v.clone(), 5), vec![0, 2, 4, 6, 8]);
-        assert_eq!(thin_evenly(v.clone(), 10), v);
-        assert_eq!(thin_evenly(v.clone(), 0), v);
-        assert_eq!(thin_evenly(v, 1), vec![0]);
-    }
-
-    #[test]
-    fn thinning_by_key_is_a_stable_uniform_sample_without_grid_aliasing() {
-        // A 40 × 12 grid in row order (k innermost, 12 values): every second row would keep 6 of the 12 k values.
-        let grid: Vec<(u64, u64)> = (0..40u64).flat_map(|m| (0..12u64).map(move |k| (m, k))).collect();
-        let strided = thin_evenly(grid.clone(), 240);
-        assert_eq!(strided.iter().map(|r| r.1).collect::<std::collections::BTreeSet<_>>().len(), 6);
-        let key = |r: &(u64, u64)| r.0 * 1000 + r.1;
-        let kept = thin_by_key(grid.clone(), 240, key);
-        assert_eq!(kept.len(), 240);
-        assert_eq!(kept.iter().map(|r| r.1).collect::<std::collections::BTreeSet<_>>().len(), 12);
-        // Original order, and the same rows again with more rows added (those that rank lower displace some).
-        assert!(kept.windows(2).all(|w| key(&w[0]) < key(&w[1])));
-        let mut more = grid.clone();
-        more.extend((0..12u64).map(|k| (99, k)));
-        let again = thin_by_key(more, 240, key);
-        let common = again.iter().filter(|r| kept.contains(r)).count();
-        assert!(common >= 228, "{common}");
-        assert_eq!(thin_by_key(grid.clone(), 0, key).len(), grid.len());
-    }
-
-    #[test]
     fn accuracy_by_hand() {
         // Errors +10 %, −20 %, 0 %: MAPE 10 %, signed −3.33 %.
         let a = accuracy(&[110.0, 80.0, 50.0], &[100.0, 100.0, 50.0]);
         assert!((a.mape - 0.1).abs() < 1e-12);
         assert!((a.signed + 0.1 / 3.0).abs() < 1e-12);
         assert_eq!(a.rows, 3);
-    }
-
-    #[test]
-    fn split_is_about_one_in_five_and_stable() {
-        let val = (0..10_000u64).filter(|&k| is_validation_key(k)).count();
-        assert!((1800..2200).contains(&val), "{val}");
-        assert_eq!(is_validation_key(42), is_validation_key(42));
     }
 
     #[test]

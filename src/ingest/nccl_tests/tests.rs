@@ -1,4 +1,6 @@
 use super::*;
+use crate::ingest::{Context, Parsed};
+use crate::samples::{Rejected, Sample};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/fixtures/nccl-tests/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()

@@ -6,12 +6,13 @@
 //!   decode operators): the memoizing [`Timer`], the charged time of each instance ([`time_ops`]: an operator
 //!   overlapping another is charged only its excess) and a list's forward and backward seconds per pass
 //!   ([`pass_seconds`]: GPU time or host time, whichever is longer);
-//! - for training (`timing/training.rs`, re-exported here): every model chunk's forward and backward seconds per
-//!   micro-batch ([`chunk_seconds`]) and every stage's tail ([`crate::llm::pipeline::StageTail`]), from a
-//!   [`crate::llm::decompose::Decomposition`] ([`time_training`]) or, without building one, straight from a
-//!   configuration ([`pieces`], [`P2pTimes`], [`chunk_times`], [`stage_tail`]: the search's per-candidate path,
-//!   which must not allocate). Both paths share the arithmetic, so a configuration the search finds predicts the
-//!   same time through `POST /v1/predictions/training`.
+//! - for training (`timing/training.rs`, the composition and the search's path, and
+//!   `timing/training/decomposed.rs`, a decomposition timed; re-exported here): every model chunk's forward and
+//!   backward seconds per micro-batch ([`chunk_seconds`]) and every stage's tail
+//!   ([`crate::llm::pipeline::StageTail`]), from a [`crate::llm::decompose::Decomposition`] ([`time_training`]) or,
+//!   without building one, straight from a configuration ([`pieces`], [`P2pTimes`], [`chunk_times`],
+//!   [`stage_tail`]: the search's per-candidate path, which must not allocate). Both paths share the arithmetic, so
+//!   a configuration the search finds predicts the same time through `POST /v1/predictions/training`.
 
 use rustc_hash::FxHashMap;
 

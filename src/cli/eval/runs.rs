@@ -1,0 +1,206 @@
+//! Runs each `perfcast eval …` evaluation: loads the learned models it predicts with, calls the evaluation in
+//! [`crate::eval`], prints its markdown report (and any block to paste into the source) to stdout and writes its
+//! files under `--out`. Errors go to stderr with exit code 1.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::super::progress::Steps;
+use super::super::stamp::paste_stamp;
+use super::parse_grid;
+use crate::config::Config;
+use crate::eval::training::Mode;
+
+/// `eval serving-intervals`: the serving bands' between-source shift from two evaluations' rows.
+pub(super) fn serving_intervals(serving: &Path, inference: &Path, out: &Path) -> ExitCode {
+    use crate::eval::serving::intervals;
+    let stamp = paste_stamp();
+    let report = match intervals::run(serving, inference, &stamp) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = intervals::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", intervals::markdown(&report));
+    eprintln!("wrote {0}/serving_intervals.md, {0}/serving_intervals.json", out.display());
+    ExitCode::SUCCESS
+}
+
+/// `eval serving`: the simulated benchmarks of aiconfigurator's runs with `client`.
+pub(super) fn serving(
+    data: &Path,
+    out: &Path,
+    analytic_only: bool,
+    client: crate::eval::serving::Client,
+    steps: &mut Steps,
+) -> ExitCode {
+    let (models, label) = match eval_models(analytic_only) {
+        Ok(m) => m,
+        Err(e) => return failed(e),
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::serving::run(data, (&models, &label), client, &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::serving::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::serving::markdown(&report));
+    eprintln!("wrote {0}/serving.md, {0}/serving.json, {0}/serving_rows.csv", out.display());
+    ExitCode::SUCCESS
+}
+
+/// An evaluation's error on stderr; exit code 1.
+fn failed(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+/// `eval operators`: operator regressors retrained on the train split, scored on the test split.
+pub(super) async fn operators(data: PathBuf, out: PathBuf, grid: &str, config: &Config, steps: &mut Steps) -> ExitCode {
+    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
+    let opts = crate::eval::operators::Options {
+        data,
+        out: out.clone(),
+        grid,
+        per_gpu_min_samples: config.per_gpu_min_samples,
+    };
+    match crate::eval::operators::run(&opts, &mut |m| steps.step(m)).await {
+        Ok(report) => {
+            println!("{}", crate::eval::operators::markdown(&report));
+            eprintln!("wrote {0}/operators.md, {0}/operators.json, {0}/operators.svg", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// `eval comm`: collectives calibrated on the train split, scored on the held-out nccl-tests rows.
+pub(super) async fn comm(data: &Path, out: &Path, grid: &str, steps: &mut Steps) -> ExitCode {
+    let Some(grid) = parse_grid(grid) else { return ExitCode::from(2) };
+    match crate::eval::comm::run(data, out, grid, &mut |m| steps.step(m)).await {
+        Ok(report) => {
+            println!("{}", crate::eval::comm::markdown(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// `eval kernels`: the kernel models against the profiler fixtures' measured kernels.
+pub(super) fn kernels(fixtures: &Path) -> ExitCode {
+    match crate::eval::kernels::run(fixtures) {
+        Ok(report) => {
+            println!("{}", crate::eval::kernels::markdown(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// `eval training`: the measured training runs in `mode`; prints the blocks to paste after a cross-validation.
+pub(super) fn training(
+    data: &Path,
+    out: &Path,
+    mode: &Mode,
+    kernels: crate::cost::KernelChoice,
+    analytic_only: bool,
+    steps: &mut Steps,
+) -> ExitCode {
+    let (models, label) = match eval_models(analytic_only) {
+        Ok(m) => m,
+        Err(e) => return failed(e),
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::training::run_with(data, mode, (&models, &label), kernels, &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::training::write(&report, &out.to_path_buf()) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::training::markdown(&report));
+    if let (Mode::CrossValidate { .. } | Mode::LeaveSourceOut { .. }, Some(q)) = (mode, &report.quantiles) {
+        let stamp = paste_stamp();
+        if matches!(mode, Mode::LeaveSourceOut { .. }) {
+            println!(
+                "The spread between sources to paste into src/llm/interval.rs:\n\n```rust\n{}```",
+                q.shift_block(&stamp)
+            );
+        } else {
+            println!("Residual quantiles to paste into src/llm/interval.rs:\n\n```rust\n{}```", q.rust_block(&stamp));
+        }
+        let contention = matches!(
+            mode,
+            Mode::CrossValidate { contention: true, .. } | Mode::LeaveSourceOut { contention: true, .. }
+        );
+        let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
+        println!(
+            "\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```"
+        );
+    }
+    eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
+    ExitCode::SUCCESS
+}
+
+/// The learned models a fresh install serves (the bundle in the binary) and their label, or an empty registry.
+fn eval_models(analytic_only: bool) -> Result<(crate::learn::Registry, String), String> {
+    if analytic_only {
+        return Ok((crate::learn::Registry::default(), "none (analytic operators and collectives)".to_string()));
+    }
+    let b = crate::bundle::Bundle::embedded().map_err(|e| e.to_string())?;
+    let r = crate::bundle::registry(&b).map_err(|e| e.to_string())?;
+    let label =
+        format!("the bundled models (bundle {}, {} models; what a fresh install serves)", b.manifest.version, r.len());
+    Ok((r, label))
+}
+
+/// `eval inference`: LLM-Inference-Bench's static batches in `mode`.
+pub(super) fn inference(
+    data: &Path,
+    out: &Path,
+    mode: &crate::eval::inference::Mode,
+    analytic_only: bool,
+    steps: &mut Steps,
+) -> ExitCode {
+    let (models, label) = match eval_models(analytic_only) {
+        Ok(m) => m,
+        Err(e) => return failed(e),
+    };
+    let models = std::sync::Arc::new(models);
+    let report = match crate::eval::inference::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    if let Err(e) = crate::eval::inference::write(&report, out) {
+        return failed(e);
+    }
+    println!("{}", crate::eval::inference::markdown(&report));
+    if let crate::eval::inference::Mode::CrossValidate { .. } = mode {
+        let stamp = paste_stamp();
+        println!(
+            "Residual quantiles to paste into src/llm/serving/interval.rs:\n\n```rust\n{}```",
+            crate::eval::inference::rust_block(&report.quantiles, &stamp)
+        );
+    }
+    eprintln!("wrote {0}/inference.md, {0}/inference.json, {0}/inference_rows.csv", out.display());
+    ExitCode::SUCCESS
+}
+
+/// `eval cross-gpu`: leave-one-GPU-out on the train split.
+pub(super) fn cross_gpu(opts: &crate::eval::logo::Options, out: &Path, steps: &mut Steps) -> ExitCode {
+    let report = match crate::eval::logo::run(opts, &mut |m| steps.step(m)) {
+        Ok(r) => r,
+        Err(e) => return failed(e),
+    };
+    match crate::eval::logo::write(&report, out) {
+        Ok((md, json)) => {
+            println!("{}", crate::eval::logo::markdown(&report));
+            eprintln!("wrote {}, {}", md.display(), json.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e),
+    }
+}
