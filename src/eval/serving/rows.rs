@@ -153,6 +153,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     );
     let (isl, osl, ttft, tpot) = (c("isl")?, c("osl")?, c("silicon_ttft_ms")?, c("silicon_tpot_ms")?);
     let batch_size = c("batch_size")?;
+    let dec_bs = c("decode_batch_size")?;
     let par = |p: &str| -> Result<[usize; 5], String> {
         Ok([
             c(&format!("{p}tp_size"))?,
@@ -249,6 +250,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["mode"] = json!("disagg");
             req["prefill"] = json!({"workers": pw.unwrap_or(1).max(1), "parallelism": pp});
             req["decode"] = json!({"workers": dw.unwrap_or(1).max(1), "parallelism": dp});
+            // The row's decode batch size caps each decode worker's running requests: aiconfigurator's
+            // `decode_batch_size`, requests per attention-DP rank (the engines' `max_batch_size` /
+            // `max_running_requests` per rank); the runs' concurrency is workers × ranks × this. The prefill batch
+            // size is left to the engine's default token budget (aiconfigurator's `prefill_batch_size` is 1 in
+            // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
+            if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                req["decode"]["engine_options"] = json!({"max_num_seqs": bs});
+            }
         } else {
             req["parallelism"] = parallelism(&agg).0;
         }
