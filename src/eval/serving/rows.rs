@@ -356,6 +356,20 @@ mod tests {
     }
 
     #[test]
+    fn a_disaggregated_runs_decode_batch_size_caps_its_decode_workers() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+        let (rows, _) = load(&path, Client::Fixed).unwrap();
+        // Kimi-K2.5 on GB200, TensorRT-LLM disaggregated at 192 clients: decode_num_workers 4, decode_tp_size 8,
+        // decode_attention_dp_size 1, decode_batch_size 48 (4 × 1 × 48 = 192 clients): max_num_seqs 48 per decode
+        // worker; the prefill pool keeps the engine's default (prefill_batch_size 1 is not passed).
+        let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
+        let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
+        assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
+        assert_eq!(p.engine_options, None);
+    }
+
+    #[test]
     fn an_aggregated_runs_replicas_follow_from_its_per_rank_batch() {
         // 416 clients of a tp-2 Qwen3-32B at batch_size 13 without attention DP: 416 / 13 = 32 workers of 13.
         assert_eq!(replicas(416, Some(13), 1), 32);
