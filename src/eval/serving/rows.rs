@@ -153,6 +153,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     );
     let (isl, osl, ttft, tpot) = (c("isl")?, c("osl")?, c("silicon_ttft_ms")?, c("silicon_tpot_ms")?);
     let batch_size = c("batch_size")?;
+    let dec_bs = c("decode_batch_size")?;
     let par = |p: &str| -> Result<[usize; 5], String> {
         Ok([
             c(&format!("{p}tp_size"))?,
@@ -249,6 +250,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["mode"] = json!("disagg");
             req["prefill"] = json!({"workers": pw.unwrap_or(1).max(1), "parallelism": pp});
             req["decode"] = json!({"workers": dw.unwrap_or(1).max(1), "parallelism": dp});
+            // The row's decode batch size caps each decode worker's running requests: aiconfigurator's
+            // `decode_batch_size`, requests per attention-DP rank (the engines' `max_batch_size` /
+            // `max_running_requests` per rank); the runs' concurrency is workers × ranks × this. The prefill batch
+            // size is left to the engine's default token budget (aiconfigurator's `prefill_batch_size` is 1 in
+            // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
+            if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                req["decode"]["engine_options"] = json!({"max_num_seqs": bs});
+            }
         } else {
             req["parallelism"] = parallelism(&agg).0;
         }
@@ -344,6 +353,20 @@ mod tests {
         // 10 requests per client either way (InferenceX's --num-prompts $((CONC * 10))).
         let r = ix.iter().find(|r| shaped(r) && r.replicas == 1 && r.concurrency == 4).unwrap();
         assert_eq!(r.request.workload.num_requests, Some(40));
+    }
+
+    #[test]
+    fn a_disaggregated_runs_decode_batch_size_caps_its_decode_workers() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+        let (rows, _) = load(&path, Client::Fixed).unwrap();
+        // Kimi-K2.5 on GB200, TensorRT-LLM disaggregated at 192 clients: decode_num_workers 4, decode_tp_size 8,
+        // decode_attention_dp_size 1, decode_batch_size 48 (4 × 1 × 48 = 192 clients): max_num_seqs 48 per decode
+        // worker; the prefill pool keeps the engine's default (prefill_batch_size 1 is not passed).
+        let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
+        let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
+        assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
+        assert_eq!(p.engine_options, None);
     }
 
     #[test]

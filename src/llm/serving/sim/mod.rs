@@ -11,8 +11,12 @@
 //! the client when it ends (streaming latency, detokenization and the network are not modelled).
 //!
 //! **Events.** A request is sent when it arrives and a client slot is free (closed loop: `concurrency` slots, each
-//! freed when its request's last token arrives). It goes to the instance of its pool with the fewest outstanding
-//! requests (round robin among equals; SGLang's router and Dynamo's default are round robin / least-loaded). An
+//! freed when its request's last token arrives). It goes to the next instance of its pool in turn (round robin,
+//! blind to the instances' load: NVIDIA Dynamo's frontend routes with `--router-mode round-robin` by default (its
+//! Frontend Configuration Reference, `DYN_ROUTER_MODE`), and for a disaggregated request it routes to a decode
+//! worker and picks the prefill worker round robin (Dynamo `backends/sglang/sglang-disaggregation.md`, "Dynamo's
+//! approach"); SGLang's standalone PD load balancer picks a random (prefill, decode) pair). A worker that already runs its `max_num_seqs` keeps the request waiting even when another has
+//! room: with uneven lengths, a closed loop's requests queue behind whole requests on the busier workers. An
 //! instance with work steps back to back: a step starts when the previous ends (or when work arrives at an idle
 //! instance), its policy picks the batch, and its end time applies it. A disaggregated request leaves its prefill
 //! instance when its first token is sampled and arrives at a decode instance after its KV cache's transfer.
@@ -150,9 +154,12 @@ impl Ord for Time {
     }
 }
 
-/// The instance of `pool` (instances `range`) with the fewest outstanding requests (the lowest index among equals).
-fn route(instances: &[Instance], range: std::ops::Range<usize>) -> usize {
-    range.min_by_key(|&i| (instances[i].outstanding(), i)).expect("a pool has an instance")
+/// The next instance of a pool (instances `range`) in round-robin order, `turn` being the pool's count of requests
+/// routed so far (advanced here): the instance `range.start + turn mod |range|` (module doc).
+fn route(turn: &mut usize, range: std::ops::Range<usize>) -> usize {
+    let i = range.start + *turn % range.len().max(1);
+    *turn += 1;
+    i
 }
 
 /// Simulates `requests` sent by at most `concurrency` clients at once (`None`: unlimited) to `pools` (one pool:
@@ -181,6 +188,8 @@ pub fn simulate(
         ranges.push(start..instances.len());
     }
     let decode_pool = if pools.len() > 1 { Some(1) } else { None };
+    // Each pool's round-robin turn ([`route`]).
+    let mut turns = vec![0usize; pools.len()];
     // Client slots: the times they free up (a min-heap of `concurrency` entries).
     let mut slots: BinaryHeap<Reverse<Time>> = BinaryHeap::new();
     if let Some(c) = concurrency {
@@ -223,7 +232,7 @@ pub fn simulate(
                 transfers.push(Reverse((Time(send_t + options.frontend_s), r as u32, 0)));
                 continue;
             }
-            let i = route(&instances, ranges[0].clone());
+            let i = route(&mut turns[0], ranges[0].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(send_t);
             inst.waiting.push_back(r as u32);
@@ -236,7 +245,7 @@ pub fn simulate(
                 let q = &mut reqs[r as usize];
                 (q.tokens, q.computed, q.generated, q.blocks, q.reserved) = (q.input, q.input - 1, 0, 0, 0);
             }
-            let i = route(&instances, ranges[pool].clone());
+            let i = route(&mut turns[pool], ranges[pool].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(t);
             inst.waiting.push_back(r);

@@ -146,6 +146,35 @@ fn disaggregated_requests_wait_for_their_kv_transfer() {
 }
 
 #[test]
+fn decode_workers_are_picked_round_robin_blind_to_their_load() {
+    // One prefill worker, two decode workers of max_num_seqs 1, no transfer time, two closed-loop clients.
+    // Requests A (64 prompt tokens, 10 output), B (64, 2), C (64, 2). Prefill steps 50 ms, decode steps 10 ms.
+    // [0, 50]: the prefill worker prefills A and B; A goes to decode worker 0 (turn 0), B to worker 1 (turn 1).
+    // Worker 0: A's first token at 60 ms (TTFT 60), tokens 2–10 at 70, 80, …, 150 ms.
+    // Worker 1: B's first token at 60 ms, its 2nd at 70 ms: B is done and its client sends C at 70 ms.
+    // [70, 120]: C is prefilled; turn 2 sends it to worker 0 (2 mod 2), which runs A and holds one sequence, while
+    // worker 1 is idle. A's last token: 60 + 9·10 = 150 ms; C's first token in worker 0's next step, [150, 160]:
+    // TTFT 160 − 70 = 90 ms (the least-loaded worker 1 would have given 120 + 10 − 70 = 60 ms); its 2nd at 170 ms.
+    let mut pt = STEPS;
+    let mut dt = STEPS;
+    let mut p = settings(Engine::Vllm, 8192, 16, 1000);
+    p.role = Role::Prefill;
+    let mut d = p.clone();
+    (d.role, d.max_num_seqs) = (Role::Decode, 1);
+    let mut pools =
+        [Pool { settings: p, workers: 1, timer: &mut pt }, Pool { settings: d, workers: 2, timer: &mut dt }];
+    let reqs = [
+        SimRequest { input: 64, output: 10, arrival_s: 0.0 },
+        SimRequest { input: 64, output: 2, arrival_s: 0.0 },
+        SimRequest { input: 64, output: 2, arrival_s: 0.0 },
+    ];
+    let o = simulate(&mut pools, &reqs, Some(2), &|_| 0.0, OPTS).unwrap();
+    // In order of completion: B (70 ms), A (150 ms), C (170 ms).
+    close(&o.ttft_s, &[0.06, 0.06, 0.09]);
+    close(&o.e2e_s, &[0.07, 0.15, 0.10]);
+}
+
+#[test]
 fn the_front_end_delays_every_request_and_its_ttft() {
     // A 5 ms front end: request 1 reaches the engine at 5 ms, prefills to 55 ms (TTFT 55), decodes to 65 ms;
     // the client's next request is sent at 65, reaches the engine at 70, first token at 120 (TTFT 55 again).
