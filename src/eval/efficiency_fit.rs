@@ -63,7 +63,8 @@ pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
 /// rows here (vTrain's, hidden 1,024–2,048, often host-bound) hardly depend on it and pushed it to its bound.
 pub const FITTED: [&str; 4] = ["memory", "kernel_us", "host_us", "sustained_clock"];
 
-/// The plausible range of each fitted constant, (name, low, high): the fit searches inside it only, so a constant
+/// The plausible range of each fitted constant, (name, low, high), also the ±2σ of its prior in the maximum a
+/// posteriori fit ([`super::fit_prior`]): the fit searches inside it only, so a constant
 /// that the rows push to a bound shows it (the fold ranges in `perfcast eval training --cross-validate` say so)
 /// instead of taking an unphysical value that trades against another constant. Why these ranges:
 /// - `memory` 0.5–0.9 of DRAM bandwidth: bandwidth tests reach 0.85–0.93 on A100 and H100 (STREAM-like copies);
