@@ -211,9 +211,9 @@ pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize, contention: boo
     (eff, loss(rows, &eff))
 }
 
-/// Minimizes the MAP objective ([`super::fit_prior::objective`]) of `loss` (a source-weighted mean |ln error|,
-/// > 0) with `groups` independent groups, inside the [`BOUNDS`], from `start`. Returns the constants and the
-/// objective there.
+/// Minimizes the MAP objective ([`super::fit_prior::objective`]) of `loss` (a positive source-weighted mean
+/// |ln error|) with `groups` independent groups, inside the [`BOUNDS`], from `start`. Returns the constants and
+/// the objective there.
 ///
 /// Nelder–Mead runs twice, the second time from a fresh simplex around the first run's best point (a restart, the
 /// usual remedy for a simplex that has collapsed early): `memory` and `kernel_us` trade against each other, and a
