@@ -129,11 +129,18 @@ impl Efficiency {
     /// an operator or collective, these constants for the rest — each searched inside its plausible range
     /// (`BOUNDS` of `perfcast eval training`'s fit, src/eval/efficiency_fit.rs), 2026-11-24 (branch `amperefix` on
     /// d4d14ff, bundle 51a1396a): the learned compute-bound operators run at the sustained clock
-    /// [`SUSTAINED_CLOCK`] 0.857 (folds 0.838–0.864; on Ampere the measured, not fitted,
+    /// [`SUSTAINED_CLOCK`] 0.857 then (folds 0.838–0.864; on Ampere the measured, not fitted,
     /// [`SUSTAINED_CLOCK_AMPERE`] 0.930) and the learned fp8 GEMMs without the activation cast Transformer Engine
-    /// fuses ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.710 (folds 0.625–0.778; plausible 0.5–0.9),
+    /// fuses ([`Efficiency::fused_fp8_quantize`], analytic); `memory` 0.710 then (folds 0.625–0.778; plausible 0.5–0.9),
     /// `kernel_us` 35.2 µs (folds 31.5–37.9; plausible 5–40) and `host_us` 67.9 µs (folds 67.6–68.1; plausible
-    /// 20–100): `memory` is the most weakly determined. Without the sustained clock
+    /// 20–100): `memory` is the most weakly determined.
+    ///
+    /// Refit 2026-11-28 (branch `fitprior`: the maximum a posteriori fit of `eval::fit_prior`, each constant's
+    /// plausible range its ±2σ prior, with `longcp`'s CP merges and Hopper cuDNN attention; the all-rows fit of
+    /// `perfcast eval training --leave-source-out --iterations 60`, 1,793 rows of vTrain, NeMo, DGX Cloud and
+    /// llm-foundry): `memory` 0.659, `kernel_us` 24.1 µs, `host_us` 70.9 µs, [`SUSTAINED_CLOCK`] 0.890; the four
+    /// leave-one-source-out fits 0.663–0.681, 19.8–25.7 µs, 70.6–70.9 µs, 0.848–0.906, none at a bound.
+    /// Without the sustained clock
     /// and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5 in every fold (0.30 unbounded): it
     /// slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, a gap the
     /// sustained clock closes (bf16 −14.4 % → −3.7 %, cross-validated).
@@ -151,11 +158,11 @@ impl Efficiency {
         gemm_16bit: 0.8,
         gemm_fp8: 0.565,
         gemm_32bit: 0.81,
-        memory: 0.710,
-        kernel_us: 35.2,
+        memory: 0.659,
+        kernel_us: 24.1,
         network: 0.74,
         collective_us: 50.0,
-        host_us: 67.9,
+        host_us: 70.9,
         measured_gemm: true,
         overlap_slowdown: OVERLAP_SLOWDOWN,
         sustained_clock: SUSTAINED_CLOCK,
@@ -212,7 +219,9 @@ pub const OVERLAP_SLOWDOWN: f64 = 0.1;
 /// branch `amperefix` on d4d14ff, jointly with `memory`, `kernel_us` and `host_us`, with the measured
 /// [`SUSTAINED_CLOCK_AMPERE`]): 0.857, folds 0.838–0.864, on the NeMo and DGX Cloud H100 rows. (0.864 with the
 /// Ampere clock fitted too, fd57f05; one constant for A100 and H100 fitted 0.846, folds 0.829–0.855, 4208f2a.)
-pub const SUSTAINED_CLOCK: f64 = 0.857;
+/// Refit 2026-11-28 with the prior of `eval::fit_prior` (branch `fitprior`, leave-source-out's all-rows fit on
+/// vTrain, NeMo, DGX Cloud and llm-foundry): 0.890, the four leave-one-source-out fits 0.848–0.906.
+pub const SUSTAINED_CLOCK: f64 = 0.890;
 
 /// Sustained clock fraction of training runs on Ampere GPUs ([`Efficiency::sustained_clock_ampere`]), measured,
 /// not fitted: SuperBench's `gemm-flops` (DATA.md train data) runs cutlass tensor-core GEMMs of m = n = k = 16,384

@@ -4,7 +4,8 @@
 //! (or a model) the constants saw.
 //!
 //! The fit minimizes the mean |ln(predicted/measured)| with every source weighted equally (so 1,440 vTrain rows do
-//! not drown 11 NeuSight rows), by Nelder–Mead over the logarithms of the constants (fractions capped at 1).
+//! not drown 11 NeuSight rows), together with a prior on each constant from its cited plausible range (a maximum a
+//! posteriori fit, [`super::fit_prior`]), by Nelder–Mead inside the ranges.
 
 use std::collections::BTreeMap;
 
@@ -62,7 +63,8 @@ pub fn predict_with(row: &Prepared, eff: &Efficiency) -> Option<f64> {
 /// rows here (vTrain's, hidden 1,024–2,048, often host-bound) hardly depend on it and pushed it to its bound.
 pub const FITTED: [&str; 4] = ["memory", "kernel_us", "host_us", "sustained_clock"];
 
-/// The plausible range of each fitted constant, (name, low, high): the fit searches inside it only, so a constant
+/// The plausible range of each fitted constant, (name, low, high), also the ±2σ of its prior in the maximum a
+/// posteriori fit ([`super::fit_prior`]): the fit searches inside it only, so a constant
 /// that the rows push to a bound shows it (the fold ranges in `perfcast eval training --cross-validate` say so)
 /// instead of taking an unphysical value that trades against another constant. Why these ranges:
 /// - `memory` 0.5–0.9 of DRAM bandwidth: bandwidth tests reach 0.85–0.93 on A100 and H100 (STREAM-like copies);
@@ -190,21 +192,44 @@ pub fn nelder_mead(f: &mut dyn FnMut(&[f64]) -> f64, x0: &[f64], step: f64, iter
     simplex.swap_remove(0)
 }
 
-/// Where every fit starts: the shipped constants' fixed fields with neutral values for the fitted ones (memory at
-/// 0.8, 10 µs per kernel on the GPU, 30 µs per kernel on the host, the sustained clock at 0.9), so no fold starts
-/// from a fit that saw it. The measured Ampere clock is the shipped one.
+/// Where every fit starts: the shipped constants' fixed fields with the fitted ones at their prior centres
+/// ([`super::fit_prior`]: memory 0.7, 22.5 µs per kernel on the GPU, 60 µs per kernel on the host, the sustained
+/// clock at 0.9), so no fold starts from a fit that saw it. The measured Ampere clock is the shipped one.
 pub fn start() -> Efficiency {
-    Efficiency { memory: 0.8, kernel_us: 10.0, host_us: 30.0, sustained_clock: 0.9, ..Efficiency::CALIBRATED }
+    super::fit_prior::at_centres(&Efficiency::CALIBRATED)
 }
 
 /// Fits the constants on `rows` inside their [`BOUNDS`], starting from `start`; with `contention` also the
 /// contention κ of overlapped communication ([`Efficiency::overlap_slowdown`]), which otherwise stays at `start`'s.
+/// The fit is the maximum a posteriori one of [`super::fit_prior`] (the loss and each constant's cited prior, G the
+/// number of (source, model) groups in `rows`). Returns the constants and their [`loss`] on `rows`.
+pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize, contention: bool) -> (Efficiency, f64) {
+    let mut groups: Vec<(&str, &str)> = rows.iter().map(|r| (r.source, r.group.as_str())).collect();
+    groups.sort();
+    groups.dedup();
+    let (eff, _) = fit_objective(&mut |e| loss(rows, e), groups.len(), start, iters, contention);
+    (eff, loss(rows, &eff))
+}
+
+/// Minimizes the MAP objective ([`super::fit_prior::objective`]) of `loss` (a positive source-weighted mean
+/// |ln error|) with `groups` independent groups, inside the [`BOUNDS`], from `start`. Returns the constants and
+/// the objective there.
 ///
 /// Nelder–Mead runs twice, the second time from a fresh simplex around the first run's best point (a restart, the
 /// usual remedy for a simplex that has collapsed early): `memory` and `kernel_us` trade against each other, and a
 /// single run ended in different places depending on the number of constants searched.
-pub fn fit(rows: &[&Prepared], start: &Efficiency, iters: usize, contention: bool) -> (Efficiency, f64) {
-    let mut f = |x: &[f64]| loss(rows, &to_eff(x, start));
+pub fn fit_objective(
+    loss: &mut dyn FnMut(&Efficiency) -> f64,
+    groups: usize,
+    start: &Efficiency,
+    iters: usize,
+    contention: bool,
+) -> (Efficiency, f64) {
+    use super::fit_prior::{objective, prior_sq};
+    let mut f = |x: &[f64]| {
+        let e = to_eff(x, start);
+        objective(loss(&e), prior_sq(&e, contention), groups)
+    };
     let (x, _) = nelder_mead(&mut f, &from_eff(start, contention), 0.3, iters);
     let (x, v) = nelder_mead(&mut f, &x, 0.3, iters);
     (to_eff(&x, start), v)

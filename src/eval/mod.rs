@@ -10,6 +10,7 @@ pub mod comm;
 pub mod datasets;
 pub mod e2e;
 pub mod efficiency_fit;
+pub mod fit_prior;
 pub mod inference;
 pub mod intervals;
 pub mod kernels;

@@ -44,8 +44,8 @@ use utoipa::ToSchema;
 use super::config::{bad, ConfigError, TrainingConfig};
 use super::framework::Framework;
 use super::layout::Layout;
-use super::operators::{collective, OpName, Overlap, StageOp};
-use crate::op::{Collective, Phase};
+use super::operators::{collective, op, OpName, Overlap, StageOp, Work};
+use crate::op::{Collective, OpClass, OpShape, Phase};
 
 /// Megatron-Core's `cp_comm_type` (`--cp-comm-type`), the values Transformer Engine's `attn_forward_func_with_cp`
 /// takes.
@@ -308,6 +308,46 @@ pub fn cp_ops(cfg: &TrainingConfig, layout: &Layout, hp: u64, kv: u64, dh: u64, 
         }
     }
     ops
+}
+
+/// The ring's merges of the per-step partial results, per layer and micro-batch (`dtype` the attention's
+/// precision; `hp` query and `kv` key/value heads of dimension `dh` on this tensor-parallel rank): each ring step's
+/// attention writes a partial output (forward) or partial gradients (backward) that element-wise kernels fold into
+/// the running result on the attention's stream, after the step and outside the FlashAttention kernel the learned
+/// model times.
+/// - Forward (TE `AttnFuncWithCPAndKVP2P.forward`, `flash_attn_fwd_out_correction`: `out.add_(out_per_step *
+///   exp(softmax_lse_per_step - softmax_lse))`; PyTorch `_SDPAMerger.step`): r merges, one per step, each reading
+///   the step's output and the running output and writing the running output — an element-wise kernel with two
+///   inputs over b·(l/r)·(hp/a)·d_h elements (the last ring rank's steps all cover its whole l/r queries).
+/// - Backward (TE `AttnFuncWithCPAndKVP2P.backward`: `dq.add_(dq_)`, and `dkv.add_(dkv_)` into the gradient
+///   buffer that travels with the keys and values; PyTorch `_templated_ring_attention_backward`'s `grad_query +=`
+///   and `grad_kv +=`): r − 1 accumulations of dQ (b·(l/r)·(hp/a)·d_h elements) and r − 1 of dK, dV
+///   (2·b·(l/r)·(kv/a)·d_h), each two inputs and one output; the first step writes its gradients in place.
+///
+/// Only the ring kinds merge (`p2p`, `a2a+p2p`, and PyTorch's `all_gather`, which still runs cp sub-SDPA steps);
+/// TE's `all_gather` computes each local query chunk in one call and `a2a` runs the whole sequence in one call.
+/// Counted at the attention's 16-bit precision: PyTorch merges in fp32 with unfused kernels, so its count is a lower
+/// bound.
+pub fn merge_ops(cfg: &TrainingConfig, hp: u64, kv: u64, dh: u64, dtype: crate::hw::Precision) -> Vec<StageOp> {
+    let comm = cfg.cp_comm;
+    let r = comm.ring(cfg.cp) as u64;
+    let ring = match comm.comm_type {
+        CpCommType::P2p | CpCommType::A2aP2p => true,
+        CpCommType::AllGather => comm.pytorch,
+        CpCommType::A2a => false,
+    };
+    if cfg.cp <= 1 || r <= 1 || !ring {
+        return Vec::new();
+    }
+    let a = comm.a2a.max(1) as u64;
+    let (b, l) = (cfg.micro_batch as u64, cfg.model.seq_len as u64);
+    // Rows of one step's tensors: tokens of the step's query (or key) chunk times its heads; d_h wide.
+    let (q_rows, kv_rows) = (b * (l / r) * (hp / a).max(1), 2 * b * (l / r) * (kv / a).max(1));
+    let merge = |phase, rows: u64, calls: u64| {
+        let shape = OpShape::new(OpClass::Elementwise, phase, &[rows, dh, 2]);
+        op(OpName::CpMerge, phase, calls as u32, Work::Compute { shape, dtype }, vec![rows, dh, 2])
+    };
+    vec![merge(Phase::Fwd, q_rows, r), merge(Phase::Bwd, q_rows, r - 1), merge(Phase::Bwd, kv_rows, r - 1)]
 }
 
 #[cfg(test)]

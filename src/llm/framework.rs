@@ -135,8 +135,10 @@ impl OptimizerImpl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttentionKernel {
-    /// `fused`: Transformer Engine's fused attention (cuDNN on Hopper and Blackwell, FlashAttention-3-class),
-    /// what the learned prefill-attention model measured (vLLM's FlashAttention-3 on Hopper).
+    /// `fused`: Transformer Engine's fused attention, cuDNN's flash attention (`FusedAttention`, the backend TE
+    /// selects on Hopper and later: [`CUDNN_OVER_FA3_ON_HOPPER`]). The learned prefill-attention model it is timed
+    /// through measured vLLM's FlashAttention-3 on Hopper, so on Hopper it runs at cuDNN's share of that rate; on
+    /// Blackwell the measured kernels are taken as cuDNN's.
     Fused,
     /// `flash2`: FlashAttention-2 (`flash-attn` 2.x, PyTorch `scaled_dot_product_attention`'s flash backend),
     /// which on Hopper uses neither TMA nor warp-group GEMMs ([`FA2_ON_HOPPER_SLOWDOWN`]).
@@ -155,6 +157,16 @@ pub enum AttentionKernel {
 /// 370 TFLOP/s against FA3's 648 (1.75×), backward 322 against 561 (1.74×); head dim 64, backward 291 against 474
 /// (1.63×). 1.75: the head dim of 128 of the models trained today.
 pub const FA2_ON_HOPPER_SLOWDOWN: f64 = 1.75;
+
+/// cuDNN's flash-attention time over FlashAttention-3's on Hopper, (forward, backward): Shah et al. 2024
+/// ("FlashAttention-3", Fig. 5 and 6, H100 SXM5, bf16, head dim 128, 16k tokens): cuDNN forward 595 TFLOP/s against
+/// FlashAttention-3's 648, backward 516 against 561 — 648 / 595 = 1.089 and 561 / 516 = 1.087. Transformer Engine
+/// runs cuDNN, not FlashAttention-3, whenever both can serve a bf16/fp16 call on Hopper or later
+/// (`transformer_engine/pytorch/attention/dot_product_attention/utils.py` `get_attention_backend`, "Disabling
+/// FlashAttention to give FusedAttention preference on Hopper+ for performance reasons"; TE 1.2's release notes:
+/// "Performance of DotProductAttention is increased on Hopper GPUs by utilizing cuDNN"), while the learned H100
+/// prefill model measured vLLM's FlashAttention-3 (`vllm_flash_attn_fa3` in aiconfigurator's tables).
+pub const CUDNN_OVER_FA3_ON_HOPPER: (f64, f64) = (648.0 / 595.0, 561.0 / 516.0);
 
 /// FlashAttention (v1)'s time over FlashAttention-2's, (forward, backward): Dao 2023 ("FlashAttention-2", §4.1,
 /// A100 80 GB, head dim 64 and 128, causal and not, 512–16k tokens): "FlashAttention-2 is around 2× faster than
@@ -177,14 +189,16 @@ impl AttentionKernel {
         }
     }
 
-    /// Time multipliers (forward, backward) of this kernel over the fused one on `gpu`: FlashAttention-2 on Hopper
-    /// and later ([`FA2_ON_HOPPER_SLOWDOWN`]), 1 on Ampere and older, where FlashAttention-2 is the fastest kernel
-    /// there is; FlashAttention (v1) and its Triton port are FlashAttention-2's times these kernels' ratios
-    /// measured on the A100 ([`FLASH1_OVER_FA2`], [`TRITON_FLASH_OVER_FA2`]; assumed to hold on later GPUs, where
-    /// neither was tuned). A recomputed forward is a forward.
+    /// Time multipliers (forward, backward) of this kernel over the measured one (the learned prefill model's) on
+    /// `gpu`: cuDNN's on Hopper ([`CUDNN_OVER_FA3_ON_HOPPER`], 1 elsewhere); FlashAttention-2 on Hopper and later
+    /// ([`FA2_ON_HOPPER_SLOWDOWN`]), 1 on Ampere and older, where FlashAttention-2 is the fastest kernel there is;
+    /// FlashAttention (v1) and its Triton port are FlashAttention-2's times these kernels' ratios measured on the
+    /// A100 ([`FLASH1_OVER_FA2`], [`TRITON_FLASH_OVER_FA2`]; assumed to hold on later GPUs, where neither was
+    /// tuned). A recomputed forward is a forward.
     pub fn slowdown(self, gpu: &GpuSpec) -> (f64, f64) {
         let fa2 = if gpu.hopper_or_later() { FA2_ON_HOPPER_SLOWDOWN } else { 1.0 };
         match self {
+            AttentionKernel::Fused if gpu.generation() == "hopper" => CUDNN_OVER_FA3_ON_HOPPER,
             AttentionKernel::Fused => (1.0, 1.0),
             AttentionKernel::Flash2 => (fa2, fa2),
             AttentionKernel::Flash1 => (fa2 * FLASH1_OVER_FA2.0, fa2 * FLASH1_OVER_FA2.1),
@@ -389,7 +403,9 @@ mod tests {
         let gpu = |name: &str| crate::hw::catalog::lookup(name).unwrap().spec.clone();
         assert_eq!(AttentionKernel::Flash2.slowdown(&gpu("A100-SXM4-80GB")), (1.0, 1.0));
         assert_eq!(AttentionKernel::Flash2.slowdown(&gpu("H100-SXM5-80GB")), (1.75, 1.75));
-        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("H100-SXM5-80GB")), (1.0, 1.0));
+        // Transformer Engine's cuDNN over the measured FlashAttention-3 on Hopper: 648 / 595 and 561 / 516.
+        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("H100-SXM5-80GB")), (648.0 / 595.0, 561.0 / 516.0));
+        assert_eq!(AttentionKernel::Fused.slowdown(&gpu("A100-SXM4-80GB")), (1.0, 1.0));
         // By hand from FA3's figures (head dim 128, 16k): a forward and its backward (2.5× the FLOPs) take
         // 1/370 + 2.5/322 = 0.010467 under FlashAttention-2 and 1/648 + 2.5/561 = 0.0059995 under
         // FlashAttention-3 (per TFLOP/s): 1.745×.

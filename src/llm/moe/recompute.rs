@@ -5,7 +5,7 @@
 //!
 //! | module | operators re-run |
 //! |---|---|
-//! | `core_attn` | QKᵀ, (fused) softmax, mask, attention dropout, ·V or FlashAttention, the context-parallel ring |
+//! | `core_attn` | QKᵀ, (fused) softmax, mask, attention dropout, ·V or FlashAttention, the context-parallel ring and its merges |
 //! | `layernorm` | the layer's two pre-norms |
 //! | `mla_up_proj` | MLA's query and key/value up-projections and RoPE |
 //! | `mlp` | a dense layer's MLP GEMMs and activation |
@@ -26,7 +26,7 @@ fn module_of(name: OpName) -> Option<RecomputeModule> {
     use OpName::*;
     Some(match name {
         QkT | Fillmask | Softmax | FusedSoftmax | AttnV | FlashAttention | AttentionDropout | CpP2p | CpAllGather
-        | CpReduceScatter | CpAllToAll => RecomputeModule::CoreAttn,
+        | CpReduceScatter | CpAllToAll | CpMerge => RecomputeModule::CoreAttn,
         LayerNorm | RMSNorm => RecomputeModule::Layernorm,
         MlaQUp | MlaKvUp | RoPE => RecomputeModule::MlaUpProj,
         Linear3 | GeLU | SwiGLU | Linear4 => RecomputeModule::Mlp,

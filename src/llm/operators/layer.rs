@@ -234,5 +234,9 @@ pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, m
     ops.extend(tp_sync(cfg, layout, Phase::Bwd, bwd_sites, act_bytes, t * d, mlp));
     // Context parallelism's communication (MLA: the per-head keys and values of the head dims).
     ops.extend(crate::llm::cp::cp_ops(cfg, layout, hp, core_kv, core_dh, e));
+    if m.attention == Attention::Flash {
+        // The ring's merges of each step's partial output and gradients.
+        ops.extend(crate::llm::cp::merge_ops(cfg, hp, core_kv, core_dh, o));
+    }
     ops
 }

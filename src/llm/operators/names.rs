@@ -62,6 +62,10 @@ pub enum OpName {
     /// Context parallelism's Ulysses all-to-alls of Q, K, V and O (`cp_comm_type` `a2a`, `a2a+p2p`).
     #[serde(rename = "CP_Alltoall")]
     CpAllToAll,
+    /// Context parallelism's ring merges: each step's partial attention output folded into the running one
+    /// (forward), its dQ and dK, dV accumulated (backward) — element-wise kernels ([`crate::llm::cp::merge_ops`]).
+    #[serde(rename = "CP_Merge")]
+    CpMerge,
     #[serde(rename = "DP_Allreduce")]
     DpAllReduce,
     #[serde(rename = "DP_Reduce_Scatter")]
