@@ -15,8 +15,9 @@
 //! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too, and the rows run as `framework: nemo`
 //! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). A DGX-H100
 //! row whose precision cell says only `FP8` runs the presets' `FP8_CS`, tensorwise current scaling
-//! (`h100_fp8_recipe`). Assumption:
-//! rows of older containers ran the recipes of the commits above.
+//! (`h100_fp8_recipe`). An MXFP8 Qwen3 row on GB200, GB300 or B300 from the 26.06 container on runs the
+//! full-iteration CUDA graph and the expert all-to-all overlap its recipe switched to (`full_iteration_mxfp8`).
+//! Assumption: rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
 //! `gb200-nvl72` and `gb300-nvl72` (an NVL72 rack is one node of 72 GPUs; 8 racks hold the largest rows' 256 GPUs).
@@ -102,6 +103,45 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
 /// and `FP8_MX`, so a bare `FP8` there does not say which ran.
 fn h100_fp8_recipe(system: &str, precision: &str) -> Option<&'static str> {
     (system == "DGX-H100" && precision == "fp8").then_some("tensorwise")
+}
+
+/// The NeMo container of a table heading ("26.06.01 NeMo Container" → (26, 6, 1)); `None` for a heading that names
+/// none (the NeMo 24.07 table).
+fn container_version(heading: &str) -> Option<(u32, u32, u32)> {
+    let head = heading.split_whitespace().next()?;
+    let mut parts = head.split('.').map(|s| s.parse::<u32>().ok());
+    let (year, month) = (parts.next()??, parts.next()??);
+    Some((year, month, parts.next().flatten().unwrap_or(0)))
+}
+
+/// Whether a row ran Megatron-Bridge's MXFP8 full-iteration stack: the 26.06 release branch switched the MXFP8
+/// performance recipes of Qwen3-30B-A3B and Qwen3-235B-A22B on GB200 / GB300 (PR #4249, "Enable Qwen3
+/// GB200/GB300 MXFP8 CuTeDSL Fusion and Full-Iter CUDA Graphs for 26.06"; `qwen3_llm_pretrain.py`
+/// `set_full_iter_cg_configs`) and on B300 (PR #4606 on the r0.5.0 branch: "the same optimization path already
+/// used by GB200/GB300") to `cuda_graph_impl="full_iteration"` with `moe_a2a_overlap` and the CuTeDSL fused
+/// grouped MLP. The BF16 / FP8-CS recipes and H100's keep their TE-scoped graphs and dispatch. DeepSeek-V3's
+/// GB200 / GB300 recipes made the same switch (PRs #3983, #4226), but those rows' interleaved layouts are skipped
+/// ([`deepseek_split`]), and its B300 recipe's (PR #4498) is listed for the 0.5.1 release, of which the table has
+/// no B300 row: DeepSeek-V3 rows keep their recipe.
+fn full_iteration_mxfp8(model: &str, system: &str, recipe: Option<&str>, container: &str) -> bool {
+    model.starts_with("Qwen3")
+        && recipe == Some("mxfp8")
+        && matches!(system, "DGX-GB200" | "DGX-GB300" | "DGX-B300")
+        && container_version(container).is_some_and(|v| v >= (26, 6, 0))
+}
+
+/// The options of the full-iteration MXFP8 recipes ([`full_iteration_mxfp8`]) perfcast represents: the whole
+/// forward-backward captured as one CUDA graph (`cuda_graph_impl="full_iteration"`, `cuda_graph_scope=[]`:
+/// [`crate::llm::cuda_graphs::CudaGraphs::FullIteration`]) and the expert-parallel all-to-all hidden behind the
+/// other micro-batch's compute (`moe_a2a_overlap=True`, Megatron-Core's `overlap_moe_expert_parallel_comm`, which
+/// needs pp 1 or an interleaved pipeline: every such Qwen3 row has one). What perfcast does not represent: the
+/// CuTeDSL fused grouped MLP (`NVTE_CUTEDSL_FUSED_GROUPED_MLP`), FP8 attention (`fp8_dot_product_attention`),
+/// `delay_wgrad_compute` and the paged stash.
+fn full_iteration_options(p: &mut Value) {
+    p["cuda_graphs"] = json!("full_iteration");
+    let pp = p["pp"].as_u64().unwrap_or(1);
+    let vp = p["virtual_stages"].as_u64().unwrap_or(1);
+    p["overlap_moe_expert_parallel_comm"] = json!(pp == 1 || vp > 1);
 }
 
 /// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
@@ -190,6 +230,10 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         if let Some(recipe) = recipe.or_else(|| h100_fp8_recipe(system_name, precision)) {
             p["fp8_recipe"] = json!(recipe);
         }
+        let container = if g("h2").is_empty() { g("h1") } else { g("h2") };
+        if full_iteration_mxfp8(model, system_name, recipe, container) {
+            full_iteration_options(&mut p);
+        }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision, "nemo") else {
             out.skip("nemo-moe", "request does not parse");
@@ -233,5 +277,40 @@ mod tests {
         let gb300 = out.rows.iter().find(|r| r.id.contains("line 66 ") && r.id.contains("DGX-GB300")).unwrap();
         assert_eq!(gb300.request.parallelism.fp8_recipe, Some(Fp8Recipe::Mxfp8));
         assert_eq!((h100_fp8_recipe("DGX-GB300", "fp8"), h100_fp8_recipe("DGX-H100", "bf16")), (None, None));
+    }
+
+    #[test]
+    fn mxfp8_rows_from_26_06_run_full_iteration_graphs() {
+        use crate::llm::cuda_graphs::CudaGraphs;
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+        let mut out = E2eData::default();
+        nemo_moe(&data, &mut out).unwrap();
+        let row = |line: &str, system: &str| {
+            out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
+        };
+        // The 26.06 container's Qwen3-30B-A3B on 8 GB200 (archive line 130): GBS 512 · 4096 tokens at 40,706
+        // tokens/s/GPU on 8 GPUs → 2,097,152 / 325,648 = 6.43988 s per step; PR #4249's MXFP8 recipe captures the
+        // whole iteration and overlaps the expert all-to-all (pp 1).
+        let r = row("130", "DGX-GB200");
+        assert!((r.measured_s - 2_097_152.0 / 325_648.0).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.parallelism.cuda_graphs, Some(CudaGraphs::FullIteration));
+        assert!(r.request.parallelism.overlap_moe_expert_parallel_comm);
+        // The same configuration in 26.04.01 (line 245: 26,112 tokens/s/GPU) ran before the change: no graphs set.
+        let before = row("245", "DGX-GB200");
+        assert_eq!(before.request.parallelism.cuda_graphs, None);
+        assert!(!before.request.parallelism.overlap_moe_expert_parallel_comm);
+        // Qwen3-235B-A22B on GB300 in 26.08 (performance-summary.md line 73: pp 4 · vp 12, interleaved, so the
+        // overlap is allowed) and on B300 in 26.06 (line 131, Qwen3-30B-A3B, PR #4606).
+        for (line, system) in [("73", "DGX-GB300"), ("131", "DGX-B300")] {
+            let r = row(line, system);
+            assert_eq!(r.request.parallelism.cuda_graphs, Some(CudaGraphs::FullIteration), "{line}");
+            assert!(r.request.parallelism.overlap_moe_expert_parallel_comm, "{line}");
+        }
+        // DeepSeek-V3 on B300 in 26.06 (line 115) keeps its recipe; H100's FP8 row of 26.06 (line 132) is not MXFP8.
+        assert_eq!(row("115", "DGX-B300").request.parallelism.cuda_graphs, None);
+        assert_eq!(row("132", "DGX-H100").request.parallelism.cuda_graphs, None);
+        assert_eq!(container_version("26.06.01 NeMo Container"), Some((26, 6, 1)));
+        assert_eq!(container_version("26.08 NeMo Container"), Some((26, 8, 0)));
+        assert_eq!(container_version("Performance"), None);
     }
 }
