@@ -428,18 +428,19 @@ mod tests {
         assert_eq!(unsquared(4, 1, 2, 2, 8), (4, 1));
         assert_eq!(unsquared(16, 1, 1, 16, 8), (16, 1));
         assert_eq!(unsquared(4, 4, 4, 4, 8), (4, 4));
-        // The file: DeepSeek NVFP4, SGLang, B200, 8k/1k at 4 clients, 317.14 ms / 9.15 ms, recorded by one dump as
-        // `..._tp4_ep4_1049` with tp_size 16, moe 4 × 4 and by the other as `..._tp4_0_ep4_0_311` with tp_size 4,
-        // moe 1 × 4: both are predicted as the worker of 4 GPUs (tp 4, ep 4) their ids name.
+        // The file: DeepSeek-R1 NVFP4, SGLang, B200, 8k/1k at 4 clients, 317.14 ms / 9.15 ms, recorded by one dump as
+        // `…_tp4_ep4_1049` with tp_size 16, moe 4 × 4 and by the other as `…_tp4_0_ep4_0_311` with tp_size 4,
+        // moe 1 × 4: read back, the first is a copy of the second (dropped), a worker of 4 GPUs (tp 4, ep 4).
+        // `…_tp8_ep8_1043` (tp_size 64, moe 8 × 8, no copy): 8 GPUs, ep 8.
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
-        let (rows, _) = load(&path, Client::Fixed).unwrap();
-        for id in [
-            "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c4_tp4_ep4_1049",
-            "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c4_tp4_0_ep4_0_311",
-        ] {
-            let r = rows.iter().find(|r| r.id == id).unwrap_or_else(|| panic!("{id}"));
-            assert_eq!((r.request.parallelism.tp, r.request.parallelism.ep), (4, 4), "{id}");
+        let (rows, skipped) = load(&path, Client::Fixed).unwrap();
+        let find = |id: &str| rows.iter().find(|r| r.id.ends_with(id));
+        assert!(find("_c4_tp4_ep4_1049").is_none());
+        assert!(skipped.keys().any(|k| k.contains("squared")));
+        for (id, tp_ep) in [("_c4_tp4_0_ep4_0_311", (4, 4)), ("_c4_tp8_ep8_1043", (8, 8))] {
+            let r = find(id).unwrap_or_else(|| panic!("{id}"));
+            assert_eq!((r.request.parallelism.tp, r.request.parallelism.ep), tp_ep, "{id}");
         }
     }
 
