@@ -1,6 +1,7 @@
 //! The measured runs of `aiconfigurator/serving_runs_blackwell.csv` as serving requests (DATA.md's traps applied):
 //! the 668 exact copies dropped, the client concurrency read from `silicon_data_source`, GPUs per worker =
-//! `tp_size` × `attention_dp_size` × `pp_size`, and each run's deployment, model and GPU kept for the splits.
+//! `tp_size` × `attention_dp_size` × `pp_size` (but for the rows whose dump squared it, [`unsquared`]), and each
+//! run's deployment, model and GPU kept for the splits.
 //!
 //! **Replicas of an aggregated deployment.** `batch_size` is the batch of one attention-data-parallel rank of one
 //! worker: in every disaggregated run that gives its decode worker count (231 of 231),
@@ -112,6 +113,30 @@ pub fn replicas(concurrency: u32, batch_size: Option<u32>, attention_dp: u32) ->
     (concurrency as u64 / per_worker) as u32
 }
 
+/// The (`tp_size`, `attention_dp_size`) of an aggregated run whose dump squared its GPU count, else as given.
+///
+/// One of the file's dumps writes a worker of W GPUs with MoE expert parallelism E as `moe_tp_size` = W,
+/// `moe_ep_size` = E and `tp_size` (or `attention_dp_size`) = W × E. 224 aggregated rows on DGX B200 and B300 (8
+/// GPUs a node; SGLang and TensorRT-LLM, DeepSeek) give 16 = 4 × 4 or 64 = 8 × 8 GPUs; 116 of them name the worker in
+/// their id (`…_tp4_ep4_1049` at `tp_size` 16, `…_tp8_ep8_937` at `attention_dp_size` 64), and 53 measure to the
+/// last digit what a row of the other dump measures under `tp_size` (or `attention_dp_size`) = W, `moe_tp_size` = 1,
+/// `moe_ep_size` = E (e.g. DeepSeek NVFP4 under SGLang on B200 at 8k/1k and 4 clients: 317.14 ms / 9.15 ms as
+/// `tp_size` 16, moe 4 × 4 and as `tp_size` 4, moe 1 × 4). When W × E exceeds the node (`gpus_per_node`; these
+/// runs are single-node) the row is read as W GPUs — `tp_size` / E (or `attention_dp_size` / E) — and MoE EP E.
+/// Rows with both `tp_size` and `attention_dp_size` above 1, or whose W × E fits the node, are kept as written
+/// (the two readings cannot be told apart there).
+pub fn unsquared(tp: u32, adp: u32, moe_tp: u32, moe_ep: u32, gpus_per_node: u32) -> (u32, u32) {
+    let gpus = tp.max(1) * adp.max(1);
+    if moe_tp <= 1 || moe_ep <= 1 || gpus != moe_tp * moe_ep || gpus <= gpus_per_node || (tp > 1 && adp > 1) {
+        return (tp, adp);
+    }
+    if tp > 1 {
+        (tp / moe_ep, adp)
+    } else {
+        (tp, adp / moe_ep)
+    }
+}
+
 fn num(r: &csv::StringRecord, i: usize) -> Option<u32> {
     r.get(i).and_then(|s| s.trim().parse::<u32>().ok())
 }
@@ -164,6 +189,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         ])
     };
     let (agg, pre, dec) = (par("")?, par("prefill_")?, par("decode_")?);
+    let moe_tp = c("moe_tp_size")?;
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let all_systems = systems();
@@ -175,11 +201,33 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             *skipped.entry("no silicon_concurrency in silicon_data_source".into()).or_default() += 1;
             continue;
         };
-        // Exact copies: every column but the id and the provenance string, with the concurrency.
+        // An aggregated row whose dump squared its GPU count is read as what ran ([`unsquared`]).
+        let node = all_systems.iter().find(|(n, _)| *n == get(system_col)).map_or(u32::MAX, |(_, s)| s.gpus_per_node);
+        let given = |i: usize| num(&rec, i).unwrap_or(1).max(1);
+        let (agg_tp, agg_adp) = if get(mode_col) == "agg" {
+            unsquared(given(agg[0]), given(agg[2]), given(moe_tp), given(agg[3]), node)
+        } else {
+            (given(agg[0]), given(agg[2]))
+        };
+        let squared = (agg_tp, agg_adp) != (given(agg[0]), given(agg[2]));
+        // Exact copies: every column but the id and the provenance string, with the concurrency (a squared row with
+        // its GPUs read back, so that it meets its copy from the other dump).
+        let field = |i: usize| match i {
+            _ if !squared => get(i),
+            i if i == moe_tp => "1".to_string(),
+            i if i == agg[0] && agg_tp != given(agg[0]) => agg_tp.to_string(),
+            i if i == agg[2] && agg_adp != given(agg[2]) => agg_adp.to_string(),
+            i => get(i),
+        };
         let key: Vec<String> =
-            (0..rec.len()).filter(|&i| i != id && i != source).map(get).chain([conc.to_string()]).collect();
+            (0..rec.len()).filter(|&i| i != id && i != source).map(field).chain([conc.to_string()]).collect();
         if !seen.insert(key.join("|")) {
-            *skipped.entry("exact copy of another row (DATA.md)".into()).or_default() += 1;
+            let why = if squared {
+                "copy of another dump's row, its GPU count squared (unsquared)"
+            } else {
+                "exact copy of another row (DATA.md)"
+            };
+            *skipped.entry(why.into()).or_default() += 1;
             continue;
         }
         let (model, precision) = (get(model_col), get(precision_col));
@@ -213,11 +261,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
         };
         let mode = get(mode_col);
-        let replicas = if mode == "agg" {
-            replicas(conc, num(&rec, batch_size), num(&rec, agg[2]).unwrap_or(1).max(1))
-        } else {
-            1
-        };
+        let replicas = if mode == "agg" { replicas(conc, num(&rec, batch_size), agg_adp) } else { 1 };
         // Each replica's share of the clients (see the module doc).
         let instance_clients = conc / replicas;
         // nvfp4 GEMMs and MoE (`gemm_quant_mode`/`moe_quant_mode` nvfp4 on every fp4 row) are perfcast's `fp4`.
@@ -260,6 +304,10 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             }
         } else {
             req["parallelism"] = parallelism(&agg).0;
+            if squared {
+                req["parallelism"]["tp"] = json!(agg_tp * agg_adp);
+                req["parallelism"]["attention_dp_size"] = json!(agg_adp);
+            }
         }
         let request: InferenceRequest = match serde_json::from_value(req) {
             Ok(r) => r,
@@ -367,6 +415,33 @@ mod tests {
         let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
         assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
         assert_eq!(p.engine_options, None);
+    }
+
+    #[test]
+    fn a_squared_gpu_count_is_read_back_when_it_exceeds_the_node() {
+        // tp_size 16 = moe_tp 4 × moe_ep 4 on an 8-GPU DGX B200: 4 GPUs (tp 16 / 4), MoE EP 4.
+        assert_eq!(unsquared(16, 1, 4, 4, 8), (4, 1));
+        // tp_size 64 = 8 × 8: 8 GPUs; attention_dp_size 64 = 8 × 8 with tp 1: 8 DP ranks.
+        assert_eq!(unsquared(64, 1, 8, 8, 8), (8, 1));
+        assert_eq!(unsquared(1, 64, 8, 8, 8), (1, 8));
+        // 4 = 2 × 2 fits the node, 16 without moe_tp > 1, and tp and DP both above 1: kept as written.
+        assert_eq!(unsquared(4, 1, 2, 2, 8), (4, 1));
+        assert_eq!(unsquared(16, 1, 1, 16, 8), (16, 1));
+        assert_eq!(unsquared(4, 4, 4, 4, 8), (4, 4));
+        // The file: DeepSeek-R1 NVFP4, SGLang, B200, 8k/1k at 4 clients, 317.14 ms / 9.15 ms, recorded by one dump as
+        // `…_tp4_ep4_1049` with tp_size 16, moe 4 × 4 and by the other as `…_tp4_0_ep4_0_311` with tp_size 4,
+        // moe 1 × 4: read back, the first is a copy of the second (dropped), a worker of 4 GPUs (tp 4, ep 4).
+        // `…_tp8_ep8_1043` (tp_size 64, moe 8 × 8, no copy): 8 GPUs, ep 8.
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+        let (rows, skipped) = load(&path, Client::Fixed).unwrap();
+        let find = |id: &str| rows.iter().find(|r| r.id.ends_with(id));
+        assert!(find("_c4_tp4_ep4_1049").is_none());
+        assert!(skipped.keys().any(|k| k.contains("squared")));
+        for (id, tp_ep) in [("_c4_tp4_0_ep4_0_311", (4, 4)), ("_c4_tp8_ep8_1043", (8, 8))] {
+            let r = find(id).unwrap_or_else(|| panic!("{id}"));
+            assert_eq!((r.request.parallelism.tp, r.request.parallelism.ep), tp_ep, "{id}");
+        }
     }
 
     #[test]

@@ -109,6 +109,28 @@ fn sglang_prefills_first_and_stalls_the_decodes() {
 }
 
 #[test]
+fn a_prefill_batch_that_arrives_mid_decode_stalls_the_decode_and_its_tpot() {
+    // Two requests of 100 prompt tokens and 4 output tokens: A sent at 0, B at 55 ms (while A's first decode runs).
+    // SGLang (`get_next_batch_to_run`: a waiting request makes the next step a prefill batch, without the decodes):
+    // [0, 50] prefill A (TTFT 50); [50, 60] decode A (token 2; B not there yet); [60, 110] prefill B alone — A
+    // stalls — (B's TTFT 110 − 55 = 55); [110, 120] A token 3, B token 2; [120, 130] A token 4 (A ends at 130),
+    // B token 3; [130, 140] B token 4 (e2e 140 − 55 = 85).
+    // A's TPOT = (130 − 50)/3 = 26.67 ms: its three 10 ms decodes plus the 50 ms prefill batch it waited behind.
+    // B's TPOT = (140 − 110)/3 = 10 ms.
+    let reqs =
+        [SimRequest { input: 100, output: 4, arrival_s: 0.0 }, SimRequest { input: 100, output: 4, arrival_s: 0.055 }];
+    let o = run(settings(Engine::Sglang, 200, 1, 100_000), &reqs, None);
+    close(&o.ttft_s, &[0.05, 0.055]);
+    close(&o.e2e_s, &[0.13, 0.085]);
+    close(&o.tpot_s, &[(0.03 + 0.05) / 3.0, 0.01]);
+    // vLLM (202-token budget) runs A's decode inside B's prefill step: [60, 110] gives A token 3, [110, 120] token 4,
+    // so A's TPOT is (120 − 50)/3 = 23.33 ms (the stall is the prefill step's length, 50, in place of a 10 ms decode).
+    let v = run(settings(Engine::Vllm, 202, 16, 100_000), &reqs, None);
+    close(&v.e2e_s, &[0.12, 0.085]);
+    close(&v.tpot_s, &[0.07 / 3.0, 0.01]);
+}
+
+#[test]
 fn a_prompt_larger_than_the_cache_fails_instead_of_hanging_and_steps_are_capped() {
     // 2 blocks of 16 tokens cannot hold a 100-token prompt: the request is dropped, the next runs.
     let reqs =
