@@ -35,19 +35,11 @@ pub(super) fn serving(
     client: crate::eval::serving::Client,
     steps: &mut Steps,
 ) -> ExitCode {
-    let (models, label) = match eval_models(analytic_only) {
-        Ok(m) => m,
-        Err(e) => return failed(e),
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::serving::run(data, (&models, &label), client, &mut |m| steps.step(m)) {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    if let Err(e) = crate::eval::serving::write(&report, out) {
-        return failed(e);
+    use crate::eval::serving as sv;
+    let run = |models: EvalModels| sv::run(data, models, client, &mut |m| steps.step(m));
+    if let Err(code) = run_write_print(analytic_only, run, |r| sv::write(r, out), sv::markdown) {
+        return code;
     }
-    println!("{}", crate::eval::serving::markdown(&report));
     eprintln!("wrote {0}/serving.md, {0}/serving.json, {0}/serving_rows.csv", out.display());
     ExitCode::SUCCESS
 }
@@ -109,19 +101,12 @@ pub(super) fn training(
     analytic_only: bool,
     steps: &mut Steps,
 ) -> ExitCode {
-    let (models, label) = match eval_models(analytic_only) {
-        Ok(m) => m,
-        Err(e) => return failed(e),
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::training::run_with(data, mode, (&models, &label), kernels, &mut |m| steps.step(m)) {
+    use crate::eval::training as tr;
+    let run = |models: EvalModels| tr::run_with(data, mode, models, kernels, &mut |m| steps.step(m));
+    let report = match run_write_print(analytic_only, run, |r| tr::write(r, &out.to_path_buf()), tr::markdown) {
         Ok(r) => r,
-        Err(e) => return failed(e),
+        Err(code) => return code,
     };
-    if let Err(e) = crate::eval::training::write(&report, &out.to_path_buf()) {
-        return failed(e);
-    }
-    println!("{}", crate::eval::training::markdown(&report));
     if let (Mode::CrossValidate { .. } | Mode::LeaveSourceOut { .. }, Some(q)) = (mode, &report.quantiles) {
         let stamp = paste_stamp();
         if matches!(mode, Mode::LeaveSourceOut { .. }) {
@@ -145,6 +130,25 @@ pub(super) fn training(
     ExitCode::SUCCESS
 }
 
+/// The learned models an evaluation predicts with, and their label.
+type EvalModels<'a> = (&'a std::sync::Arc<crate::learn::Registry>, &'a str);
+
+/// The steps every model-predicting evaluation shares: loads its models ([`eval_models`]), runs it, writes its
+/// files and prints its markdown report. The report, or the exit code of the first failure (its error on stderr).
+fn run_write_print<R, E: std::fmt::Display, W: std::fmt::Display>(
+    analytic_only: bool,
+    run: impl FnOnce(EvalModels) -> Result<R, E>,
+    write: impl FnOnce(&R) -> Result<(), W>,
+    markdown: impl FnOnce(&R) -> String,
+) -> Result<R, ExitCode> {
+    let (models, label) = eval_models(analytic_only).map_err(failed)?;
+    let models = std::sync::Arc::new(models);
+    let report = run((&models, &label)).map_err(failed)?;
+    write(&report).map_err(failed)?;
+    println!("{}", markdown(&report));
+    Ok(report)
+}
+
 /// The learned models a fresh install serves (the bundle in the binary) and their label, or an empty registry.
 fn eval_models(analytic_only: bool) -> Result<(crate::learn::Registry, String), String> {
     if analytic_only {
@@ -165,19 +169,12 @@ pub(super) fn inference(
     analytic_only: bool,
     steps: &mut Steps,
 ) -> ExitCode {
-    let (models, label) = match eval_models(analytic_only) {
-        Ok(m) => m,
-        Err(e) => return failed(e),
-    };
-    let models = std::sync::Arc::new(models);
-    let report = match crate::eval::inference::run(data, mode, (&models, &label), &mut |m| steps.step(m)) {
+    use crate::eval::inference as inf;
+    let run = |models: EvalModels| inf::run(data, mode, models, &mut |m| steps.step(m));
+    let report = match run_write_print(analytic_only, run, |r| inf::write(r, out), inf::markdown) {
         Ok(r) => r,
-        Err(e) => return failed(e),
+        Err(code) => return code,
     };
-    if let Err(e) = crate::eval::inference::write(&report, out) {
-        return failed(e);
-    }
-    println!("{}", crate::eval::inference::markdown(&report));
     if let crate::eval::inference::Mode::CrossValidate { .. } = mode {
         let stamp = paste_stamp();
         println!(

@@ -4,15 +4,56 @@
 use super::resolve::{limits, resolve_model};
 use super::workload::{slo, workload};
 use super::ServingConfig;
-use crate::hw::{Precision, System};
+use crate::hw::{GpuSpec, Precision, System};
 use crate::llm::config::{bad, ConfigError};
 use crate::llm::serving::engine::{defaults, EngineSettings};
-use crate::llm::serving::request::{Engine, InferenceRequest, ServingMode, ServingPrecision};
+use crate::llm::serving::model::ServingModel;
+use crate::llm::serving::request::{Engine, InferenceRequest, ServingMode, ServingParallelism, ServingPrecision};
 
+/// Validates one aggregated instance of `req` on `system`: the model, its parallel layout
+/// ([`attention_dp_size`], [`check_sharding`], [`check_size`]), its precisions ([`precisions`]) and its engine
+/// settings ([`engine_settings`]), then the workload and SLO. Errors name the offending field.
 pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
     let model = resolve_model(&req.model)?;
     limits(&model)?;
     let p = req.parallelism;
+    let tp = p.tp;
+    let adp = attention_dp_size(p)?;
+    check_sharding(&model, p, adp)?;
+    check_size(&model, p, system)?;
+    let gpu = &system.gpu;
+    let (activation_precision, kv_cache_dtype) = precisions(req, gpu)?;
+    let settings = engine_settings(req, gpu, tp)?;
+    let traffic = workload(&req.workload)?;
+    slo(&req.slo)?;
+    Ok(ServingConfig {
+        model,
+        tp,
+        pp: p.pp,
+        ep: p.ep,
+        dp_attention: adp > 1,
+        attention_dp: adp,
+        precision: req.precision.precision(),
+        activation_precision,
+        kv_cache_dtype,
+        engine: req.engine,
+        settings,
+        input_tokens: req.workload.input_tokens,
+        output_tokens: req.workload.output_tokens,
+        concurrency: req.workload.concurrency,
+        request_rate: req.workload.request_rate,
+        traffic,
+        simulate: req.workload.simulate.unwrap_or(true),
+        slo: req.slo,
+        mode: ServingMode::Agg,
+        pools: None,
+    })
+}
+
+/// The attention data-parallel size from `parallelism` (`attention_dp_size`, or tp with `dp_attention`, else 1),
+/// after checking that tp, pp and ep are positive and that the size divides tp (SGLang's `--enable-dp-attention`
+/// sets it to tp). Errors name the field.
+fn attention_dp_size(p: ServingParallelism) -> Result<u32, ConfigError> {
     for (f, v) in [("parallelism.tp", p.tp), ("parallelism.pp", p.pp), ("parallelism.ep", p.ep)] {
         if v == 0 {
             return Err(bad(f, "must be at least 1"));
@@ -34,6 +75,14 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
     if tp % adp != 0 {
         return Err(bad("parallelism.attention_dp_size", format!("attention_dp_size {adp} must divide tp {tp}")));
     }
+    Ok(adp)
+}
+
+/// Checks that the model's weights shard over the layout: query and key/value heads over the attention tp
+/// (tp / attention DP), the dense FFN width likewise, data-parallel attention and ep > 1 only for mixture-of-experts
+/// models, and ep dividing tp and the expert count, the expert width over tp/ep. Errors name the field.
+fn check_sharding(model: &ServingModel, p: ServingParallelism, adp: u32) -> Result<(), ConfigError> {
+    let tp = p.tp;
     // With data-parallel attention the heads are split over tp/adp GPUs per rank.
     let attn_tp = tp / adp;
     if model.heads % attn_tp != 0 {
@@ -86,6 +135,12 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
             }
         }
     }
+    Ok(())
+}
+
+/// Checks that pp does not exceed the model's layers and that one instance (tp·pp GPUs) fits the system.
+fn check_size(model: &ServingModel, p: ServingParallelism, system: &System) -> Result<(), ConfigError> {
+    let tp = p.tp;
     if p.pp > model.layers {
         return Err(bad("parallelism.pp", format!("pp {} exceeds the {} layers", p.pp, model.layers)));
     }
@@ -95,7 +150,13 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
             format!("tp·pp = {} GPUs but {} has {}", tp as u64 * p.pp as u64, system.name, system.total_gpus()),
         ));
     }
-    let gpu = &system.gpu;
+    Ok(())
+}
+
+/// The activation precision and the KV cache's dtype of `req` on `gpu` (the GPU's datasheet peaks say which
+/// tensor-core precisions exist; `kv_cache_dtype` `auto` follows the checkpoint as the engines do). Errors
+/// (`precision`, `kv_cache_dtype`): a precision the GPU has no tensor cores for.
+fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Precision), ConfigError> {
     let has_fp8 = gpu.peak_matmul_flops(Precision::Fp8).is_some();
     if req.precision == ServingPrecision::Fp8 && !has_fp8 {
         return Err(bad("precision", format!("{} has no FP8 tensor cores (its peak_tflops.fp8 is null)", gpu.name)));
@@ -140,6 +201,13 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
         }
         None => activation_precision,
     };
+    Ok((activation_precision, kv_cache_dtype))
+}
+
+/// The engine settings: `engine_options` where given, else the engine's defaults on `gpu` at `tp`
+/// ([`defaults`]). Errors (`engine_options.*`): a batch limit outside 1–10,000,000 or a memory fraction outside
+/// (0, 1].
+fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
     let d = defaults(req.engine, gpu, tp);
     let o = req.engine_options;
     let settings = EngineSettings {
@@ -177,28 +245,5 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
     if !(u > 0.0 && u <= 1.0) {
         return Err(bad("engine_options.gpu_memory_utilization", format!("must be in (0, 1], got {u}")));
     }
-    let traffic = workload(&req.workload)?;
-    slo(&req.slo)?;
-    Ok(ServingConfig {
-        model,
-        tp,
-        pp: p.pp,
-        ep: p.ep,
-        dp_attention: adp > 1,
-        attention_dp: adp,
-        precision: req.precision.precision(),
-        activation_precision,
-        kv_cache_dtype,
-        engine: req.engine,
-        settings,
-        input_tokens: req.workload.input_tokens,
-        output_tokens: req.workload.output_tokens,
-        concurrency: req.workload.concurrency,
-        request_rate: req.workload.request_rate,
-        traffic,
-        simulate: req.workload.simulate.unwrap_or(true),
-        slo: req.slo,
-        mode: ServingMode::Agg,
-        pools: None,
-    })
+    Ok(settings)
 }
