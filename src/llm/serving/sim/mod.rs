@@ -15,11 +15,12 @@
 //! blind to the instances' load: NVIDIA Dynamo's frontend routes with `--router-mode round-robin` by default (its
 //! Frontend Configuration Reference, `DYN_ROUTER_MODE`), and for a disaggregated request it routes to a decode
 //! worker and picks the prefill worker round robin (Dynamo `backends/sglang/sglang-disaggregation.md`, "Dynamo's
-//! approach"); SGLang's standalone PD load balancer picks a random (prefill, decode) pair). A worker that already runs its `max_num_seqs` keeps the request waiting even when another has
-//! room: with uneven lengths, a closed loop's requests queue behind whole requests on the busier workers. An
-//! instance with work steps back to back: a step starts when the previous ends (or when work arrives at an idle
-//! instance), its policy picks the batch, and its end time applies it. A disaggregated request leaves its prefill
-//! instance when its first token is sampled and arrives at a decode instance after its KV cache's transfer.
+//! approach"); SGLang's standalone PD load balancer picks a random (prefill, decode) pair). A worker that already
+//! runs its `max_num_seqs` keeps the request waiting even when another has room: with uneven lengths, a closed
+//! loop's requests queue behind whole requests on the busier workers. An instance with work steps back to back: a
+//! step starts when the previous ends (or when work arrives at an idle instance), its policy picks the batch, and
+//! its end time applies it. A disaggregated request leaves its prefill instance when its first token is sampled and
+//! arrives at a decode instance after its KV cache's transfer.
 //!
 //! **Bounded cost.** Every loop is bounded: at most `max_steps` steps (an error beyond), and every step moves a
 //! request forward or drops one that can never run (a prompt larger than the KV cache: counted as failed).
@@ -145,9 +146,15 @@ pub struct SimOutcome {
     pub trace_truncated: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+/// A simulated time, s, ordered by `f64::total_cmp` (the event heaps need a total order; times are finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Time(f64);
 impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
 impl Ord for Time {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&o.0)
