@@ -9,8 +9,11 @@
 //!   [t, E] (a softmax-like pass);
 //! - `MoE_Permute`: permutation into expert order (`moe_utils.py` `permute`: reads t·d, writes t·K·d), and with
 //!   several local experts the sort by local expert after the all-to-all (`sort_chunks_by_idxs`, R·d); DeepEP
-//!   permutes after its fused dispatch, HybridEP inside it (`dispatch_with_permute`); the allgather dispatcher
-//!   permutes the gathered tokens (R·d);
+//!   permutes after its fused dispatch (R·d); HybridEP's `dispatch_with_permute` runs, after its dispatch kernel,
+//!   a permute kernel that copies the R received rows out of its registered buffer grouped by expert (R·d read
+//!   and written: DeepEP's `hybrid_ep` guide, "Executor": `dispatch_with_permute` = dispatch kernel + permute
+//!   kernel; Megatron-Core's `fused_a2a.py` `HybridEPDispatch` passes `fuse_permute_dispatch` only under its opt-in
+//!   `fused`, default off, and dispatches in bf16); the allgather dispatcher permutes the gathered tokens (R·d);
 //! - the dispatcher's collectives ([`super::dispatch`]), twice per pass (dispatch and combine);
 //! - the experts: with `moe_grouped_gemm` Megatron-Core's TEGroupedMLP, timed as one dense `Expert_FC1`
 //!   [R, d → 2F/etp] and `Expert_FC2` [R, F/etp → d] (learned or analytic GEMMs; backward dgrad and wgrad) and
@@ -20,7 +23,9 @@
 //!   in [`super::timing`]). Without it Megatron-Core's SequentialMLP, one `Expert_FC1` [R/(E/ep), d → 2F/etp] and
 //!   `Expert_FC2` [R/(E/ep), F/etp → d] per local expert and one `MoE_SwiGLU` [R, F/etp];
 //! - `MoE_Unpermute`: the weighted sum of each token's copies back into token order (reads t·K·d and the
-//!   probabilities, writes t·d), and the unsort by local expert;
+//!   probabilities, writes t·d), and the unsort by local expert; HybridEP's `combine_with_unpermute` instead
+//!   copies the R expert-output rows into its registered buffer (unpermute kernel, R·d read and written) and sums
+//!   each token's copies inside its combine kernel;
 //! - the shared experts (`shared_experts.py`, tensor-parallel like the dense MLP, on the gathered b·s/cp tokens):
 //!   `Shared_Expert_FC1` [t_full, d → 2F_s/tp], `Shared_Expert_SwiGLU`, `Shared_Expert_FC2` [t_full, F_s/tp → d],
 //!   with their own all-gather and reduce-scatter under sequence parallelism (all-reduce without);
@@ -122,6 +127,12 @@ pub fn moe_mlp_passes(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, 
             ops.extend(p);
         }
     }
+    // HybridEP's `dispatch_with_permute`: after its dispatch kernel (and after the host synchronization on the
+    // tokens per expert that sizes the output), a permute kernel copies the R received rows out of its registered
+    // buffer grouped by expert (independent mode, the default).
+    if moe.dispatcher == Dispatcher::Hybridep {
+        ops.extend(compute(OpName::MoePermute, OpClass::Elementwise, o, &[r, d, 1], vec![r, d], 1));
+    }
     // Sort by local expert after the all-to-all (and unsort before the combine).
     if moe.dispatcher == Dispatcher::Alltoall && local > 1 {
         ops.extend(compute(OpName::MoePermute, OpClass::Elementwise, o, &[r, d, 1], vec![r, d], 1));
@@ -143,8 +154,12 @@ pub fn moe_mlp_passes(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, 
         ops.extend(compute(OpName::ExpertFc2, OpClass::Linear, g, &[1, per, d, f], vec![per, f, d], n));
     }
     // Unpermutation: the weighted sum of each token's copies (the allgather dispatcher's of its gathered tokens).
-    let back = if moe.dispatcher == Dispatcher::Allgather { r } else { sent };
-    if moe.dispatcher != Dispatcher::Hybridep {
+    // HybridEP's `combine_with_unpermute` instead copies the R expert-output rows into its registered buffer in
+    // dispatch order (one read, one write) and its combine kernel sums each token's copies.
+    if moe.dispatcher == Dispatcher::Hybridep {
+        ops.extend(compute(OpName::MoeUnpermute, OpClass::Elementwise, o, &[r, d, 1], vec![r, d], 1));
+    } else {
+        let back = if moe.dispatcher == Dispatcher::Allgather { r } else { sent };
         ops.extend(compute(OpName::MoeUnpermute, OpClass::Elementwise, o, &[back, d, 2], vec![back, d], 1));
     }
     if c.shared_ffn_hidden > 0 {

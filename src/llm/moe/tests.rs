@@ -134,3 +134,86 @@ fn moe_layers_per_chunk_follow_the_layer_order() {
     // Index s·v + c: (0,0) = vs 0 [0,1] → 0 MoE; (0,1) = vs 2 [4,5] → 2; (1,0) = vs 1 [2,3] → 1; (1,1) = vs 3 → 2.
     assert_eq!(chunk_moe_layers(&c, &layers), vec![0, 2, 1, 2]);
 }
+
+#[test]
+fn hybridep_permutes_and_unpermutes_the_routed_rows_in_kernels_of_their_own() {
+    // Qwen3-30B-A3B (hidden 2048, top-8 of 128) at tp 1, ep 8, micro-batch 1 of 4,096 tokens, the load factor set
+    // to 1: R = 4096 · 8 = 32,768 routed rows on the busiest rank. HybridEP's `dispatch_with_permute` copies them
+    // out of its registered buffer grouped by expert after the dispatch (a permute kernel: 32,768 × 2048 read and
+    // written) and `combine_with_unpermute` copies the expert outputs back into it before the combine (the same
+    // 32,768 × 2048); the combine kernel sums each token's 8 copies, so the unpermute reads one input, not two.
+    let c = cfg(
+        serde_json::json!({"name": "Qwen3-30B-A3B", "seq_len": 4096}),
+        serde_json::json!({"pp": 1, "dp": 8, "ep": 8, "expert_tp": 1, "global_batch": 8,
+            "moe_token_dispatcher": "hybridep", "moe_grouped_gemm": true, "moe_load_imbalance": 1.0}),
+        8,
+    );
+    let layout = crate::llm::layout::Layout::new(&c, 8);
+    let prec = crate::llm::operators::OpPrecisions { gemm: Precision::Bf16, other: Precision::Bf16 };
+    let ops = ops::moe_layer_ops(&c, &layout, c.moe.as_ref().unwrap(), prec);
+    use crate::llm::operators::{OpName, Work};
+    let fwd = |name: OpName| {
+        ops.iter().position(|o| o.name == name && o.phase == crate::op::Phase::Fwd && !o.recompute).unwrap()
+    };
+    for name in [OpName::MoePermute, OpName::MoeUnpermute] {
+        let o = &ops[fwd(name)];
+        let Work::Compute { shape, dtype } = o.work else { panic!("{name:?}") };
+        assert_eq!((&shape.dims[..3], dtype, o.calls), (&[32_768, 2048, 1][..], Precision::Bf16, 1), "{name:?}");
+        // One read and one write of 32,768 · 2048 bf16 values: 2 · 134,217,728 B = 268,435,456 B per pass.
+        assert_eq!(2 * shape.dims[0] * shape.dims[1] * 2, 268_435_456);
+    }
+    // The permute follows the dispatch (after the host has the tokens per expert); the unpermute follows the
+    // second projection.
+    assert!(fwd(OpName::EpAllToAll) < fwd(OpName::MoePermute));
+    assert!(fwd(OpName::MoePermute) < fwd(OpName::ExpertFc1));
+    assert!(fwd(OpName::ExpertFc2) < fwd(OpName::MoeUnpermute));
+}
+
+#[test]
+fn hybridep_permute_runs_on_the_communication_stream_under_ep_overlap() {
+    use crate::cost::{Source, Timed};
+    use crate::llm::operators::{OpName, StageOp, Work};
+    use crate::llm::timing::TimedOp;
+    use crate::op::{Collective, OpClass, OpShape, Phase};
+    // One layer, κ = 0. Per pass: the dispatch and combine all-to-all (2 calls × 100 µs), HybridEP's permute and
+    // unpermute (30 µs each) and the experts' GEMM (150 µs forward, 200 µs backward).
+    let group = crate::comm::Group { ranks: 8, nodes: 1, ranks_per_node: 8 };
+    let op = |name, phase, calls, us: f64| {
+        let work = if name == OpName::EpAllToAll {
+            Work::Collective { collective: Collective::AllToAll, bytes: 1.0, group, active_per_node: 8 }
+        } else {
+            Work::Compute { shape: OpShape::new(OpClass::Elementwise, phase, &[1, 1, 1]), dtype: Precision::Bf16 }
+        };
+        let o = StageOp { name, phase, calls, work, features: vec![], recompute: false, overlaps: None };
+        let time = Timed { time_us: us, analytic_us: us, source: Source::Analytic, host_us: 0.0, kernels: 1 };
+        (o, TimedOp { time, charged_us: us })
+    };
+    let mut ops = Vec::new();
+    for (phase, gemm) in [(Phase::Fwd, 150.0), (Phase::Bwd, 200.0)] {
+        ops.push(op(OpName::EpAllToAll, phase, 2, 100.0));
+        ops.push(op(OpName::MoePermute, phase, 1, 30.0));
+        ops.push(op(OpName::ExpertFc1, phase, 1, gemm));
+        ops.push(op(OpName::MoeUnpermute, phase, 1, 30.0));
+    }
+    let (stage, timed): (Vec<StageOp>, Vec<TimedOp>) = ops.into_iter().unzip();
+    let charged = |hybridep: bool| {
+        let mut t = timed.clone();
+        timing::apply_ep_overlap(&stage, &mut t, 0.0, hybridep);
+        t.iter().map(|t| t.charged_us).collect::<Vec<_>>()
+    };
+    // HybridEP: the forward's communication stream carries 2·100 + 30 + 30 = 260 µs beside the backward's 200 µs of
+    // computation → 60 µs exposed, each op charged 60/260 of its time (100 → 23.077, 30 → 6.923); the backward's
+    // 260 µs beside the forward's 150 → 110 exposed, ratio 110/260 (100 → 42.308, 30 → 12.692). The GEMMs keep
+    // theirs.
+    let h = charged(true);
+    let (rf, rb) = (60.0 / 260.0, 110.0 / 260.0);
+    let want = [100.0 * rf, 30.0 * rf, 150.0, 30.0 * rf, 100.0 * rb, 30.0 * rb, 200.0, 30.0 * rb];
+    for (got, want) in h.iter().zip(want) {
+        assert!((got - want).abs() < 1e-9, "{h:?}");
+    }
+    // The forward charges 2·23.077 + 2·6.923 + 150 = 210 µs: the GEMM plus the 60 µs exposed.
+    assert!((2.0 * h[0] + h[1] + h[2] + h[3] - 210.0).abs() < 1e-9);
+    // Another dispatcher's permutes are computation: the forward's 200 µs of all-to-all hide behind the backward's
+    // 200 + 30 + 30 = 260 µs, the backward's behind the forward's 150 + 60 = 210 µs; the permutes keep their 30 µs.
+    assert_eq!(charged(false), vec![0.0, 30.0, 150.0, 30.0, 0.0, 30.0, 200.0, 30.0]);
+}

@@ -13,6 +13,7 @@
 //! device→host synchronizations cause ([`super::launches`]).
 
 use super::launches::{grouped_gemm_host_us, moe_launches, synced_pass_us};
+use super::parallel::Dispatcher;
 use crate::llm::config::{ConfigError, TrainingConfig};
 use crate::llm::cuda_graphs::CudaGraphs;
 use crate::llm::operators::{OpName, StageOp, Work};
@@ -21,6 +22,15 @@ use crate::op::Phase;
 
 fn is_ep_comm(name: OpName) -> bool {
     matches!(name, OpName::EpAllToAll | OpName::EpAllGather | OpName::EpReduceScatter)
+}
+
+/// Whether an operator runs on the communication stream under `overlap_moe_expert_parallel_comm`: the combined 1F1B
+/// schedule puts a layer's dispatch and combine nodes there and its attention and MLP on the computation stream
+/// (Megatron-Core MR 3470, `fine_grained_callables.py`: the dispatch node runs `token_dispatch`, the combine node
+/// `token_combine`). With HybridEP those calls are `dispatch_with_permute` and `combine_with_unpermute`, so the
+/// permute and unpermute kernels they launch ([`super::ops`]) run there too.
+fn on_comm_stream(name: OpName, hybridep: bool) -> bool {
+    is_ep_comm(name) || (hybridep && matches!(name, OpName::MoePermute | OpName::MoeUnpermute))
 }
 
 /// Times one MoE layer's operators (as [`time_ops`]) and applies the 1F1B expert-parallel overlap when `cfg` asks
@@ -40,15 +50,26 @@ pub fn time_layer(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> R
             }
         }
     }
-    if cfg.moe.as_ref().is_some_and(|m| m.overlap_ep_comm) {
-        apply_ep_overlap(ops, &mut timed, timer.contention());
+    // HybridEP's permute and unpermute kernels are launched from inside `dispatch_with_permute` and
+    // `combine_with_unpermute`, the dispatcher's own calls (counted in [`super::launches`]): no framework call of
+    // their own.
+    if cfg.moe.as_ref().is_some_and(|m| m.dispatcher == Dispatcher::Hybridep) {
+        for (o, t) in ops.iter().zip(timed.iter_mut()) {
+            if matches!(o.name, OpName::MoePermute | OpName::MoeUnpermute) {
+                t.time.host_us = 0.0;
+            }
+        }
+    }
+    if let Some(moe) = cfg.moe.as_ref().filter(|m| m.overlap_ep_comm) {
+        apply_ep_overlap(ops, &mut timed, timer.contention(), moe.dispatcher == Dispatcher::Hybridep);
     }
     Ok(timed)
 }
 
-/// Scales the charged time of each pass's expert-parallel collectives so that together they are charged their
-/// exposed part beside the other pass's computation (plus κ × the hidden part).
-pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
+/// Scales the charged time of each pass's expert-parallel collectives (and, with `hybridep`, of HybridEP's permute
+/// and unpermute kernels, which run inside its dispatch and combine calls: [`on_comm_stream`]) so that together
+/// they are charged their exposed part beside the other pass's computation (plus κ × the hidden part).
+pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64, hybridep: bool) {
     let sum = |phase: Phase, pick: &dyn Fn(&StageOp) -> bool, full: bool| -> f64 {
         ops.iter()
             .zip(timed.iter())
@@ -56,8 +77,8 @@ pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
             .map(|(o, t)| o.calls as f64 * if full { t.time.time_us } else { t.charged_us })
             .sum()
     };
-    let compute = |o: &StageOp| matches!(o.work, Work::Compute { .. });
-    let comm = |o: &StageOp| is_ep_comm(o.name);
+    let comm = |o: &StageOp| on_comm_stream(o.name, hybridep);
+    let compute = |o: &StageOp| matches!(o.work, Work::Compute { .. }) && !comm(o);
     let mut ratio = [1.0; 2];
     for (i, (phase, other)) in [(Phase::Fwd, Phase::Bwd), (Phase::Bwd, Phase::Fwd)].into_iter().enumerate() {
         let full = sum(phase, &comm, true);
@@ -68,7 +89,7 @@ pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
         ratio[i] = overlap_charge(full, (full - window).max(0.0), kappa) / full;
     }
     for (o, t) in ops.iter().zip(timed.iter_mut()) {
-        if is_ep_comm(o.name) {
+        if on_comm_stream(o.name, hybridep) {
             t.charged_us = t.time.time_us * ratio[usize::from(o.phase == Phase::Bwd)];
         }
     }
