@@ -102,6 +102,16 @@ pub fn systems() -> Vec<(&'static str, SystemSpec)> {
     ]
 }
 
+/// The largest decode batch (per attention-DP rank) a TensorRT-LLM deployment of `batch_size` requests per rank
+/// replays a CUDA graph for: aiconfigurator's generator writes `cuda_graph_config.batch_sizes` 1…512 plus
+/// `max_batch_size` ± 8 for aggregated and decode workers (`src/aiconfigurator/generator/rule_plugin/trtllm.rule`,
+/// `agg_decode cuda_graph_batch_sizes`, with `enable_padding`), so max(512, batch_size + 8); TensorRT-LLM's own
+/// DeepSeek-R1 serving recipe likewise sets `cuda_graph_config.max_batch_size: 512`. Without it the engine's
+/// default, 128, would leave larger decode batches eager, each kernel launched from Python.
+pub fn trtllm_graph_max_batch(batch_size: Option<u32>) -> u32 {
+    512.max(batch_size.unwrap_or(0).saturating_add(8))
+}
+
 /// Aggregated workers a run of `concurrency` clients at `batch_size` requests per attention-DP rank and
 /// `attention_dp` ranks per worker ran on (see the module doc): concurrency / (batch_size · attention_dp) when that
 /// divides evenly and exceeds 1, else 1 (no batch size given, or one that does not divide the clients).
@@ -282,9 +292,12 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["workload"]["min_length_ratio"] = json!(INFERENCEX_MIN_LENGTH_RATIO);
         }
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
-        // (`disable_overlap_scheduler: false`).
+        // (`disable_overlap_scheduler: false`), with the CUDA graphs its deployments capture
+        // ([`trtllm_graph_max_batch`]).
         if engine == Engine::Trtllm {
-            req["engine_options"] = json!({"async_scheduling": true});
+            let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
+            req["engine_options"] =
+                json!({"async_scheduling": true, "cuda_graph_max_batch": trtllm_graph_max_batch(per_rank)});
         }
         let mut workers_known = true;
         if mode == "disagg" {
@@ -401,6 +414,16 @@ mod tests {
         // 10 requests per client either way (InferenceX's --num-prompts $((CONC * 10))).
         let r = ix.iter().find(|r| shaped(r) && r.replicas == 1 && r.concurrency == 4).unwrap();
         assert_eq!(r.request.workload.num_requests, Some(40));
+    }
+
+    #[test]
+    fn tensorrt_llm_graphs_cover_512_or_the_batch_size_plus_8() {
+        // aiconfigurator's rule: graphs for 1…512 and batch_size ± 8. batch_size 256: 512; 1,024: 1,032; none
+        // given: 512.
+        assert_eq!(
+            (trtllm_graph_max_batch(Some(256)), trtllm_graph_max_batch(Some(1024)), trtllm_graph_max_batch(None)),
+            (512, 1032, 512)
+        );
     }
 
     #[test]

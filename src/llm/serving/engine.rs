@@ -143,9 +143,18 @@ pub struct ServingConstants {
     pub sglang: HostCost,
     /// TensorRT-LLM's host time per step.
     pub trtllm: HostCost,
-    /// CPU time to launch one kernel outside a CUDA graph (PyTorch dispatch and `cudaLaunchKernel`), µs; a step's
-    /// GPU time is at least its kernels' launch time.
+    /// CPU time to launch one kernel outside a CUDA graph from a compiled runtime (TensorRT-LLM's C++ executor of
+    /// `trtllm-build` engines, `engine_options.trtllm_backend: tensorrt`: `cudaLaunchKernel` and the plugin's
+    /// enqueue), µs; a step's GPU time is at least its kernels' launch time.
     pub eager_kernel_us: f64,
+    /// Host time of one counted kernel of an eager forward run from Python, µs: the engines whose steps outside
+    /// CUDA graphs (every step with prefill, and decode batches beyond `cuda_graph_max_batch`) run their model's
+    /// `nn.Module`s op by op — vLLM (`GPUModelRunner.execute_model`; V0 too), SGLang (`ModelRunner.forward_extend`)
+    /// and TensorRT-LLM's PyTorch backend (`PyTorchModelEngine.forward`, CUDA graphs for generation-only batches).
+    /// It is the per-counted-kernel host cost of an eager PyTorch pass, [`crate::cost::Efficiency::host_us`]
+    /// of the training model (the Python module call, the dispatcher and launch, and the element-wise kernels the
+    /// operator list folds into its neighbours), the same physical effect; see [`ServingConstants::CALIBRATED`].
+    pub python_kernel_us: f64,
     /// GPU time of one analytic kernel beyond its body when a decode step replays a CUDA graph, µs: it replaces
     /// `efficiency.kernel_us` there (a graph launches its kernels back to back from the GPU's own queue, with no
     /// host launch between them; learned and measured operator times carry their own in-graph cost and are
@@ -160,8 +169,8 @@ impl ServingConstants {
     /// and precision); `network` 0.74 and `collective_us` 2 µs — vLLM's custom all-reduce on 2–8 H100s
     /// (aiconfigurator `custom_allreduce_perf`, train split) runs small messages in 4.2–5.6 µs against the α–β
     /// model's ≈ 2–4 µs and reaches 72 % of the NVLink bus bandwidth at 128 MiB; `eager_kernel_us` 5 µs [rec]
-    /// (PyTorch's per-operator dispatch cost); `memory` 0.8 [rec] for element-wise kernels (fitted freely it
-    /// collapses, see `perfcast eval inference`).
+    /// (a compiled runtime's per-kernel launch; the Python engines' is `python_kernel_us`, below); `memory` 0.8
+    /// [rec] for element-wise kernels (fitted freely it collapses, see `perfcast eval inference`).
     ///
     /// Fitted by `perfcast eval inference --cross-validate` on LLM-Inference-Bench with the bundled learned models
     /// a fresh install serves (2026-11-24, all 1,202 rows; the five folds and the held-out errors in the README):
@@ -197,6 +206,20 @@ impl ServingConstants {
     /// 1.76 µs GB200, 2.56 µs L40S — the median of the five GPUs' minima. SGLang's table corroborates it: its
     /// version of the same scaling is four PyTorch kernels (divide, clamp, cast, copy) and takes 5.0–5.7 µs, 1.3–1.4
     /// µs each. Measured from operator tables, not fitted on serving rows.
+    ///
+    /// **An eager step run from Python.** vLLM, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs only
+    /// for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
+    /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.9 µs), the training
+    /// model's host time per counted kernel of an eager PyTorch pass (fitted on the training sources' train rows,
+    /// folds 70.6–70.9 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
+    /// operator list folds into its neighbours) — one constant for one effect, not fitted on serving rows. A
+    /// bare eager call is cheaper: aiconfigurator's custom all-reduce called eagerly (train split,
+    /// `custom_allreduce_perf`, `vllm_eager` / `sglang_eager` rows up to 65,536 elements) floors at 20–23 µs per
+    /// call under vLLM 0.24 and 28–30 µs under SGLang on H100, B200 and B300 hosts (4–7 µs replayed in a graph):
+    /// what one custom op costs without the module around it. The step takes max(GPU, host launches): a prefill
+    /// of 1,024 tokens of DeepSeek-R1 at tp 8 (≈ 2,060 counted kernels) cannot finish in less than 146 ms of
+    /// host time, gpt-oss-120b's (≈ 580) in less than 41 ms. Until 2026-11-28 every engine used the C++ launch
+    /// cost `eager_kernel_us` 5 µs [rec], now TensorRT-LLM's C++ executor's only.
     pub const CALIBRATED: ServingConstants = ServingConstants {
         efficiency: Efficiency {
             gemm_16bit: 0.8,
@@ -221,6 +244,7 @@ impl ServingConstants {
         sglang: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
+        python_kernel_us: crate::cost::Efficiency::CALIBRATED.host_us,
         graph_kernel_us: 1.75,
     };
 
@@ -234,8 +258,19 @@ impl ServingConstants {
         sglang: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         trtllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         eager_kernel_us: 0.0,
+        python_kernel_us: 0.0,
         graph_kernel_us: Efficiency::ROOFLINE.kernel_us,
     };
+
+    /// Host time to launch one kernel of a step outside a CUDA graph under `engine` and `settings`, µs: the
+    /// compiled runtime's `eager_kernel_us` for TensorRT-LLM's C++ executor (`trtllm_backend: tensorrt`), else
+    /// the Python forward's `python_kernel_us`.
+    pub fn eager_launch_us(&self, engine: Engine, settings: &EngineSettings) -> f64 {
+        match engine {
+            Engine::Trtllm if settings.trtllm_backend == TrtllmBackend::Tensorrt => self.eager_kernel_us,
+            _ => self.python_kernel_us,
+        }
+    }
 
     /// The host cost of `engine` under `settings` (vLLM: of its engine generation).
     pub fn host(&self, engine: Engine, settings: &EngineSettings) -> HostCost {

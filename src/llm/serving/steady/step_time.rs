@@ -126,7 +126,7 @@ impl Solver<'_> {
         let graph = cfg.settings.cuda_graphs
             && load.prefill_tokens == 0
             && micro.decode_seqs <= cfg.settings.cuda_graph_max_batch;
-        let eager_us = if graph { 0.0 } else { self.consts.eager_kernel_us };
+        let eager_us = if graph { 0.0 } else { self.consts.eager_launch_us(cfg.engine, &cfg.settings) };
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
             let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
