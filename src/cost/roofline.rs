@@ -12,9 +12,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::hw::{GpuSpec, Precision};
-use crate::op::{OpClass, OpShape, Phase};
+use crate::op::{Dims, OpClass, OpShape, Phase};
 
 mod serving;
+mod vector;
 
 /// Fixed cost per kernel launch, µs: the minimum duration of a kernel on current GPUs (≈ 2 µs from back-to-back
 /// launches, S1 times operators by kernel spans so CPU dispatch is excluded).
@@ -183,36 +184,9 @@ fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f6
     acc.tile_efficiency = acc.tile_efficiency.min(tile_efficiency(plan.tile.0, plan.tile.1));
 }
 
-/// Dynamic quantization of a linear layer's 16-bit input X[rows, k] before a low-precision GEMM, as vLLM runs it
-/// (`vllm/_custom_ops.py` `scaled_fp8_quant`, `per_token_group_quant_fp8`, `scaled_fp4_quant`):
-/// - `fp8` (per-tensor scale): two kernels (`csrc/quantization/fp8/common.cu`): `segmented_max_reduction` reads X
-///   (2 B per element) for the absolute maximum, `scaled_fp8_quant_kernel` reads X again and writes 1 B per element.
-/// - `fp8_block` (one scale per 128 elements of a row): one kernel reading X and writing 1 B per element and 4 B
-///   per 128.
-/// - `nvfp4` (one scale per 16 elements): one kernel reading X and writing 0.5625 B per element.
-///
-/// Other precisions need none.
-fn activation_quantization(acc: &mut Acc, rows: u64, k: u64, dtype: Precision, gpu: &GpuSpec) {
-    let n = (rows * k) as f64;
-    match dtype {
-        Precision::Fp8 => {
-            vector(acc, n, 1.0, 2.0 * n, gpu);
-            vector(acc, n, 2.0, 3.0 * n, gpu);
-        }
-        Precision::Fp8Block => vector(acc, n, 3.0, 2.0 * n + n + n / 128.0 * 4.0, gpu),
-        Precision::Nvfp4 => vector(acc, n, 3.0, 2.0 * n + n * Precision::Nvfp4.bytes(), gpu),
-        _ => {}
-    }
-}
-
-/// Element-wise style kernel: `elems` elements, `flops_per_elem`, `bytes` of traffic, on the vector fp32 peak.
-fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuSpec) {
-    let flops = elems * flops_per_elem;
-    let peak = gpu.peak_tflops.fp32 * 1e12;
-    acc.kernel(flops, flops / peak, bytes, gpu.memory_bandwidth_bps());
-}
-
-/// Analytic time of `shape` in precision `dtype` on `gpu`.
+/// Analytic time of `shape` in precision `dtype` on `gpu`: the operator's kernels added up by its class's step
+/// ([`matrix_products`], [`flash_attention`], [`serving_attention`], `serving::moe`, [`vector::memory_bound`]), then
+/// the roofline total with the launch overheads ([`cost`]).
 ///
 /// Traffic per class, in units of N·e (N elements, e bytes per element), forward / backward, kernels in brackets:
 /// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] /
@@ -222,7 +196,7 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 /// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy); quantize 2 B + e per
 /// element [1] (e the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM,
 /// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
-/// ([`activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
+/// ([`vector::activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
 /// 128 rows, backward 2.5× the FLOPs (FlashAttention-2's five GEMMs against two) at [`FLASH_BACKWARD_RATE`] of the
 /// forward's FLOP rate, traffic 4·BLAD·e / 8·BLAD·e — the forward
 /// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
@@ -232,146 +206,117 @@ fn vector(acc: &mut Acc, elems: f64, flops_per_elem: f64, bytes: f64, gpu: &GpuS
 pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<AnalyticCost, UnsupportedPrecision> {
     let e = dtype.bytes();
     let d = shape.dims;
-    let bw = gpu.memory_bandwidth_bps();
     let mut acc = Acc { split_k: 1.0, tile_efficiency: 1.0, ..Acc::default() };
     let bwd = shape.phase == Phase::Bwd;
-    let mut peak_used = gpu.peak_tflops.fp32 * 1e12;
-    let matmul_peak = || {
-        gpu.peak_matmul_flops(dtype).ok_or(UnsupportedPrecision {
-            gpu: gpu.name.clone(),
-            precision: dtype,
-            path: "matrix",
-        })
-    };
-    match shape.class {
+    let peak_used = match shape.class {
         OpClass::Linear | OpClass::Bmm => {
-            let peak = matmul_peak()?;
-            peak_used = peak;
-            let (mut b, mut m, n, k) = (d[0].max(1), d[1], d[2], d[3]);
-            if shape.class == OpClass::Linear {
-                // A linear layer over B·M rows shares one weight: one GEMM of B·M rows.
-                (b, m) = (1, b * m);
-            }
-            if bwd {
-                gemm(&mut acc, b, m, k, n, e, peak, gpu); // dX[m,k] = dY[m,n]·Wᵀ[n,k]
-                gemm(&mut acc, b, k, n, m, e, peak, gpu); // dW[k,n] = Xᵀ[k,m]·dY[m,n]
-            } else {
-                if shape.class == OpClass::Linear {
-                    activation_quantization(&mut acc, m, k, dtype, gpu);
-                }
-                gemm(&mut acc, b, m, n, k, e, peak, gpu);
-            }
+            let peak = matmul_peak(dtype, gpu)?;
+            matrix_products(&mut acc, shape, dtype, peak, gpu);
+            peak
         }
         OpClass::FlashAttention => {
-            let peak = matmul_peak()?;
-            peak_used = peak;
-            let (b, l, a, dh) = (d[0] as f64, d[1], d[2] as f64, d[3] as f64);
-            let sms = gpu.sm_count.max(1) as f64;
-            let tiles = (d[0].max(1) * d[2].max(1) * ceil_div(l, 128)) as f64;
-            let waves = (tiles / sms).ceil();
-            let factor = if bwd { 2.5 } else { 1.0 };
-            let l = l as f64;
-            // Causal: on average a 128-row query tile sees half the keys.
-            let flops = factor * 2.0 * b * a * l * l * dh;
-            let tile_flops = factor * 4.0 * 128.0 * (l / 2.0) * dh;
-            let rate = if bwd { FLASH_BACKWARD_RATE } else { 1.0 };
-            let compute_s = waves * tile_flops / (rate * peak / sms);
-            let bytes = (if bwd { 8.0 } else { 4.0 }) * b * l * a * dh * e;
-            acc.kernel(flops, compute_s, bytes, bw);
-            acc.waves += waves;
+            let peak = matmul_peak(dtype, gpu)?;
+            flash_attention(&mut acc, &d, bwd, e, peak, gpu);
+            peak
         }
-        OpClass::AttentionPrefill | OpClass::AttentionDecode => {
-            // `dtype` is the KV cache's; the attention itself computes in 16 bits (aiconfigurator's `attn_dtype`
-            // is bfloat16 in every row, and its fp8-KV prefill is no faster than bf16). A cache precision the GPU's
-            // tensor cores have no path for is still refused, as for every matrix product (an nvfp4 cache on H100).
-            matmul_peak()?;
-            let peak = serving::attention_peak(gpu).ok_or(UnsupportedPrecision {
-                gpu: gpu.name.clone(),
-                precision: Precision::Bf16,
-                path: "matrix",
-            })?;
-            peak_used = peak;
-            if shape.class == OpClass::AttentionPrefill {
-                serving::attention_prefill(&mut acc, &d, e, peak, gpu);
-            } else {
-                serving::attention_decode(&mut acc, &d, e, peak, gpu);
-            }
-        }
+        OpClass::AttentionPrefill | OpClass::AttentionDecode => serving_attention(&mut acc, shape, dtype, gpu)?,
         OpClass::Moe => {
-            let peak = matmul_peak()?;
-            peak_used = peak;
+            let peak = matmul_peak(dtype, gpu)?;
             serving::moe(&mut acc, &d, e, peak, gpu);
+            peak
         }
-        OpClass::LayerNorm | OpClass::RmsNorm => {
-            let n = (d[0] * d[1]) as f64;
-            if bwd {
-                vector(&mut acc, n, 8.0, 3.0 * n * e, gpu);
-                vector(&mut acc, n, 4.0, 2.0 * n * e, gpu);
-            } else {
-                vector(&mut acc, n, 8.0, 2.0 * n * e, gpu);
-            }
+        _ => {
+            vector::memory_bound(&mut acc, shape.class, &d, bwd, e, gpu);
+            gpu.peak_tflops.fp32 * 1e12
         }
-        OpClass::Softmax | OpClass::FusedSoftmax | OpClass::Gelu => {
-            let n = (d[0] * d[1]) as f64;
-            let f = if shape.class == OpClass::Gelu { 12.0 } else { 6.0 };
-            vector(&mut acc, n, f, if bwd { 3.0 } else { 2.0 } * n * e, gpu);
-        }
-        OpClass::FillMask => {
-            let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, n, 1.0, 2.0 * n * e + n, gpu);
-        }
-        OpClass::Swiglu => {
-            let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, n, 8.0, if bwd { 5.0 } else { 3.0 } * n * e, gpu);
-        }
-        OpClass::Rope => {
-            let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, 2.0 * n, 3.0, 4.0 * n * e, gpu);
-        }
-        OpClass::Elementwise => {
-            let n = (d[0] * d[1]) as f64;
-            let inputs = if d[2] == 0 { 2.0 } else { d[2] as f64 };
-            // Forward reads every input and writes one output; backward reads the output gradient (and the
-            // inputs for non-linear ops, ignored) and writes one gradient per input.
-            vector(&mut acc, n, 1.0, (inputs + 1.0) * n * e, gpu);
-        }
-        OpClass::Embedding => {
-            let (t, v, h) = (d[0] as f64, d[1] as f64, d[2] as f64);
-            if bwd {
-                vector(&mut acc, v * h, 0.0, v * h * e, gpu);
-                vector(&mut acc, t * h, 1.0, 3.0 * t * h * e, gpu);
-            } else {
-                vector(&mut acc, t * h, 0.0, 2.0 * t * h * e, gpu);
-            }
-        }
-        OpClass::CrossEntropy => {
-            let n = (d[0] * d[1]) as f64;
-            if bwd {
-                vector(&mut acc, n, 1.0, n * 4.0, gpu);
-                vector(&mut acc, n, 1.0, n * e, gpu);
-            } else {
-                // max, subtract + exp (writes the fp32 softmax), sum, log: four passes.
-                vector(&mut acc, n, 1.0, n * e, gpu);
-                vector(&mut acc, n, 4.0, n * e + n * 4.0, gpu);
-                vector(&mut acc, n, 1.0, n * e, gpu);
-                acc.kernels += 1;
-            }
-        }
-        OpClass::Optimizer => {
-            let p = d[0] as f64;
-            vector(&mut acc, p, 12.0, 28.0 * p, gpu);
-        }
-        OpClass::Quantize => {
-            // Read the 16-bit element, scale, write it in `dtype` (fp8: 1 B).
-            let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, n, 2.0, 2.0 * n + n * e, gpu);
-        }
-        OpClass::QuantizeScale => {
-            // The absolute maximum of the 16-bit tensor: one read.
-            let n = (d[0] * d[1]) as f64;
-            vector(&mut acc, n, 1.0, 2.0 * n, gpu);
-        }
+    };
+    Ok(cost(&acc, peak_used))
+}
+
+/// The tensor-core peak of `dtype` on `gpu`, FLOP/s (the datasheet's dense figure,
+/// [`GpuSpec::peak_matmul_flops`]). Errors: [`UnsupportedPrecision`] (path `matrix`) where the datasheet has none.
+fn matmul_peak(dtype: Precision, gpu: &GpuSpec) -> Result<f64, UnsupportedPrecision> {
+    gpu.peak_matmul_flops(dtype).ok_or(UnsupportedPrecision { gpu: gpu.name.clone(), precision: dtype, path: "matrix" })
+}
+
+/// Adds the GEMMs of a `linear` or `bmm` operator (dims [B, M, N, K]) at `peak` FLOP/s: a linear layer's B·M rows
+/// share one weight, so one GEMM of B·M rows; forward C = A·B (a forward linear in a scaled precision first
+/// quantizes its input: [`vector::activation_quantization`]), backward dX[m,k] = dY[m,n]·Wᵀ[n,k] and
+/// dW[k,n] = Xᵀ[k,m]·dY[m,n] (Megatron-LM's `LinearWithGradAccumulationAndAsyncCommunication.backward`).
+fn matrix_products(acc: &mut Acc, shape: &OpShape, dtype: Precision, peak: f64, gpu: &GpuSpec) {
+    let e = dtype.bytes();
+    let d = shape.dims;
+    let (mut b, mut m, n, k) = (d[0].max(1), d[1], d[2], d[3]);
+    if shape.class == OpClass::Linear {
+        // A linear layer over B·M rows shares one weight: one GEMM of B·M rows.
+        (b, m) = (1, b * m);
     }
+    if shape.phase == Phase::Bwd {
+        gemm(acc, b, m, k, n, e, peak, gpu); // dX[m,k] = dY[m,n]·Wᵀ[n,k]
+        gemm(acc, b, k, n, m, e, peak, gpu); // dW[k,n] = Xᵀ[k,m]·dY[m,n]
+    } else {
+        if shape.class == OpClass::Linear {
+            vector::activation_quantization(acc, m, k, dtype, gpu);
+        }
+        gemm(acc, b, m, n, k, e, peak, gpu);
+    }
+}
+
+/// Adds one causal flash-attention kernel, dims [B, L, A, D] (batch, sequence, heads, head dim), `e` bytes per
+/// element, at `peak` FLOP/s: forward 2·B·A·L²·D FLOPs (causal: a 128-row query tile sees L/2 keys on average)
+/// in waves of B·A·⌈L/128⌉ query tiles over the SMs, backward 2.5× the FLOPs at [`FLASH_BACKWARD_RATE`] of the
+/// forward's rate (Dao 2023, FlashAttention-2: five GEMMs against two; Shah et al. 2024, Fig. 5 and 6); DRAM
+/// traffic 4·B·L·A·D·e forward (q, k, v, o), 8·B·L·A·D·e backward.
+fn flash_attention(acc: &mut Acc, d: &Dims, bwd: bool, e: f64, peak: f64, gpu: &GpuSpec) {
+    let bw = gpu.memory_bandwidth_bps();
+    let (b, l, a, dh) = (d[0] as f64, d[1], d[2] as f64, d[3] as f64);
+    let sms = gpu.sm_count.max(1) as f64;
+    let tiles = (d[0].max(1) * d[2].max(1) * ceil_div(l, 128)) as f64;
+    let waves = (tiles / sms).ceil();
+    let factor = if bwd { 2.5 } else { 1.0 };
+    let l = l as f64;
+    // Causal: on average a 128-row query tile sees half the keys.
+    let flops = factor * 2.0 * b * a * l * l * dh;
+    let tile_flops = factor * 4.0 * 128.0 * (l / 2.0) * dh;
+    let rate = if bwd { FLASH_BACKWARD_RATE } else { 1.0 };
+    let compute_s = waves * tile_flops / (rate * peak / sms);
+    let bytes = (if bwd { 8.0 } else { 4.0 }) * b * l * a * dh * e;
+    acc.kernel(flops, compute_s, bytes, bw);
+    acc.waves += waves;
+}
+
+/// Adds a serving attention kernel (`attention_prefill` or `attention_decode`, counted in `serving.rs`) and returns
+/// the peak it ran at, FLOP/s: `dtype` is the KV cache's, but the attention computes in 16 bits
+/// ([`serving::attention_peak`]). Errors: [`UnsupportedPrecision`] where the GPU has no tensor-core path for the
+/// cache's precision or for bf16.
+fn serving_attention(
+    acc: &mut Acc,
+    shape: &OpShape,
+    dtype: Precision,
+    gpu: &GpuSpec,
+) -> Result<f64, UnsupportedPrecision> {
+    // `dtype` is the KV cache's; the attention itself computes in 16 bits (aiconfigurator's `attn_dtype`
+    // is bfloat16 in every row, and its fp8-KV prefill is no faster than bf16). A cache precision the GPU's
+    // tensor cores have no path for is still refused, as for every matrix product (an nvfp4 cache on H100).
+    matmul_peak(dtype, gpu)?;
+    let peak = serving::attention_peak(gpu).ok_or(UnsupportedPrecision {
+        gpu: gpu.name.clone(),
+        precision: Precision::Bf16,
+        path: "matrix",
+    })?;
+    let (d, e) = (shape.dims, dtype.bytes());
+    if shape.class == OpClass::AttentionPrefill {
+        serving::attention_prefill(acc, &d, e, peak, gpu);
+    } else {
+        serving::attention_decode(acc, &d, e, peak, gpu);
+    }
+    Ok(peak)
+}
+
+/// The estimate from the kernels `acc` added up: time = kernels · [`LAUNCH_OVERHEAD_US`] + Σ max(compute, memory),
+/// µs, with the binding term (launch when the overheads exceed the kernels' time, else the larger of the summed
+/// compute and memory terms) and `peak_used`, the FLOP/s of the compute term.
+fn cost(acc: &Acc, peak_used: f64) -> AnalyticCost {
     let launch_us = acc.kernels as f64 * LAUNCH_OVERHEAD_US;
     let compute_us = acc.compute_s * 1e6;
     let memory_us = acc.memory_s * 1e6;
@@ -383,7 +328,7 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
     } else {
         Bound::Memory
     };
-    Ok(AnalyticCost {
+    AnalyticCost {
         time_us: launch_us + body_us,
         flops: acc.flops,
         bytes: acc.bytes,
@@ -397,7 +342,7 @@ pub fn estimate(shape: &OpShape, dtype: Precision, gpu: &GpuSpec) -> Result<Anal
         tile_efficiency: acc.tile_efficiency,
         peak_flops: peak_used,
         bound,
-    })
+    }
 }
 
 #[cfg(test)]

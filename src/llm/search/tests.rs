@@ -3,6 +3,7 @@
 use super::*;
 use crate::cost::AnalyticBackend;
 use crate::hw::presets;
+use crate::llm::config::{ParallelSpec, Recompute};
 
 fn dgx_h100() -> crate::hw::System {
     presets().into_iter().find(|p| p.name == "dgx-h100").unwrap().resolve().unwrap()

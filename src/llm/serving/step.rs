@@ -191,12 +191,11 @@ pub fn for_each_op(
     let d = m.hidden as u64;
     let a = m.heads as u64 / tp;
     let g = cfg.kv_heads_per_gpu() as u64;
-    let dh = m.head_dim as u64;
-    let (w, act, kv) = (cfg.precision, cfg.activation_precision, cfg.kv_cache_dtype);
+    let (w, act) = (cfg.precision, cfg.activation_precision);
     if t == 0 {
         return;
     }
-    let (norm_name, norm_class) = match m.norm {
+    let norm = match m.norm {
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
     };
@@ -211,9 +210,40 @@ pub fn for_each_op(
         0.0
     };
     if norms > 0.0 {
-        compute(out, norm_name, norm_class, act, &[t, d], norms);
+        compute(out, norm.0, norm.1, act, &[t, d], norms);
     }
-    let (rope_dim, v_dim) = match &m.mla {
+    let (rope_dim, v_dim) = qkv_projections(out, cfg, t, layers);
+    // TensorRT-LLM applies RoPE inside its attention op (`TrtllmAttention.support_fused_rope()`, negotiated in
+    // `Attention.__init__`, `tensorrt_llm/_torch/modules/attention.py`): no kernel of its own.
+    if cfg.engine != Engine::Trtllm {
+        compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
+    }
+    if let Some(ix) = &m.dsa {
+        dsa_indexer(out, cfg, load, ix, rope_dim, layers);
+    }
+    attention(out, cfg, load, layers);
+    compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
+    mlp(out, cfg, t, m.ffn_hidden as u64 / tp, dense_layers as f64);
+    if moe_layers > 0 {
+        moe_block(out, cfg, system, t, moe_layers as f64);
+    }
+    let (agroup, aactive) = attention_group(cfg, system);
+    if tp > 1 {
+        let bytes = (t * d) as f64 * act.bytes();
+        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, agroup, aactive, 2.0 * layers);
+    }
+    stage_ends(out, cfg, system, load, role, (!fused_norms).then_some(norm));
+}
+
+/// The query/key/value projections of `layers` layers over `t` tokens, and (RoPE width, value head width): one
+/// fused QKV GEMM of (a + 2g)·dh columns, or MLA's down-projection (with DSA's indexer key `wk`), query
+/// up-projection and key/value up-projection (DeepSeek-V2, Liu et al. 2024, §2.1; aiconfigurator's MLA module).
+fn qkv_projections(out: &mut Emit, cfg: &ServingConfig, t: u64, layers: f64) -> (u64, u64) {
+    let m = &cfg.model;
+    let (w, d) = (cfg.precision, m.hidden as u64);
+    let a = m.heads as u64 / cfg.attn_tp() as u64;
+    let (g, dh) = (cfg.kv_heads_per_gpu() as u64, m.head_dim as u64);
+    match &m.mla {
         None => {
             compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, (a + 2 * g) * dh, d], layers);
             (dh, dh)
@@ -230,15 +260,16 @@ pub fn for_each_op(
             compute(out, OpName::Linear1, OpClass::Linear, w, &[1, t, a * (nope + v), kvr], layers);
             (rope, v)
         }
-    };
-    // TensorRT-LLM applies RoPE inside its attention op (`TrtllmAttention.support_fused_rope()`, negotiated in
-    // `Attention.__init__`, `tensorrt_llm/_torch/modules/attention.py`): no kernel of its own.
-    if cfg.engine != Engine::Trtllm {
-        compute(out, OpName::RoPE, OpClass::Rope, act, &[(t * (a + g)).div_ceil(2), rope_dim], layers);
     }
-    if let Some(ix) = &m.dsa {
-        dsa_indexer(out, cfg, load, ix, rope_dim, layers);
-    }
+}
+
+/// The attention kernels of `layers` layers: the step's prefill tokens as a share of whole prompts of `prompt_len`
+/// (multi-head after MLA's up-projection), and one decode attention over the decoding sequences' mean context
+/// (DeepSeek sparse attention: the indexer's top-k tokens; MLA: [`mla_decode`]), in the KV cache's dtype.
+fn attention(out: &mut Emit, cfg: &ServingConfig, load: &StepLoad, layers: f64) {
+    let m = &cfg.model;
+    let a = m.heads as u64 / cfg.attn_tp() as u64;
+    let (g, dh, kv) = (cfg.kv_heads_per_gpu() as u64, m.head_dim as u64, cfg.kv_cache_dtype);
     if load.prefill_tokens > 0 {
         let l = load.prompt_len.max(1) as u64;
         let prompts = (load.prefill_tokens as u64).div_ceil(l).max(1);
@@ -257,49 +288,70 @@ pub fn for_each_op(
             Some(mla) => mla_decode(out, b, c, a, mla, kv, layers),
         }
     }
-    compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
-    let mlp = |out: &mut Emit, width: u64, n: f64| {
-        if n == 0.0 || width == 0 {
-            return;
+}
+
+/// One MLP of `width` columns per GPU over `t` tokens, `n` times per step (nothing for `n` or `width` 0): the up
+/// (and gate, fused: 2·width) GEMM, the SwiGLU or GeLU, the down GEMM.
+fn mlp(out: &mut Emit, cfg: &ServingConfig, t: u64, width: u64, n: f64) {
+    if n == 0.0 || width == 0 {
+        return;
+    }
+    let (w, act, d) = (cfg.precision, cfg.activation_precision, cfg.model.hidden as u64);
+    match cfg.model.activation {
+        Activation::Swiglu => {
+            compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, 2 * width, d], n);
+            compute(out, OpName::SwiGLU, OpClass::Swiglu, act, &[t, width], n);
         }
-        match m.activation {
-            Activation::Swiglu => {
-                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, 2 * width, d], n);
-                compute(out, OpName::SwiGLU, OpClass::Swiglu, act, &[t, width], n);
-            }
-            Activation::Gelu => {
-                compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, width, d], n);
-                compute(out, OpName::GeLU, OpClass::Gelu, act, &[t, width], n);
-            }
+        Activation::Gelu => {
+            compute(out, OpName::Linear3, OpClass::Linear, w, &[1, t, width, d], n);
+            compute(out, OpName::GeLU, OpClass::Gelu, act, &[t, width], n);
         }
-        compute(out, OpName::Linear4, OpClass::Linear, w, &[1, t, d, width], n);
+    }
+    compute(out, OpName::Linear4, OpClass::Linear, w, &[1, t, d, width], n);
+}
+
+/// The mixture-of-experts part of `n` MoE layers (nothing for a dense model): the router GEMM, the expert-parallel
+/// all-to-all dispatch and combine with data-parallel attention and ep > 1, the grouped experts of this GPU
+/// (T·dp/ep tokens' worth of routed copies), and the shared experts' MLP.
+fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, n: f64) {
+    let m = &cfg.model;
+    let Some(moe) = &m.moe else {
+        return;
     };
-    mlp(out, m.ffn_hidden as u64 / tp, dense_layers as f64);
-    let act_bytes = act.bytes();
+    let (w, act, d) = (cfg.precision, cfg.activation_precision, m.hidden as u64);
     let (group, active) = tp_group(cfg, system);
-    if let (Some(moe), true) = (&m.moe, moe_layers > 0) {
-        let n = moe_layers as f64;
-        let ep = cfg.ep as u64;
-        let f = moe.expert_ffn_hidden as u64 / (cfg.tp as u64 / ep);
-        compute(out, OpName::MoeRouter, OpClass::Linear, act, &[1, t, moe.experts as u64, d], n);
-        // The experts of one GPU receive the routed copies of the step's tokens (with data-parallel attention,
-        // every rank's) that chose them: on average T·K/ep copies, T/ep tokens' worth.
-        let t_experts = (t * cfg.dp() as u64).div_ceil(ep);
-        let dims = [t_experts, d, f, moe.experts as u64 / ep, moe.top_k as u64];
-        if cfg.dp() > 1 && cfg.ep > 1 {
-            // Dispatch this rank's T·K routed copies of d activations to their experts' GPUs, and combine back.
-            let bytes = (t * moe.top_k as u64 * d) as f64 * act_bytes;
-            collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
-        }
-        compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
-        mlp(out, moe.shared_ffn_hidden as u64 / tp, n);
+    let ep = cfg.ep as u64;
+    let f = moe.expert_ffn_hidden as u64 / (cfg.tp as u64 / ep);
+    compute(out, OpName::MoeRouter, OpClass::Linear, act, &[1, t, moe.experts as u64, d], n);
+    // The experts of one GPU receive the routed copies of the step's tokens (with data-parallel attention,
+    // every rank's) that chose them: on average T·K/ep copies, T/ep tokens' worth.
+    let t_experts = (t * cfg.dp() as u64).div_ceil(ep);
+    let dims = [t_experts, d, f, moe.experts as u64 / ep, moe.top_k as u64];
+    if cfg.dp() > 1 && cfg.ep > 1 {
+        // Dispatch this rank's T·K routed copies of d activations to their experts' GPUs, and combine back.
+        let bytes = (t * moe.top_k as u64 * d) as f64 * act.bytes();
+        collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
     }
+    compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
+    mlp(out, cfg, t, moe.shared_ffn_hidden as u64 / cfg.attn_tp() as u64, n);
+}
+
+/// The pipeline ends of a stage: the first runs the embedding (and its tensor-parallel all-reduce); the last the
+/// final norm (`final_norm`, unless fused into an all-reduce), the LM head over the sampled sequences, its vocab
+/// all-gather and the sampler; every other stage sends its activations to the next stage's first GPU.
+fn stage_ends(
+    out: &mut Emit,
+    cfg: &ServingConfig,
+    system: &System,
+    load: &StepLoad,
+    role: StageRole,
+    final_norm: Option<(OpName, OpClass)>,
+) {
+    let tp = cfg.attn_tp() as u64;
+    let (t, d) = (load.tokens() as u64, cfg.model.hidden as u64);
+    let (act, act_bytes) = (cfg.activation_precision, cfg.activation_precision.bytes());
     let (agroup, aactive) = attention_group(cfg, system);
-    if tp > 1 {
-        let bytes = (t * d) as f64 * act_bytes;
-        collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, agroup, aactive, 2.0 * layers);
-    }
-    let vp = vocab_per_gpu(m.vocab, tp as u32);
+    let vp = vocab_per_gpu(cfg.model.vocab, tp as u32);
     if role.first {
         compute(out, OpName::Embedding, OpClass::Embedding, act, &[t, vp, d], 1.0);
         if tp > 1 {
@@ -309,7 +361,7 @@ pub fn for_each_op(
     }
     if role.last {
         let s = load.sampled.max(1) as u64;
-        if !fused_norms {
+        if let Some((norm_name, norm_class)) = final_norm {
             compute(out, norm_name, norm_class, act, &[s, d], 1.0);
         }
         compute(out, OpName::FinalLinear, OpClass::Linear, act, &[1, s, vp, d], 1.0);

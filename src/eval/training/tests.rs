@@ -1,0 +1,123 @@
+//! `perfcast eval training` on the shared datasets: the roofline bound, the shipped constants' in-sample errors,
+//! and the cross-validated and leave-source-out intervals.
+
+use super::*;
+use crate::cost::Efficiency;
+use crate::learn::fit::Accuracy;
+
+fn data() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+}
+
+fn by_source(r: &Report, s: &str) -> Accuracy {
+    r.summary.iter().find(|x| x.label == s).unwrap().accuracy.clone()
+}
+
+#[test]
+fn the_roofline_is_a_lower_bound_and_the_shipped_configuration_is_not_worse_than_reported() {
+    let none = (&Arc::new(Registry::default()), "none");
+    let roof = run(&data(), &Mode::Fixed(Efficiency::ROOFLINE), none, &mut |_| {}).unwrap();
+    for s in ["vtrain", "nemo", "dgxc"] {
+        assert!(by_source(&roof, s).signed < -0.2, "{s}: {:?}", by_source(&roof, s));
+    }
+    // In-sample guard (these rows calibrated the constants, with the bundled models a fresh install serves; the
+    // README reports the out-of-fold errors).
+    let bundle = crate::bundle::Bundle::embedded().unwrap();
+    let models = Arc::new(crate::bundle::registry(&bundle).unwrap());
+    let shipped = run(&data(), &Mode::Fixed(Efficiency::CALIBRATED), (&models, "bundled"), &mut |_| {}).unwrap();
+    assert_eq!(by_source(&shipped, "vtrain").rows, 1440);
+    // Reported in-sample (2026-11-24, joint bounded fit): vTrain 8.2 %, NeMo 6.1 %, DGX Cloud 10.4 % (its bf16
+    // half −14 %, README); a little headroom, so a change that makes any of them worse fails here. Measured
+    // 2026-11-27 with the flash-attention backward at 0.87 of its forward's FLOP rate (`FLASH_BACKWARD_RATE`,
+    // cited; the constants not refit): vTrain 7.1 %, NeMo 6.5 % (+5.0 %; its 20 rows now include the 405B
+    // ones), DGX Cloud 4.9 % — the slower backward costs NeMo's in-sample rows 0.4 points while every
+    // leave-source-out error it touches falls (NeMo 10.1 → 9.8 %, long-context CP 17.3 → 13.1 %).
+    // Refit 2026-11-28 with the fit's prior (`eval::fit_prior`) and the CP merges and Hopper cuDNN attention
+    // (branch `fitprior`): vTrain 7.1 %, NeMo 4.5 % (+2.5 %), DGX Cloud 5.7 %; with the old constants those
+    // changes had put NeMo at 7.45 %.
+    assert!(by_source(&shipped, "vtrain").mape < 0.085, "{:?}", by_source(&shipped, "vtrain"));
+    assert!(by_source(&shipped, "nemo").mape < 0.07, "{:?}", by_source(&shipped, "nemo"));
+    assert!(by_source(&shipped, "dgxc").mape < 0.107, "{:?}", by_source(&shipped, "dgxc"));
+    // NeuSight is never fitted: its 11 FP32 4-GPU rows and 19 single-GPU rows are predicted with constants fitted
+    // on the others. Reported 2026-11-24 (README): 4-GPU 5.1 % (+1.5 %), single-GPU 12.5 % (−3.7 %).
+    let (ns, one) = (by_source(&shipped, "neusight"), by_source(&shipped, "neusight-1gpu"));
+    assert_eq!((ns.rows, one.rows), (11, 19));
+    assert!(ns.mape < 0.08, "{ns:?}");
+    assert!(one.mape < 0.15, "{one:?}");
+}
+
+#[test]
+fn cross_validated_intervals_cover_held_out_rows() {
+    // A short cross-validation (3 folds, 20 Nelder–Mead steps per fit): every row's interval comes from the
+    // other folds' out-of-fold residuals; over the fitted sources about 80 % of the held-out measurements fall
+    // inside p10–p90, about 10 % on each side.
+    let fit_sources = crate::eval::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+    let mode = Mode::CrossValidate { folds: 3, iterations: 20, fit_sources, contention: false };
+    let r = run(&data(), &mode, (&Arc::new(Registry::default()), "none"), &mut |_| {}).unwrap();
+    assert_eq!(r.coverage_kind, "held-out (cross-conformal)");
+    let fitted = r.coverage.iter().find(|c| c.label == "fitted sources").unwrap();
+    // vTrain 1,440, NeMo 20 (16 + the four Llama 3.1 405B rows the embedding and loss split admits), DGX Cloud
+    // 117, llm-foundry 216.
+    assert_eq!(fitted.rows, 1440 + 20 + 117 + 216);
+    assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
+    assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
+    // The intervals are ordered everywhere. They bracket the point estimates where the class's held-out
+    // residuals fall on both sides of 0 (Ampere one-node: vTrain's 1,440 rows beside llm-foundry's 105), not
+    // necessarily where they are one-sided: Hopper one-node's fitted rows are 44 llm-foundry runs predicted
+    // about 20 % too fast (docs/src/accuracy/training.md) and 7 NeMo / DGX Cloud rows, so ln(measured /
+    // predicted) is positive at its 10th percentile and the interval lies above the estimate.
+    assert!(r.rows.iter().all(|row| row.p10_s <= row.p90_s));
+    assert!(r
+        .rows
+        .iter()
+        .filter(|row| row.class == "ampere/one-node")
+        .all(|row| row.p10_s <= row.predicted_s && row.predicted_s <= row.p90_s));
+    let q = r.quantiles.as_ref().unwrap();
+    // Ampere one-node: vTrain's 1,440 rows and llm-foundry's 105 single-node A100 runs.
+    assert!(q.classes.iter().any(|c| c.class == "ampere/one-node" && c.rows == 1440 + 105));
+    assert!(q.pooled.q10 < 0.0 && q.pooled.q90 > 0.0);
+}
+
+#[test]
+fn leave_source_out_intervals_carry_the_spread_between_sources() {
+    // A short leave-source-out run (5 Nelder–Mead steps per fit): the shipped-style quantiles' source shift is
+    // the mean and spread of the sources' own mean log residuals, recomputed here from the rows.
+    let fit_sources = crate::eval::efficiency_fit::FIT_SOURCES.iter().map(|s| s.to_string()).collect();
+    let mode = Mode::LeaveSourceOut { iterations: 5, fit_sources, contention: false };
+    let r = run(&data(), &mode, (&Arc::new(Registry::default()), "none"), &mut |_| {}).unwrap();
+    let every = r.coverage.iter().find(|c| c.label == "every source").unwrap();
+    assert_eq!(every.rows, r.rows.len());
+    // The source-weighted row: the mean over the source labels of each label's fraction inside, recounted here.
+    let mut labels: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    for row in &r.rows {
+        let e = labels.entry(row.source).or_default();
+        e.0 += f64::from(u8::from(row.p10_s <= row.measured_s && row.measured_s <= row.p90_s));
+        e.1 += 1.0;
+    }
+    let weighted = labels.values().map(|(inside, n)| inside / n).sum::<f64>() / labels.len() as f64;
+    let label = format!("every source, each of the {} labels weighing the same", labels.len());
+    let row = r.coverage.iter().find(|c| c.label == label).unwrap();
+    assert!((row.inside - weighted).abs() < 1e-12, "{row:?} {weighted}");
+    assert!(r.rows.iter().all(|row| row.p10_s < row.p90_s));
+    // Per source (NeuSight's two tables one source), the mean over its groups of each group's mean ln(m / p).
+    let mut groups: std::collections::BTreeMap<(String, String), (f64, f64)> = Default::default();
+    for row in &r.rows {
+        let source = if row.source == "neusight-1gpu" { "neusight" } else { row.source };
+        let e = groups.entry((source.to_string(), format!("{}/{}", row.source, row.group))).or_default();
+        e.0 += (row.measured_s / row.predicted_s).ln();
+        e.1 += 1.0;
+    }
+    let mut sources: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for ((s, _), (sum, n)) in groups {
+        sources.entry(s).or_default().push(sum / n);
+    }
+    let means: Vec<f64> = sources.values().map(|g| g.iter().sum::<f64>() / g.len() as f64).collect();
+    let k = means.len() as f64;
+    let mean = means.iter().sum::<f64>() / k;
+    let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    let q = r.quantiles.as_ref().unwrap();
+    // vTrain, NeuSight, NeMo, NeMo on Blackwell, NeMo MoE, NeMo's long sequences, DGX Cloud, llm-foundry.
+    assert_eq!(q.shift.sources, 8);
+    assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
+    assert!(q.shift.half_width() > 0.0);
+}
