@@ -112,6 +112,24 @@ pub fn trtllm_graph_max_batch(batch_size: Option<u32>) -> u32 {
     512.max(batch_size.unwrap_or(0).saturating_add(8))
 }
 
+/// The `--scheduler-recv-interval` InferenceX's SGLang DeepSeek-R1 recipes start the server with: 10 below 16
+/// clients, 30 from 16 (`benchmarks/dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`: `if [[ $CONC -ge 16 ]];
+/// then SCHEDULER_RECV_INTERVAL=30 else 10`); `None` for every other run — other engines, disaggregated runs, other
+/// models (InferenceX's GLM-5 recipe, `glm5_fp8_b200.sh`, leaves SGLang's default 1), and the shapes InferenceX does
+/// not run ([`INFERENCEX_SHAPES`]). The file's DeepSeek-V3 SGLang runs repeat its DeepSeek-R1 runs (the same
+/// deployments and measurements), so they read the same recipe. `concurrency` is the run's clients.
+pub fn sglang_recv_interval(
+    engine: Engine,
+    mode: &str,
+    model: &str,
+    shape: (u32, u32),
+    concurrency: u32,
+) -> Option<u32> {
+    let deepseek = model.starts_with("deepseek-ai/DeepSeek-R1") || model.starts_with("deepseek-ai/DeepSeek-V3");
+    (engine == Engine::Sglang && mode == "agg" && deepseek && INFERENCEX_SHAPES.contains(&shape))
+        .then_some(if concurrency >= 16 { 30 } else { 10 })
+}
+
 /// Aggregated workers a run of `concurrency` clients at `batch_size` requests per attention-DP rank and
 /// `attention_dp` ranks per worker ran on (see the module doc): concurrency / (batch_size · attention_dp) when that
 /// divides evenly and exceeds 1, else 1 (no batch size given, or one that does not divide the clients).
@@ -294,6 +312,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
         // (`disable_overlap_scheduler: false`), with the CUDA graphs its deployments capture
         // ([`trtllm_graph_max_batch`]).
+        if let Some(r) = sglang_recv_interval(engine, &mode, &model, (in_len, out_len), conc) {
+            req["engine_options"] = json!({"scheduler_recv_interval": r});
+        }
         if engine == Engine::Trtllm {
             let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
             req["engine_options"] =
