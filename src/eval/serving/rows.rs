@@ -19,6 +19,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use super::recipes::sglang_recv_interval;
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -110,24 +111,6 @@ pub fn systems() -> Vec<(&'static str, SystemSpec)> {
 /// default, 128, would leave larger decode batches eager, each kernel launched from Python.
 pub fn trtllm_graph_max_batch(batch_size: Option<u32>) -> u32 {
     512.max(batch_size.unwrap_or(0).saturating_add(8))
-}
-
-/// The `--scheduler-recv-interval` InferenceX's SGLang DeepSeek-R1 recipes start the server with: 10 below 16
-/// clients, 30 from 16 (`benchmarks/dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`: `if [[ $CONC -ge 16 ]];
-/// then SCHEDULER_RECV_INTERVAL=30 else 10`); `None` for every other run — other engines, disaggregated runs, other
-/// models (InferenceX's GLM-5 recipe, `glm5_fp8_b200.sh`, leaves SGLang's default 1), and the shapes InferenceX does
-/// not run ([`INFERENCEX_SHAPES`]). The file's DeepSeek-V3 SGLang runs repeat its DeepSeek-R1 runs (the same
-/// deployments and measurements), so they read the same recipe. `concurrency` is the run's clients.
-pub fn sglang_recv_interval(
-    engine: Engine,
-    mode: &str,
-    model: &str,
-    shape: (u32, u32),
-    concurrency: u32,
-) -> Option<u32> {
-    let deepseek = model.starts_with("deepseek-ai/DeepSeek-R1") || model.starts_with("deepseek-ai/DeepSeek-V3");
-    (engine == Engine::Sglang && mode == "agg" && deepseek && INFERENCEX_SHAPES.contains(&shape))
-        .then_some(if concurrency >= 16 { 30 } else { 10 })
 }
 
 /// Aggregated workers a run of `concurrency` clients at `batch_size` requests per attention-DP rank and
