@@ -30,6 +30,7 @@ mod allreduce_tests;
 mod decode_tests;
 mod fit;
 pub mod intervals;
+pub mod recipes;
 mod report;
 pub mod rows;
 

@@ -19,6 +19,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use super::recipes::sglang_recv_interval;
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -294,6 +295,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
         // (`disable_overlap_scheduler: false`), with the CUDA graphs its deployments capture
         // ([`trtllm_graph_max_batch`]).
+        if let Some(r) = sglang_recv_interval(engine, &mode, &model, (in_len, out_len), conc) {
+            req["engine_options"] = json!({"scheduler_recv_interval": r});
+        }
         if engine == Engine::Trtllm {
             let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
             req["engine_options"] =

@@ -42,6 +42,7 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         kv_blocks: memory.kv_capacity_tokens / block as u64 * dp as u64,
         graph_sizes: if s.cuda_graphs { graph_sizes(cfg.engine, s.cuda_graph_max_batch) } else { Vec::new() },
         dp,
+        recv_interval: s.scheduler_recv_interval,
     }
 }
 

@@ -54,6 +54,9 @@ pub struct EngineSettings {
     pub trtllm_backend: TrtllmBackend,
     /// The host prepares the next step while the GPU runs this one: a step takes max(GPU, host).
     pub async_scheduling: bool,
+    /// SGLang's `scheduler_recv_interval`: decode batches between two receptions of new requests (1: every
+    /// iteration, the default of every engine; [`super::request::EngineOptions::scheduler_recv_interval`]).
+    pub scheduler_recv_interval: u32,
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -74,6 +77,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 vllm_engine: VllmEngine::V1,
                 trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
+                scheduler_recv_interval: 1,
             }
         }
         Engine::Sglang => {
@@ -96,6 +100,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 vllm_engine: VllmEngine::V1,
                 trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
+                scheduler_recv_interval: 1,
             }
         }
         Engine::Trtllm => EngineSettings {
@@ -108,6 +113,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
             vllm_engine: VllmEngine::V1,
             trtllm_backend: TrtllmBackend::Pytorch,
             async_scheduling: false,
+            scheduler_recv_interval: 1,
         },
     }
 }

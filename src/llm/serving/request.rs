@@ -262,6 +262,13 @@ pub struct EngineOptions {
     /// C++ runtime, which had none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub async_scheduling: Option<bool>,
+    /// SGLang's `--scheduler-recv-interval` (default 1): during decoding its scheduler takes the requests waiting in
+    /// its socket only every this many decode batches (`SchedulerRecvSkipper`: each decode batch adds 1 to a
+    /// counter, a prefill batch 1,000, and the requests are received when it reaches the interval), so a request
+    /// that arrives while the batch decodes waits up to this many decode steps before its prefill. 1–1,000;
+    /// SGLang only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_recv_interval: Option<u32>,
 }
 
 impl EngineOptions {
@@ -277,6 +284,7 @@ impl EngineOptions {
             vllm_engine: over.vllm_engine.or(self.vllm_engine),
             trtllm_backend: over.trtllm_backend.or(self.trtllm_backend),
             async_scheduling: over.async_scheduling.or(self.async_scheduling),
+            scheduler_recv_interval: over.scheduler_recv_interval.or(self.scheduler_recv_interval),
         }
     }
 }

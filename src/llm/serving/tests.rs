@@ -238,6 +238,11 @@ fn invalid_requests_name_their_field() {
         (json!({"prefill": {"workers": 1}}), "prefill"),
         (json!({"workload": {"input_tokens": 1, "output_tokens": 1, "request_rate": -1.0}}), "workload.request_rate"),
         (json!({"engine_options": {"gpu_memory_utilization": 1.5}}), "engine_options.gpu_memory_utilization"),
+        (json!({"engine_options": {"scheduler_recv_interval": 10}}), "engine_options.scheduler_recv_interval"),
+        (
+            json!({"engine": "sglang", "engine_options": {"scheduler_recv_interval": 0}}),
+            "engine_options.scheduler_recv_interval",
+        ),
         (json!({"model": {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100}}), "model.kv_heads"),
         (json!({"model": {"hidden": 64, "heads": 4, "vocab": 100}}), "model.layers"),
         (json!({"model": {"hf_config": {"hidden_size": 64}}}), "model.hf_config.num_hidden_layers"),

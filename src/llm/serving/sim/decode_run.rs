@@ -29,6 +29,7 @@ use super::super::request::Engine;
 use super::super::step::StepLoad;
 use super::instance::{
     Instance, Req, Role, SGLANG_DECAY_STEPS, SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO,
+    SGLANG_RECV_WEIGHT_OTHER,
 };
 use super::stats::Weighted;
 use super::steps::{bucket, StepTimer};
@@ -116,7 +117,18 @@ impl Instance {
         let decay = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / SGLANG_DECAY_STEPS;
         let (mut start, mut dt, mut timed_ctx) = (self.free_at, 0.0, u32::MAX);
         let mut steps = 0u64;
+        // SGLang's recv counter over the run ([`Instance::receive`]): a step whose reception would take requests
+        // from the inbox is not part of the run (the ordinary step receives them and prefills).
+        let (mut counter, mut last_decode) = (self.recv_counter, self.last_decode);
         while steps < left.min(max_steps) && may_start(start) {
+            if s.recv_interval > 1 {
+                let c = counter.saturating_add(if last_decode { 1 } else { SGLANG_RECV_WEIGHT_OTHER });
+                let fires = c >= s.recv_interval;
+                if fires && !self.inbox.is_empty() {
+                    break;
+                }
+                (counter, last_decode) = (if fires { 0 } else { c }, true);
+            }
             let j = steps + 1;
             while next_draw < n && scratch.first_draw[next_draw] <= j {
                 scratch.active[(scratch.first_draw[next_draw] % block) as usize] += 1;
@@ -153,6 +165,10 @@ impl Instance {
         if steps == 0 {
             return Ok(0);
         }
+        if s.recv_interval > 1 {
+            self.recv_counter = counter;
+        }
+        self.last_decode = true;
         let k = steps as u32;
         for i in 0..n {
             let r = self.running[i];

@@ -101,6 +101,8 @@ pub struct InstanceSettings {
     pub graph_sizes: Vec<u32>,
     /// Data-parallel attention ranks: each runs its own share of the batch, so a padded graph batch is per rank.
     pub dp: u32,
+    /// SGLang's `scheduler_recv_interval` (1: requests are received every iteration; [`Instance::receive`]).
+    pub recv_interval: u32,
 }
 
 /// The requests one step runs: (request, new tokens).
@@ -110,6 +112,9 @@ pub type Batch = Vec<(u32, u32)>;
 #[derive(Debug, Clone)]
 pub struct Instance {
     pub settings: InstanceSettings,
+    /// Requests sent to the instance that its scheduler has not received yet (SGLang with a
+    /// `scheduler_recv_interval` above 1: still in its socket; [`Instance::receive`]).
+    pub inbox: VecDeque<u32>,
     /// Requests waiting for admission (front first; preempted requests return to the front).
     pub waiting: VecDeque<u32>,
     /// Admitted requests, in admission order (preemption takes the last).
@@ -125,7 +130,16 @@ pub struct Instance {
     pub preemptions: u64,
     /// The step being built.
     pub batch: Batch,
+    /// SGLang's `SchedulerRecvSkipper` counter: the weights of the batches run since the last reception.
+    pub recv_counter: u32,
+    /// The last step was a decode-only batch (SGLang's `ForwardMode.DECODE`); false after a batch with prefill
+    /// or when idle.
+    pub last_decode: bool,
 }
+
+/// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
+/// DEFAULT`, 1,000, `python/sglang/srt/environ.py`): after a prefill batch the next iteration receives.
+pub const SGLANG_RECV_WEIGHT_OTHER: u32 = 1000;
 
 /// SGLang's initial `new_token_ratio` (`global_config.default_init_new_token_ratio`).
 pub const SGLANG_INIT_NEW_TOKEN_RATIO: f64 = 0.7;
@@ -146,12 +160,46 @@ impl Instance {
             new_token_ratio: SGLANG_INIT_NEW_TOKEN_RATIO,
             preemptions: 0,
             batch: Vec::new(),
+            inbox: VecDeque::new(),
+            recv_counter: 0,
+            last_decode: false,
         }
     }
 
-    /// Requests waiting or running.
+    /// Requests sent and not finished: in the inbox, waiting or running.
     pub fn outstanding(&self) -> usize {
-        self.waiting.len() + self.running.len()
+        self.inbox.len() + self.waiting.len() + self.running.len()
+    }
+
+    /// Hands request `r` to the instance: to its scheduler's waiting queue, or with a `recv_interval` above 1 to
+    /// the inbox the scheduler takes it from ([`Instance::receive`]).
+    pub fn deliver(&mut self, r: u32) {
+        if self.settings.recv_interval > 1 {
+            self.inbox.push_back(r);
+        } else {
+            self.waiting.push_back(r);
+        }
+    }
+
+    /// SGLang's `Scheduler.recv_requests` at the top of an event-loop iteration under `--scheduler-recv-interval`
+    /// R > 1 (`python/sglang/srt/managers/scheduler_recv_skipper.py`, `SchedulerRecvSkipper.handle`): the last
+    /// batch's weight — 1 for a decode batch, [`SGLANG_RECV_WEIGHT_OTHER`] for any other — is added to a counter,
+    /// and when the counter reaches R it is reset and the requests in the socket join the waiting queue. A
+    /// request that arrives during decoding therefore waits for the R-th decode batch since the last reception;
+    /// one arriving after a prefill batch is received at once. An idle scheduler (nothing running or waiting)
+    /// spins its loop with weight 1 per empty iteration, microseconds each: perfcast receives at once.
+    pub fn receive(&mut self) {
+        if self.settings.recv_interval <= 1 {
+            self.waiting.extend(self.inbox.drain(..));
+            return;
+        }
+        let idle = self.running.is_empty() && self.waiting.is_empty();
+        let weight = if self.last_decode { 1 } else { SGLANG_RECV_WEIGHT_OTHER };
+        self.recv_counter = self.recv_counter.saturating_add(weight);
+        if idle || self.recv_counter >= self.settings.recv_interval {
+            self.recv_counter = 0;
+            self.waiting.extend(self.inbox.drain(..));
+        }
     }
 
     /// Blocks that `tokens` cached tokens occupy.

@@ -242,7 +242,7 @@ pub fn simulate(
             let i = route(&mut turns[0], ranges[0].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(send_t);
-            inst.waiting.push_back(r as u32);
+            inst.deliver(r as u32);
             continue;
         }
         if arrive_t.is_finite() && arrive_t <= step_at {
@@ -255,7 +255,7 @@ pub fn simulate(
             let i = route(&mut turns[pool], ranges[pool].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(t);
-            inst.waiting.push_back(r);
+            inst.deliver(r);
             continue;
         }
         let Some(i) = step else {

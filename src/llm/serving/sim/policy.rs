@@ -35,13 +35,18 @@ pub const SGLANG_CLIP_MAX_NEW_TOKENS: u32 = 4096;
 
 impl Instance {
     /// Fills `self.batch` with the next step by the engine's policy (module doc); preempts where it must.
+    /// First the requests the scheduler receives this iteration join the waiting queue ([`Instance::receive`]).
     pub fn schedule(&mut self, reqs: &mut [Req]) {
         self.batch.clear();
+        self.receive();
         match self.settings.engine {
             Engine::Vllm => self.schedule_vllm(reqs),
             Engine::Sglang => self.schedule_sglang(reqs),
             Engine::Trtllm => self.schedule_trtllm(reqs),
         }
+        // A decode batch: every request given one token after its first was sampled.
+        self.last_decode =
+            !self.batch.is_empty() && self.batch.iter().all(|&(r, n)| n == 1 && reqs[r as usize].generated > 0);
     }
 
     fn schedule_vllm(&mut self, reqs: &mut [Req]) {

@@ -17,6 +17,7 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
         kv_blocks,
         graph_sizes: Vec::new(),
         dp: 1,
+        recv_interval: 1,
     }
 }
 
@@ -356,4 +357,38 @@ fn decode_runs_change_nothing() {
             }
         }
     }
+    // SGLang's scheduler_recv_interval: requests wait in the inbox across decode runs.
+    for interval in [2, 10, 30] {
+        let mut s = settings(Engine::Sglang, 1024, 16, 100_000);
+        s.recv_interval = interval;
+        same_both_ways(&[(s.clone(), 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
+        same_both_ways(&[(s.clone(), 2)], &varied(60, 400, 150, 0.05, 11), None, 0.001);
+        s.max_num_seqs = 12;
+        same_both_ways(&[(s, 1)], &varied(60, 400, 150, 0.02, 5), Some(20), 0.0);
+    }
+}
+
+#[test]
+fn sglang_receives_new_requests_every_recv_interval_decode_batches() {
+    // SGLang, --scheduler-recv-interval 3, 10 ms decodes, 50 ms prefills. A (100 prompt, 10 output tokens) sent at
+    // 0, B (100, 4) at 55 ms. [0, 50] prefill A (received at once: the scheduler was idle; TTFT 50); at 50 the
+    // counter takes the prefill batch's 1,000 and resets (nothing to receive): [50, 60] decode A (token 2). B is
+    // sent at 55 and sits in the socket: at 60 the counter is 1, at 70 it is 2 (decodes [60, 70], [70, 80]: A's
+    // tokens 3, 4), at 80 it reaches 3 and B is received: [80, 130] prefill B (TTFT 130 − 55 = 75 ms, not the 55 ms
+    // of interval 1). Then both decode: A's tokens 5–10 at 140…190 (A ends at 190), B's 2–4 at 140, 150, 160
+    // (end to end 160 − 55 = 105 ms).
+    let reqs =
+        [SimRequest { input: 100, output: 10, arrival_s: 0.0 }, SimRequest { input: 100, output: 4, arrival_s: 0.055 }];
+    let mut s = settings(Engine::Sglang, 200, 1, 100_000);
+    s.recv_interval = 3;
+    for trace_steps in [1000, 0] {
+        let mut timer = STEPS;
+        let mut pools = [Pool { settings: s.clone(), workers: 1, timer: &mut timer }];
+        let o = simulate(&mut pools, &reqs, None, &|_| 0.0, SimOptions { trace_steps, ..OPTS }).unwrap();
+        close(&o.ttft_s, &[0.075, 0.05]);
+        close(&o.e2e_s, &[0.105, 0.19]);
+    }
+    // Interval 1 (SGLang's default): B is received at 60 and prefilled [60, 110] (TTFT 55 ms).
+    let o = run(settings(Engine::Sglang, 200, 1, 100_000), &reqs, None);
+    assert!((o.ttft_s.iter().cloned().fold(0.0, f64::max) - 0.055).abs() < 1e-9, "{:?}", o.ttft_s);
 }

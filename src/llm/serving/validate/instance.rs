@@ -205,8 +205,8 @@ fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Preci
 }
 
 /// The engine settings: `engine_options` where given, else the engine's defaults on `gpu` at `tp`
-/// ([`defaults`]). Errors (`engine_options.*`): a batch limit outside 1–10,000,000 or a memory fraction outside
-/// (0, 1].
+/// ([`defaults`]). Errors (`engine_options.*`): a batch limit outside 1–10,000,000, a memory fraction outside
+/// (0, 1], or a `scheduler_recv_interval` outside 1–1,000 or given to another engine than SGLang.
 fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
     let d = defaults(req.engine, gpu, tp);
     let o = req.engine_options;
@@ -232,7 +232,19 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
             d.async_scheduling
                 && !(req.engine == Engine::Vllm && o.vllm_engine == Some(crate::llm::serving::request::VllmEngine::V0)),
         ),
+        scheduler_recv_interval: o.scheduler_recv_interval.unwrap_or(d.scheduler_recv_interval),
     };
+    if let Some(r) = o.scheduler_recv_interval {
+        if req.engine != Engine::Sglang {
+            return Err(bad(
+                "engine_options.scheduler_recv_interval",
+                "is SGLang's option: give it with engine sglang",
+            ));
+        }
+        if !(1..=1000).contains(&r) {
+            return Err(bad("engine_options.scheduler_recv_interval", format!("must be 1–1,000, got {r}")));
+        }
+    }
     for (f, v) in [
         ("engine_options.max_num_seqs", settings.max_num_seqs),
         ("engine_options.max_num_batched_tokens", settings.max_num_batched_tokens),

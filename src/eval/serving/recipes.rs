@@ -1,0 +1,44 @@
+//! Server options the runs' own recipes set, read per run: what the engines were started with where the file does
+//! not say. Each reading is cited from the recipe's script.
+
+use super::rows::INFERENCEX_SHAPES;
+use crate::llm::serving::request::Engine;
+
+/// The `--scheduler-recv-interval` InferenceX's SGLang DeepSeek-R1 recipes start the server with: 10 below 16
+/// clients, 30 from 16 (`benchmarks/dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`, and `single_node/dsr1_fp4_b300.sh`,
+/// which reuses the B200 recipe: `if [[ $CONC -ge 16 ]]; then SCHEDULER_RECV_INTERVAL=30 else 10`); `None` for every other run — other engines, disaggregated runs, other
+/// models (InferenceX's GLM-5 recipe, `glm5_fp8_b200.sh`, leaves SGLang's default 1), and the shapes InferenceX does
+/// not run ([`INFERENCEX_SHAPES`]). The file's DeepSeek-V3 SGLang runs repeat its DeepSeek-R1 runs (the same
+/// deployments and measurements), so they read the same recipe. `concurrency` is the run's clients.
+pub fn sglang_recv_interval(
+    engine: Engine,
+    mode: &str,
+    model: &str,
+    shape: (u32, u32),
+    concurrency: u32,
+) -> Option<u32> {
+    let deepseek = model.starts_with("deepseek-ai/DeepSeek-R1") || model.starts_with("deepseek-ai/DeepSeek-V3");
+    (engine == Engine::Sglang && mode == "agg" && deepseek && INFERENCEX_SHAPES.contains(&shape))
+        .then_some(if concurrency >= 16 { 30 } else { 10 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inferencexs_deepseek_sglang_recipes_receive_every_10_or_30_decode_batches() {
+        let r1 = "deepseek-ai/DeepSeek-R1";
+        // `if [[ $CONC -ge 16 ]]; then 30 else 10`: 4 and 15 clients 10, 16 and 512 clients 30.
+        let at = |c| sglang_recv_interval(Engine::Sglang, "agg", r1, (1024, 1024), c);
+        assert_eq!((at(4), at(15), at(16), at(512)), (Some(10), Some(10), Some(30), Some(30)));
+        // DeepSeek-V3's rows repeat R1's; 8k/1k is an InferenceX shape.
+        assert_eq!(sglang_recv_interval(Engine::Sglang, "agg", "deepseek-ai/DeepSeek-V3", (8192, 1024), 8), Some(10));
+        // Not the recipe: another engine, a disaggregated run, GLM-5 (its recipe leaves the default), NVIDIA's
+        // 4,000 / 1,000 shape.
+        assert_eq!(sglang_recv_interval(Engine::Vllm, "agg", r1, (1024, 1024), 4), None);
+        assert_eq!(sglang_recv_interval(Engine::Sglang, "disagg", r1, (1024, 1024), 4), None);
+        assert_eq!(sglang_recv_interval(Engine::Sglang, "agg", "zhipuai/GLM-5", (1024, 1024), 4), None);
+        assert_eq!(sglang_recv_interval(Engine::Sglang, "agg", r1, (4000, 1000), 4), None);
+    }
+}
