@@ -189,17 +189,17 @@ fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f6
 /// the roofline total with the launch overheads ([`cost`]).
 ///
 /// Traffic per class, in units of N·e (N elements, e bytes per element), forward / backward, kernels in brackets:
-/// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] /
-/// 3 [1]; fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and
-/// k); elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] / N·(4 + e)
-/// [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
-/// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy); quantize 2 B + e per
-/// element [1] (e the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM,
-/// backward two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
-/// ([`vector::activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over query tiles of
-/// 128 rows, backward 2.5× the FLOPs (FlashAttention-2's five GEMMs against two) at [`FLASH_BACKWARD_RATE`] of the
-/// forward's FLOP rate, traffic 4·BLAD·e / 8·BLAD·e — the forward
-/// is `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
+/// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] / 3 [1];
+/// fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and k);
+/// elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] /
+/// N·(4 + e) [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
+/// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy); quantize 2 B + e per element [1] (e
+/// the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM, backward
+/// two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input
+/// ([`vector::activation_quantization`]: 2, 1, 1 more kernels). Flash attention (causal): forward 2·B·A·L²·D FLOPs over
+/// query tiles of 128 rows, backward 2.5× the FLOPs (FlashAttention-2's five GEMMs against two) at
+/// [`FLASH_BACKWARD_RATE`] of the forward's FLOP rate, traffic 4·BLAD·e / 8·BLAD·e — the forward is
+/// `attention_prefill`'s count with G = A and no KV-cache write. The serving classes (`attention_prefill`,
 /// `attention_decode`, `moe`; forward only, the phase is ignored) are counted in `serving.rs`.
 ///
 /// Errors: [`UnsupportedPrecision`] when a matrix product asks for a precision the GPU has no path for.

@@ -4,12 +4,13 @@
 use super::rows::INFERENCEX_SHAPES;
 use crate::llm::serving::request::Engine;
 
-/// The `--scheduler-recv-interval` InferenceX's SGLang DeepSeek-R1 recipes start the server with: 10 below 16
-/// clients, 30 from 16 (`benchmarks/dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`, and `single_node/dsr1_fp4_b300.sh`,
-/// which reuses the B200 recipe: `if [[ $CONC -ge 16 ]]; then SCHEDULER_RECV_INTERVAL=30 else 10`); `None` for every other run — other engines, disaggregated runs, other
-/// models (InferenceX's GLM-5 recipe, `glm5_fp8_b200.sh`, leaves SGLang's default 1), and the shapes InferenceX does
-/// not run ([`INFERENCEX_SHAPES`]). The file's DeepSeek-V3 SGLang runs repeat its DeepSeek-R1 runs (the same
-/// deployments and measurements), so they read the same recipe. `concurrency` is the run's clients.
+/// The `--scheduler-recv-interval` InferenceX's SGLang DeepSeek-R1 recipes start the server with: 10 below 16 clients,
+/// 30 from 16 (`benchmarks/dsr1_fp4_b200.sh`, `dsr1_fp8_b200.sh`, and `single_node/dsr1_fp4_b300.sh`, which reuses the
+/// B200 recipe: `if [[ $CONC -ge 16 ]]; then SCHEDULER_RECV_INTERVAL=30 else 10`); `None` for every other run — other
+/// engines, disaggregated runs, other models (InferenceX's GLM-5 recipe, `glm5_fp8_b200.sh`, leaves SGLang's default
+/// 1), and the shapes InferenceX does not run ([`INFERENCEX_SHAPES`]). The file's DeepSeek-V3 SGLang runs repeat its
+/// DeepSeek-R1 runs (the same deployments and measurements), so they read the same recipe. `concurrency` is the run's
+/// clients.
 pub fn sglang_recv_interval(
     engine: Engine,
     mode: &str,

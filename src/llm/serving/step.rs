@@ -124,18 +124,18 @@ pub fn attention_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
     (Group::new(a, a.min(gpn)), cfg.tp.min(gpn))
 }
 
-/// Whether the layers' RMSNorms run inside the tensor-parallel all-reduces: TensorRT-LLM's PyTorch models fuse
-/// the all-reduce after attention with the residual add and the post-attention RMSNorm, and the one after the MLP
-/// with the residual add and the next layer's input RMSNorm (the last layer's: the final norm), quantizing the
-/// output to fp8/nvfp4 for the next GEMM where the weights are — one kernel where vLLM runs an all-reduce and a
-/// fused add-and-norm kernel (`AllReduceFusionOp.RESIDUAL_RMS_NORM[_QUANT_FP8|_QUANT_NVFP4]`; `LlamaDecoderLayer`,
+/// Whether the layers' RMSNorms run inside the tensor-parallel all-reduces: TensorRT-LLM's PyTorch models fuse the
+/// all-reduce after attention with the residual add and the post-attention RMSNorm, and the one after the MLP with the
+/// residual add and the next layer's input RMSNorm (the last layer's: the final norm), quantizing the output to
+/// fp8/nvfp4 for the next GEMM where the weights are — one kernel where vLLM runs an all-reduce and a fused
+/// add-and-norm kernel (`AllReduceFusionOp.RESIDUAL_RMS_NORM[_QUANT_FP8|_QUANT_NVFP4]`; `LlamaDecoderLayer`,
 /// `PRE_MLP_FUSION`/`POST_MLP_FUSION = mapping.has_tp() and enable_fusion`, `tensorrt_llm/_torch/models/
-/// modeling_llama.py`; Qwen3's and DeepSeek-V3's layers do the same, `PRE_MOE_FUSION`/`POST_MOE_FUSION`, on by
-/// default: `TRTLLM_{LLAMA,QWEN3,DEEPSEEK}_EAGER_FUSION_DISABLED` = 0). Off with attention data parallelism (no
-/// tensor-parallel all-reduce to fuse into) and, as Llama's layer does it (`enable_fusion &= hidden_size > 4096`),
-/// for hidden sizes up to 4,096, and in `trtllm-build` engines (`engine_options.trtllm_backend: tensorrt`), whose
-/// `reduce_fusion` plugin option is off by default (`PluginConfig`, `tensorrt_llm/plugin/plugin.py`). The fused kernel is timed as the all-reduce: the norm adds T·d reads and writes
-/// to a kernel that already moves (tp − 1)/tp · 2·T·d over NVLink [rec].
+/// modeling_llama.py`; Qwen3's and DeepSeek-V3's layers do the same, `PRE_MOE_FUSION`/`POST_MOE_FUSION`, on by default:
+/// `TRTLLM_{LLAMA,QWEN3,DEEPSEEK}_EAGER_FUSION_DISABLED` = 0). Off with attention data parallelism (no tensor-parallel
+/// all-reduce to fuse into) and, as Llama's layer does it (`enable_fusion &= hidden_size > 4096`), for hidden sizes up
+/// to 4,096, and in `trtllm-build` engines (`engine_options.trtllm_backend: tensorrt`), whose `reduce_fusion` plugin
+/// option is off by default (`PluginConfig`, `tensorrt_llm/plugin/plugin.py`). The fused kernel is timed as the
+/// all-reduce: the norm adds T·d reads and writes to a kernel that already moves (tp − 1)/tp · 2·T·d over NVLink [rec].
 pub fn norms_fused_into_allreduce(cfg: &ServingConfig) -> bool {
     cfg.engine == Engine::Trtllm
         && cfg.settings.trtllm_backend == TrtllmBackend::Pytorch

@@ -75,9 +75,9 @@ fn kv_capacity_and_max_concurrency_on_h100_at_tp_4() {
 
 #[test]
 fn a_decode_step_at_batch_1_is_bounded_below_by_weights_over_bandwidth() {
-    // Every decode step reads every weight it multiplies by: all layers' weights and the LM head (the embedding
-    // table is only indexed). On H100 (3,350 GB/s), for Llama-3.1-70B at tp 4 that is 35,278,831,616 − 525,336,576
-    // = 34,753,495,040 B per GPU → ≥ 10.37 ms; for Llama-3.1-8B on one GPU (16,060,522,496 − 1,050,673,152 B) ≥ 4.48 ms.
+    // Every decode step reads every weight it multiplies by: all layers' weights and the LM head (the embedding table
+    // is only indexed). On H100 (3,350 GB/s), for Llama-3.1-70B at tp 4 that is 35,278,831,616 − 525,336,576 =
+    // 34,753,495,040 B per GPU → ≥ 10.37 ms; for Llama-3.1-8B on one GPU (16,060,522,496 − 1,050,673,152 B) ≥ 4.48 ms.
     for (model, tp, bytes) in [("Llama-3.1-70B", 4, 34_753_495_040.0), ("Llama-3.1-8B", 1, 15_009_849_344.0)] {
         let req = request(json!({"system": "dgx-h100", "model": model, "parallelism": {"tp": tp},
             "workload": {"input_tokens": 128, "output_tokens": 128, "concurrency": 1}}));

@@ -22,18 +22,17 @@ use crate::hw::Precision;
 
 /// Validates a model and a parallel configuration against a system of `system_gpus` GPUs and fills in defaults.
 ///
-/// Errors (field named as in the request): zero sizes; `model.hidden` not divisible by `model.heads`;
-/// `model.kv_heads` not dividing the heads; heads, kv_heads, hidden or ffn_hidden not divisible by
-/// `parallelism.tp`; `parallelism.pp` > layers; tp·cp·pp·dp above the system's GPUs (`parallelism`);
-/// `parallelism.global_batch` not a multiple of micro_batch·dp or inconsistent with `grad_accum`;
-/// `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer` with ZeRO stage 0;
-/// `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp (Megatron's
-/// load-balanced causal split); `parallelism.cp_comm_type` and `parallelism.hierarchical_context_parallel_sizes`
-/// as [`crate::llm::cp::CpComm::validate`] refuses them; `parallelism.sequence_parallel` with seq_len/cp not divisible by tp;
-/// `parallelism.virtual_stages` with pp = 1 or micro-batches not divisible by pp (Narayanan et al. 2021's
-/// interleaved schedule); `parallelism.layer_split` `s1` with interleaving or with Megatron-Core's split options;
-/// Megatron-Core's split refusing the layers (`parallelism.virtual_stages`, `parallelism.layer_split`, or the
-/// option at fault: [`megatron_split`]).
+/// Errors (field named as in the request): zero sizes; `model.hidden` not divisible by `model.heads`; `model.kv_heads`
+/// not dividing the heads; heads, kv_heads, hidden or ffn_hidden not divisible by `parallelism.tp`; `parallelism.pp` >
+/// layers; tp·cp·pp·dp above the system's GPUs (`parallelism`); `parallelism.global_batch` not a multiple of
+/// micro_batch·dp or inconsistent with `grad_accum`; `parallelism.zero_stage` > 3; `parallelism.distributed_optimizer`
+/// with ZeRO stage 0; `parallelism.context_parallel` without flash attention or with a sequence not divisible by 2·cp
+/// (Megatron's load-balanced causal split); `parallelism.cp_comm_type` and
+/// `parallelism.hierarchical_context_parallel_sizes` as [`crate::llm::cp::CpComm::validate`] refuses them;
+/// `parallelism.sequence_parallel` with seq_len/cp not divisible by tp; `parallelism.virtual_stages` with pp = 1 or
+/// micro-batches not divisible by pp (Narayanan et al. 2021's interleaved schedule); `parallelism.layer_split` `s1`
+/// with interleaving or with Megatron-Core's split options; Megatron-Core's split refusing the layers
+/// (`parallelism.virtual_stages`, `parallelism.layer_split`, or the option at fault: [`megatron_split`]).
 pub fn validate(
     model: &ModelSpec,
     par: &ParallelSpec,

@@ -59,8 +59,9 @@ impl Solver<'_> {
         }
     }
 
-    /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each, [`super::derate`](crate::llm::serving::derate)) of one
-    /// stage's micro-batch step, without allocating (operator times memoized).
+    /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each,
+    /// [`super::derate`](crate::llm::serving::derate)) of one stage's micro-batch step, without allocating (operator
+    /// times memoized).
     fn stage_time(
         &mut self,
         micro: &StepLoad,
