@@ -36,18 +36,25 @@ pub struct Options {
     pub data: PathBuf,
     /// Where the report (markdown, JSON, SVG) goes.
     pub out: PathBuf,
+    /// The hyper-parameter grid the learned models are fitted with ([`Grid`]; `minimal` for a quick run).
     pub grid: Grid,
+    /// Samples an (operator, GPU) pair needs for a per-GPU model of its own (as the retrain job's
+    /// `per_gpu_min_samples`); fewer train with the cross-GPU model.
     pub per_gpu_min_samples: u64,
 }
 
 /// One (operator class, GPU) row of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// The operator class (S1's Table I name, e.g. `linear`).
     pub op: String,
+    /// The GPU's catalog name.
     pub gpu: String,
     /// The GPU had training samples of this operator class.
     pub seen: bool,
+    /// The analytic roofline's accuracy on the test rows.
     pub analytic: Accuracy,
+    /// The models learned here from the train split: accuracy on the same rows.
     pub learned: Accuracy,
     /// The bundled models (what a fresh install serves; trained on the thinned train split and the other bundled
     /// datasets, never on these rows).
@@ -55,12 +62,14 @@ pub struct Row {
     /// On the test rows that have train neighbours of the same GPU ([`super::neighbours`]): the neighbours'
     /// answer and the learned model's, on the same rows. `rows` = 0 where none has.
     pub neighbour_reference: Accuracy,
+    /// The learned models' accuracy on exactly those rows.
     pub learned_on_neighbour_rows: Accuracy,
 }
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// One row per (operator class, GPU) of the test split.
     pub rows: Vec<Row>,
     /// Summaries (label → analytic, learned).
     pub summary: Vec<(String, Accuracy, Accuracy)>,
@@ -68,6 +77,7 @@ pub struct Report {
     pub bundled_summary: Vec<(String, Accuracy)>,
     /// Summaries of the rows with train neighbours (label → neighbour reference, learned on the same rows).
     pub neighbour_summary: Vec<(String, Accuracy, Accuracy)>,
+    /// Train-split samples the learned models were fitted on.
     pub training_samples: u64,
     /// Test rows that could not be evaluated (GPU not in the catalog, …).
     pub skipped_test_rows: u64,
@@ -101,6 +111,9 @@ pub fn test_files(data: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The operator samples of one NeuSight CSV (DATA.md's column list; latencies in ms).
+///
+/// Errors: the file unreadable or a row that does not parse (the parser's message naming the line).
 pub(crate) fn parse_neusight(path: &Path) -> Result<Vec<OpSample>, String> {
     let raw = datasets::read(path)?;
     let parsed = ingest::parse(Format::NeusightCsv, &raw, &Context::default())

@@ -30,10 +30,13 @@ pub(super) struct Group {
 /// What the test rows gave: their groups, the rows not evaluated, (measured, analytic, learned) µs per row for the
 /// scatter plot, and the per-row CSV (`operators_rows.csv`).
 pub(super) struct Tested {
+    /// The evaluated rows grouped by (operator class, GPU).
     pub groups: BTreeMap<(String, String), Group>,
     /// Test rows that could not be evaluated (GPU not in the catalog, a precision it lacks, …).
     pub skipped: u64,
+    /// (measured, analytic, learned) µs of every evaluated row, for the scatter plot.
     pub points: Vec<(f64, f64, f64)>,
+    /// `operators_rows.csv`, one line per evaluated row.
     pub rows_csv: csv::Writer<Vec<u8>>,
 }
 

@@ -14,14 +14,23 @@ pub(super) fn divisors(n: u64) -> Vec<u32> {
 
 /// The validated template every candidate is derived from, and the enumeration limits.
 pub(super) struct Space {
+    /// The validated request every candidate copies and changes.
     pub base: TrainingConfig,
+    /// Tensor-parallel degrees to try ([`tp_degrees`]).
     pub tps: Vec<u32>,
+    /// Context-parallel degrees to try ([`cp_degrees`]).
     pub cps: Vec<u32>,
+    /// The deepest pipeline (`constraints.max_pp`, at most the layers).
     pub max_pp: u32,
+    /// The one pipeline depth `constraints.pp` asks for, if any.
     pub fixed_pp: Option<u32>,
+    /// Micro-batch sizes, sequences (`constraints.micro_batches`, default 1, 2, 4, 8).
     pub micro_batches: Vec<u32>,
+    /// The most virtual stages per pipeline rank (1 under S1's layer split).
     pub max_v: u32,
+    /// Recomputation choices ([`memory_choices`]).
     pub recompute: Vec<Recompute>,
+    /// Sequence-parallel choices ([`memory_choices`]).
     pub sp: Vec<bool>,
     /// Expert-parallel degrees, expert-tensor-parallel degrees (empty: the candidate's tp and 1) and dispatchers
     /// to try; `[1]`, `[1]` and one dispatcher for a dense model.
