@@ -102,20 +102,34 @@ fn coordinate(v: f64, (lo, hi): (f64, f64)) -> f64 {
     u.atanh()
 }
 
-fn range(i: usize) -> (f64, f64) {
-    (BOUNDS[i].1, BOUNDS[i].2)
+/// A constant the fit adjusts: its [`BOUNDS`] name, how to read it from an [`Efficiency`] and how to set it.
+pub type Field = (&'static str, fn(&Efficiency) -> f64, fn(&mut Efficiency, f64));
+
+/// The one map from [`BOUNDS`] names to [`Efficiency`] fields, in the order of the search vector: the [`FITTED`]
+/// constants, then the contention κ (`overlap_slowdown`, searched only when it is fitted). The search vector
+/// (`to_eff`, `from_eff`), the prior ([`super::fit_prior::prior_sq`]) and the prior centres
+/// ([`super::fit_prior::at_centres`]) all read and write the constants through it.
+pub const FIELDS: [Field; 5] = [
+    ("memory", |e| e.memory, |e, v| e.memory = v),
+    ("kernel_us", |e| e.kernel_us, |e, v| e.kernel_us = v),
+    ("host_us", |e| e.host_us, |e, v| e.host_us = v),
+    ("sustained_clock", |e| e.sustained_clock, |e, v| e.sustained_clock = v),
+    ("overlap_slowdown", |e| e.overlap_slowdown, |e, v| e.overlap_slowdown = v),
+];
+
+/// The [`BOUNDS`] range (lo, hi) of `name`. Panics on a name outside [`BOUNDS`]: only [`FIELDS`]' names come
+/// here, and `every_field_has_its_bounds_and_fitted_comes_first` checks that each has one.
+fn range(name: &str) -> (f64, f64) {
+    let b = BOUNDS.iter().find(|b| b.0 == name).expect("a BOUNDS name");
+    (b.1, b.2)
 }
 
+/// The Efficiency of the search vector `x` (coordinates in [`FIELDS`] order; 4 or, with the contention κ, 5), the
+/// other fields from `base`.
 fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
-    let mut e = Efficiency {
-        memory: bounded(x[0], range(0)),
-        kernel_us: bounded(x[1], range(1)),
-        host_us: bounded(x[2], range(2)),
-        sustained_clock: bounded(x[3], range(4)),
-        ..*base
-    };
-    if let Some(k) = x.get(4) {
-        e.overlap_slowdown = bounded(*k, range(3));
+    let mut e = *base;
+    for (&v, (name, _, set)) in x.iter().zip(FIELDS) {
+        set(&mut e, bounded(v, range(name)));
     }
     e
 }
@@ -123,16 +137,7 @@ fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
 /// The search vector of `e`: the coordinates of [`FITTED`] in their [`BOUNDS`], and of the contention κ when
 /// `contention` is fitted.
 fn from_eff(e: &Efficiency, contention: bool) -> Vec<f64> {
-    let mut x = vec![
-        coordinate(e.memory, range(0)),
-        coordinate(e.kernel_us, range(1)),
-        coordinate(e.host_us, range(2)),
-        coordinate(e.sustained_clock, range(4)),
-    ];
-    if contention {
-        x.push(coordinate(e.overlap_slowdown, range(3)));
-    }
-    x
+    FIELDS[..FITTED.len() + contention as usize].iter().map(|(name, get, _)| coordinate(get(e), range(name))).collect()
 }
 
 /// Mean over sources of the mean |ln(pred/meas)| of `rows` under `eff`.
@@ -345,6 +350,27 @@ pub fn cross_validate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_has_its_bounds_and_fitted_comes_first() {
+        let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
+        assert_eq!(names[..4], FITTED);
+        // The search vector at 0 puts every field at the middle of its range (tanh 0 = 0), read off the struct's
+        // own fields: memory (0.5 + 0.9)/2 = 0.7, kernel_us (5 + 40)/2 = 22.5, host_us (20 + 100)/2 = 60,
+        // sustained_clock (0.8 + 1.0)/2 = 0.9, overlap_slowdown (0 + 0.2)/2 = 0.1.
+        let e = to_eff(&[0.0; 5], &Efficiency::CALIBRATED);
+        let want =
+            [e.memory - 0.7, e.kernel_us - 22.5, e.host_us - 60.0, e.sustained_clock - 0.9, e.overlap_slowdown - 0.1];
+        assert!(want.iter().all(|d| d.abs() < 1e-12), "{e:?}");
+        // Each getter reads what its setter wrote; from_eff inverts to_eff (4 coordinates, 5 with κ).
+        for (name, get, set) in FIELDS {
+            let mut x = e;
+            set(&mut x, 0.123);
+            assert_eq!(get(&x), 0.123, "{name}");
+        }
+        assert_eq!(from_eff(&e, false).len(), 4);
+        assert!(from_eff(&e, true).iter().all(|c| c.abs() < 1e-12));
+    }
 
     #[test]
     fn nelder_mead_finds_a_quadratic_minimum() {

@@ -25,7 +25,7 @@
 
 use crate::cost::Efficiency;
 
-use super::efficiency_fit::BOUNDS;
+use super::efficiency_fit::{BOUNDS, FIELDS, FITTED};
 
 /// The prior of a [`BOUNDS`] entry (name, low, high): (θ0, σ) = ((lo + hi)/2, (hi − lo)/4), so the cited range is
 /// the prior's ±2σ.
@@ -34,27 +34,23 @@ pub fn prior(bound: (&str, f64, f64)) -> (f64, f64) {
     ((lo + hi) / 2.0, (hi - lo) / 4.0)
 }
 
-/// The prior centre of `name` (a [`BOUNDS`] name); panics on an unknown name (a programming error).
+/// The prior centre of `name` (a [`BOUNDS`] name). Panics on an unknown name: callers pass only the crate's own
+/// names ([`FIELDS`]', each of which `every_field_has_its_bounds_and_fitted_comes_first` checks has its bounds), so
+/// an unknown one is a programming error, not an input to handle.
 pub fn centre(name: &str) -> f64 {
     prior(*BOUNDS.iter().find(|b| b.0 == name).expect("a BOUNDS name")).0
 }
 
 /// Σ z² over the constants the fit adjusts in `e`: `memory`, `kernel_us`, `host_us`, `sustained_clock`, and
-/// `overlap_slowdown` when `contention` (the others are fixed and carry no prior). Dimensionless.
+/// `overlap_slowdown` when `contention` (the others are fixed and carry no prior), summed in [`BOUNDS`] order.
+/// Dimensionless.
 pub fn prior_sq(e: &Efficiency, contention: bool) -> f64 {
-    let value = |name: &str| match name {
-        "memory" => Some(e.memory),
-        "kernel_us" => Some(e.kernel_us),
-        "host_us" => Some(e.host_us),
-        "sustained_clock" => Some(e.sustained_clock),
-        "overlap_slowdown" if contention => Some(e.overlap_slowdown),
-        _ => None,
-    };
+    let fitted = &FIELDS[..FITTED.len() + contention as usize];
     BOUNDS
         .iter()
         .filter_map(|b| {
             let (c, s) = prior(*b);
-            value(b.0).map(|v| ((v - c) / s).powi(2))
+            fitted.iter().find(|f| f.0 == b.0).map(|(_, get, _)| ((get(e) - c) / s).powi(2))
         })
         .sum()
 }
@@ -69,13 +65,11 @@ pub fn objective(loss: f64, prior_sq: f64, groups: usize) -> f64 {
 /// The Efficiency at every prior centre, the other fields from `base`: where a fit starts, so no fit starts from
 /// constants that saw any row.
 pub fn at_centres(base: &Efficiency) -> Efficiency {
-    Efficiency {
-        memory: centre("memory"),
-        kernel_us: centre("kernel_us"),
-        host_us: centre("host_us"),
-        sustained_clock: centre("sustained_clock"),
-        ..*base
+    let mut e = *base;
+    for (name, _, set) in &FIELDS[..FITTED.len()] {
+        set(&mut e, centre(name));
     }
+    e
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::intervals::Coverage;
-use crate::learn::fit::Accuracy;
+use crate::learn::fit::{accuracy, Accuracy};
 
 /// Accuracy of one subset of an evaluation's rows (MAPE and signed error over `accuracy.rows` rows).
 #[derive(Debug, Clone, Serialize)]
@@ -15,6 +15,14 @@ pub struct Summary {
     pub label: String,
     /// Its MAPE and mean signed error (fractions) and row count.
     pub accuracy: Accuracy,
+}
+
+/// The [`Summary`] labelled `label` of the (predicted, measured) pairs `times` (both in one unit, e.g. s): MAPE and
+/// mean signed error by [`accuracy`] (positive = predicted too slow). `None` without pairs, so that a report leaves
+/// out a subset without rows.
+pub fn subset(label: String, times: impl Iterator<Item = (f64, f64)>) -> Option<Summary> {
+    let (p, m): (Vec<f64>, Vec<f64>) = times.unzip();
+    (!m.is_empty()).then(|| Summary { label, accuracy: accuracy(&p, &m) })
 }
 
 /// A fraction as a percentage with one decimal: 0.0537 → `5.4 %`.

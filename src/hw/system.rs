@@ -153,6 +153,14 @@ pub struct System {
 }
 
 impl System {
+    /// One GPU alone (`name` "-", one node of one GPU): what carries the GPU into a cost backend that times one
+    /// operator. Both links are a placeholder (`none`, 1 GB/s, 0 µs) that nothing reads, since one GPU has no peer
+    /// to talk to.
+    pub fn single_gpu(gpu: GpuSpec) -> System {
+        let link = Link::new("none", 1.0, 0.0);
+        System { name: "-".into(), gpu, gpus_per_node: 1, nodes: 1, intra_node: link.clone(), inter_node: link }
+    }
+
     /// All GPUs of the system.
     pub fn total_gpus(&self) -> u64 {
         self.gpus_per_node as u64 * self.nodes as u64
@@ -384,6 +392,16 @@ pub fn presets() -> Vec<SystemSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_gpu_system_is_one_gpu_of_the_given_kind() {
+        let gpu = crate::hw::lookup("H100-SXM5-80GB").expect("catalog GPU").spec.clone();
+        let s = System::single_gpu(gpu.clone());
+        // One node of one GPU: 1 × 1 = 1 GPU, and the GPU passed in, unchanged.
+        assert_eq!((s.total_gpus(), s.gpus_per_node, s.nodes, s.name.as_str()), (1, 1, 1, "-"));
+        assert_eq!(s.gpu, gpu);
+        assert_eq!((s.intra_node.bandwidth_gbs, s.inter_node.latency_us), (1.0, 0.0));
+    }
 
     #[test]
     fn presets_resolve_with_the_stated_hardware() {

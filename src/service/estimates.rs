@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use super::{Service, ServiceError};
 use crate::cost::roofline::{self, AnalyticCost};
 use crate::cost::{CostBackend, KernelChoice};
-use crate::hw::{GpuRef, Link, Precision, System};
+use crate::hw::{GpuRef, Precision, System};
 
 use crate::learn::backend::LearnedBackend;
 use crate::op::{place_dims, Dims, KernelFamily, OpClass, OpShape, Phase};
@@ -88,15 +88,7 @@ impl Service {
         let analytic =
             roofline::estimate(&shape, req.dtype, &gpu).map_err(|e| ServiceError::invalid("dtype", e.to_string()))?;
         // A one-GPU system carries the GPU into the backend; links are irrelevant to a compute operator.
-        let link = Link::new("none", 1.0, 0.0);
-        let system = System {
-            name: "-".into(),
-            gpu: gpu.clone(),
-            gpus_per_node: 1,
-            nodes: 1,
-            intra_node: link.clone(),
-            inter_node: link,
-        };
+        let system = System::single_gpu(gpu.clone());
         let kernels = req.engine.map_or(KernelChoice::Neutral, KernelChoice::Engine);
         let timed = LearnedBackend::new(system, self.registry.load_full())
             .with_kernels(kernels)

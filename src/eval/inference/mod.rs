@@ -35,7 +35,6 @@ use crate::cost::roofline::UnsupportedPrecision;
 use crate::cost::{CostBackend, KernelChoice, Timed};
 use crate::hw::{presets, Precision, System};
 use crate::learn::backend::LearnedBackend;
-use crate::learn::fit::accuracy;
 use crate::learn::Registry;
 use crate::llm::interval::conformal_quantiles;
 use crate::llm::serving::engine::HostCost;

@@ -1,16 +1,12 @@
 //! The evaluation's summary subsets, its markdown and its CSV/JSON files.
 
 use super::*;
-use crate::eval::output::{coverage_table, summary_table};
+use crate::eval::output::{coverage_table, subset, summary_table};
 
 pub(super) fn summarize(results: &[RowResult]) -> Vec<Summary> {
     let mut summary = Vec::new();
     let mut add = |label: String, f: &dyn Fn(&RowResult) -> bool| {
-        let (p, m): (Vec<f64>, Vec<f64>) =
-            results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s)).unzip();
-        if !m.is_empty() {
-            summary.push(Summary { label, accuracy: accuracy(&p, &m) });
-        }
+        summary.extend(subset(label, results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s))));
     };
     add("all rows".to_string(), &|_| true);
     for fw in ["vllm", "trtllm"] {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{parse_neusight, test_files, Row};
 use crate::cost::CostBackend;
 use crate::eval::neighbours::Neighbours;
-use crate::hw::{lookup, GpuSpec, Link, System};
+use crate::hw::{lookup, GpuSpec, System};
 use crate::learn::backend::LearnedBackend;
 use crate::learn::fit::{accuracy, Accuracy};
 use crate::learn::Registry;
@@ -50,7 +50,6 @@ pub(super) fn evaluate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Tested, String> {
     let (snapshot, bundled) = models;
-    let link = Link::new("none", 1.0, 0.0);
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut skipped = 0u64;
     let mut points: Vec<(f64, f64, f64)> = Vec::new();
@@ -77,7 +76,7 @@ pub(super) fn evaluate(
                 skipped += 1;
                 continue;
             };
-            let Some((analytic, learned, fresh)) = answer(&s, &gpu, &link, snapshot, bundled) else {
+            let Some((analytic, learned, fresh)) = answer(&s, &gpu, snapshot, bundled) else {
                 skipped += 1;
                 continue;
             };
@@ -113,11 +112,10 @@ pub(super) fn evaluate(
 }
 
 /// The analytic roofline's, the learned models' (`snapshot`) and the bundled models' (`bundled`) times of one test
-/// row `s` on a one-GPU system of `gpu` (the link unused: one GPU); `None` where any of them cannot answer.
+/// row `s` on a one-GPU system of `gpu` ([`System::single_gpu`]); `None` where any of them cannot answer.
 fn answer(
     s: &OpSample,
     gpu: &GpuSpec,
-    link: &Link,
     snapshot: &Arc<Registry>,
     bundled: &Arc<Registry>,
 ) -> Option<(crate::cost::roofline::AnalyticCost, crate::cost::Timed, crate::cost::Timed)> {
@@ -125,14 +123,7 @@ fn answer(
     let Ok(analytic) = crate::cost::roofline::estimate(&shape, s.dtype, gpu) else {
         return None;
     };
-    let system = System {
-        name: "-".into(),
-        gpu: gpu.clone(),
-        gpus_per_node: 1,
-        nodes: 1,
-        intra_node: link.clone(),
-        inter_node: link.clone(),
-    };
+    let system = System::single_gpu(gpu.clone());
     let Ok(learned) = LearnedBackend::new(system.clone(), snapshot.clone()).compute(&shape, s.dtype) else {
         return None;
     };

@@ -6,21 +6,16 @@ use std::collections::BTreeSet;
 use super::{Mode, RowResult, SOURCES};
 use crate::eval::efficiency_fit::FIT_SOURCES;
 use crate::eval::intervals::{coverage, Coverage};
-use crate::eval::output::Summary;
-use crate::learn::fit::accuracy;
+use crate::eval::output::{subset, Summary};
 
-/// MAPE and signed error ([`accuracy`]) of the predicted against the measured times, s, per subset of `results`,
+/// MAPE and signed error ([`crate::learn::fit::accuracy`]) of the predicted against the measured times, s, per subset of `results`,
 /// in report order: each source of [`SOURCES`]; NeMo's MoE runs per (model, GPU); the MoE, Blackwell and
 /// long-context sources per GPU; the long-context runs per (GPU, cp); vTrain per pp and per tp; NeMo and DGX Cloud
 /// per precision; every other source per model group. Subsets without rows are left out.
 pub(super) fn summary(results: &[RowResult]) -> Vec<Summary> {
     let mut summary = Vec::new();
     let mut add = |label: String, f: &dyn Fn(&RowResult) -> bool| {
-        let (p, m): (Vec<f64>, Vec<f64>) =
-            results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s)).unzip();
-        if !m.is_empty() {
-            summary.push(Summary { label, accuracy: accuracy(&p, &m) });
-        }
+        summary.extend(subset(label, results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s))));
     };
     for source in SOURCES {
         add(source.to_string(), &|r| r.source == source);
