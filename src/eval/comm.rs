@@ -378,7 +378,10 @@ pub fn markdown(r: &Report) -> String {
     for (label, a, c, l) in &r.summary {
         s.push_str(&format!("| {label} | {} | {} | {} | {} |\n", a.rows, pct(a), pct(c), pct(l)));
     }
-    s.push_str("\n| collective | ranks (nodes × GPUs) | rows | analytic | calibrated | corrected |\n|---|---|---:|---:|---:|---:|\n");
+    s.push_str(concat!(
+        "\n| collective | ranks (nodes × GPUs) | rows | analytic | calibrated | corrected |\n",
+        "|---|---|---:|---:|---:|---:|\n",
+    ));
     for row in &r.rows {
         s.push_str(&format!(
             "| {} | {} ({} × {}) | {} | {} | {} | {} |\n",

@@ -102,19 +102,20 @@ fn coordinate(v: f64, (lo, hi): (f64, f64)) -> f64 {
     u.atanh()
 }
 
-/// A constant the fit adjusts: its [`BOUNDS`] name, how to read it from an [`Efficiency`] and how to set it.
-pub type Field = (&'static str, fn(&Efficiency) -> f64, fn(&mut Efficiency, f64));
+/// A constant the fit adjusts: its [`BOUNDS`] name, how to read it from an [`Efficiency`], how to set it, and the
+/// decimals [`rust_block`] prints it with (the precision of the shipped constant in `src/cost/derate.rs`).
+pub type Field = (&'static str, fn(&Efficiency) -> f64, fn(&mut Efficiency, f64), usize);
 
 /// The one map from [`BOUNDS`] names to [`Efficiency`] fields, in the order of the search vector: the [`FITTED`]
 /// constants, then the contention κ (`overlap_slowdown`, searched only when it is fitted). The search vector
 /// (`to_eff`, `from_eff`), the prior ([`super::fit_prior::prior_sq`]) and the prior centres
 /// ([`super::fit_prior::at_centres`]) all read and write the constants through it.
 pub const FIELDS: [Field; 5] = [
-    ("memory", |e| e.memory, |e, v| e.memory = v),
-    ("kernel_us", |e| e.kernel_us, |e, v| e.kernel_us = v),
-    ("host_us", |e| e.host_us, |e, v| e.host_us = v),
-    ("sustained_clock", |e| e.sustained_clock, |e, v| e.sustained_clock = v),
-    ("overlap_slowdown", |e| e.overlap_slowdown, |e, v| e.overlap_slowdown = v),
+    ("memory", |e| e.memory, |e, v| e.memory = v, 3),
+    ("kernel_us", |e| e.kernel_us, |e, v| e.kernel_us = v, 1),
+    ("host_us", |e| e.host_us, |e, v| e.host_us = v, 1),
+    ("sustained_clock", |e| e.sustained_clock, |e, v| e.sustained_clock = v, 3),
+    ("overlap_slowdown", |e| e.overlap_slowdown, |e, v| e.overlap_slowdown = v, 3),
 ];
 
 /// The [`BOUNDS`] range (lo, hi) of `name`. Panics on a name outside [`BOUNDS`]: only [`FIELDS`]' names come
@@ -128,7 +129,7 @@ fn range(name: &str) -> (f64, f64) {
 /// other fields from `base`.
 fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
     let mut e = *base;
-    for (&v, (name, _, set)) in x.iter().zip(FIELDS) {
+    for (&v, (name, _, set, _)) in x.iter().zip(FIELDS) {
         set(&mut e, bounded(v, range(name)));
     }
     e
@@ -137,7 +138,10 @@ fn to_eff(x: &[f64], base: &Efficiency) -> Efficiency {
 /// The search vector of `e`: the coordinates of [`FITTED`] in their [`BOUNDS`], and of the contention κ when
 /// `contention` is fitted.
 fn from_eff(e: &Efficiency, contention: bool) -> Vec<f64> {
-    FIELDS[..FITTED.len() + contention as usize].iter().map(|(name, get, _)| coordinate(get(e), range(name))).collect()
+    FIELDS[..FITTED.len() + contention as usize]
+        .iter()
+        .map(|(name, get, _, _)| coordinate(get(e), range(name)))
+        .collect()
 }
 
 /// Mean over sources of the mean |ln(pred/meas)| of `rows` under `eff`.
@@ -244,9 +248,9 @@ pub fn fit_objective(
 /// the range of the cross-validation folds' fits (the spread shows whether the rows pin it down): `eff` fitted on
 /// every row, `folds` the folds' fits, `contention` whether κ was fitted too.
 pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stamp: &str) -> String {
-    let range = |f: &dyn Fn(&Efficiency) -> f64| {
-        let lo = folds.iter().map(f).fold(f64::INFINITY, f64::min);
-        let hi = folds.iter().map(f).fold(f64::NEG_INFINITY, f64::max);
+    let fold_range = |get: fn(&Efficiency) -> f64| {
+        let lo = folds.iter().map(get).fold(f64::INFINITY, f64::min);
+        let hi = folds.iter().map(get).fold(f64::NEG_INFINITY, f64::max);
         if folds.is_empty() {
             String::new()
         } else {
@@ -254,12 +258,8 @@ pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stam
         }
     };
     let mut s = format!("// fitted by `perfcast eval training --cross-validate`, {stamp}\n");
-    s.push_str(&format!("memory: {:.3},{}\n", eff.memory, range(&|e| e.memory)));
-    s.push_str(&format!("kernel_us: {:.1},{}\n", eff.kernel_us, range(&|e| e.kernel_us)));
-    s.push_str(&format!("host_us: {:.1},{}\n", eff.host_us, range(&|e| e.host_us)));
-    s.push_str(&format!("sustained_clock: {:.3},{}\n", eff.sustained_clock, range(&|e| e.sustained_clock)));
-    if contention {
-        s.push_str(&format!("overlap_slowdown: {:.3},{}\n", eff.overlap_slowdown, range(&|e| e.overlap_slowdown)));
+    for &(name, get, _, decimals) in &FIELDS[..FITTED.len() + contention as usize] {
+        s.push_str(&format!("{name}: {:.*},{}\n", decimals, get(eff), fold_range(get)));
     }
     s
 }
@@ -348,136 +348,4 @@ pub fn cross_validate(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_field_has_its_bounds_and_fitted_comes_first() {
-        let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
-        assert_eq!(names[..4], FITTED);
-        // The search vector at 0 puts every field at the middle of its range (tanh 0 = 0), read off the struct's
-        // own fields: memory (0.5 + 0.9)/2 = 0.7, kernel_us (5 + 40)/2 = 22.5, host_us (20 + 100)/2 = 60,
-        // sustained_clock (0.8 + 1.0)/2 = 0.9, overlap_slowdown (0 + 0.2)/2 = 0.1.
-        let e = to_eff(&[0.0; 5], &Efficiency::CALIBRATED);
-        let want =
-            [e.memory - 0.7, e.kernel_us - 22.5, e.host_us - 60.0, e.sustained_clock - 0.9, e.overlap_slowdown - 0.1];
-        assert!(want.iter().all(|d| d.abs() < 1e-12), "{e:?}");
-        // Each getter reads what its setter wrote; from_eff inverts to_eff (4 coordinates, 5 with κ).
-        for (name, get, set) in FIELDS {
-            let mut x = e;
-            set(&mut x, 0.123);
-            assert_eq!(get(&x), 0.123, "{name}");
-        }
-        assert_eq!(from_eff(&e, false).len(), 4);
-        assert!(from_eff(&e, true).iter().all(|c| c.abs() < 1e-12));
-    }
-
-    #[test]
-    fn nelder_mead_finds_a_quadratic_minimum() {
-        // (x − 1)² + 10·(y + 2)² has its minimum 0 at (1, −2).
-        let mut f = |x: &[f64]| (x[0] - 1.0).powi(2) + 10.0 * (x[1] + 2.0).powi(2);
-        let (x, v) = nelder_mead(&mut f, &[0.0, 0.0], 0.5, 300);
-        assert!((x[0] - 1.0).abs() < 1e-4 && (x[1] + 2.0).abs() < 1e-4 && v < 1e-8, "{x:?} {v}");
-    }
-
-    #[test]
-    fn the_search_stays_inside_the_plausible_ranges() {
-        // tanh maps the whole line into (lo, hi): far coordinates land at the bounds, 0 at the middle.
-        assert!((bounded(0.0, (0.5, 0.9)) - 0.7).abs() < 1e-12);
-        assert!((bounded(50.0, (5.0, 40.0)) - 40.0).abs() < 1e-9);
-        assert!((bounded(-50.0, (20.0, 100.0)) - 20.0).abs() < 1e-9);
-        // The coordinate inverts it: memory 0.8 → 0.8, 10 µs → 10 µs.
-        assert!((bounded(coordinate(0.8, (0.5, 0.9)), (0.5, 0.9)) - 0.8).abs() < 1e-12);
-        assert!((bounded(coordinate(10.0, (5.0, 40.0)), (5.0, 40.0)) - 10.0).abs() < 1e-9);
-        // A loss that wants memory 0.3 and no kernel time gets the bounds, 0.5 and 5 µs.
-        let base = start();
-        let mut f = |x: &[f64]| {
-            let e = to_eff(x, &base);
-            (e.memory - 0.3).abs() + (e.kernel_us - 0.0).abs() / 10.0 + (e.host_us - 60.0).abs() / 10.0
-        };
-        let (x, _) = nelder_mead(&mut f, &from_eff(&base, false), 0.3, 400);
-        let e = to_eff(&x, &base);
-        assert!(e.memory < 0.51 && e.kernel_us < 5.5 && (e.host_us - 60.0).abs() < 0.5, "{e:?}");
-    }
-
-    #[test]
-    fn the_printed_constants_carry_the_fold_ranges() {
-        let a = Efficiency { memory: 0.6, kernel_us: 20.0, host_us: 60.0, ..start() };
-        let b = Efficiency { memory: 0.7, kernel_us: 30.0, host_us: 70.0, sustained_clock: 0.95, ..start() };
-        let s = rust_block(&a, &[a, b], false, "today");
-        assert!(s.contains("memory: 0.600, // folds 0.600–0.700"), "{s}");
-        assert!(s.contains("kernel_us: 20.0, // folds 20.000–30.000"), "{s}");
-        // Both start at the neutral sustained clock 0.9; the second fold moved it to 0.95. The Ampere clock is
-        // measured, not fitted, so it is not printed.
-        assert!(s.contains("sustained_clock: 0.900, // folds 0.900–0.950"), "{s}");
-        assert!(!s.contains("sustained_clock_ampere"), "{s}");
-        assert!(!s.contains("overlap_slowdown"), "{s}");
-    }
-
-    #[test]
-    fn the_ampere_sustained_clock_is_superbench_sustained_gemms_over_the_learned_a100_gemm() {
-        // SuperBench `gemm-flops` (DATA.md train data): cutlass tensor-core GEMMs at m = n = k = 16,384 averaged over
-        // 1,939 NDv4 (A100 40 GB) and 729 NDmv4 (A100 80 GB) production nodes, v0.3.0 baselines, GFLOP/s.
-        use super::super::comm::{csv_records, read_text};
-        let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/data/superbench_results/superbench_flat.csv");
-        let (h, rows) = csv_records(&read_text(&csv).unwrap()).unwrap();
-        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
-        let (file, bench, metric, value) = (col("file"), col("benchmark"), col("metric"), col("value"));
-        let baselines = ["v0.3.0/Azure-NDv4-A100/baseline.json", "v0.3.0/Azure-NDmv4-A100/baseline.json"];
-        let sustained: Vec<f64> = rows
-            .iter()
-            .filter(|r| baselines.contains(&&r[file]) && &r[bench] == "gemm-flops")
-            .filter(|r| ["FP16_TC", "BF16_TC"].contains(&&r[metric]))
-            .map(|r| r[value].parse::<f64>().unwrap())
-            .collect();
-        // By hand: 280,435 and 265,901 (NDv4 fp16, bf16), 275,397 and 261,228 (NDmv4): mean 270,740 GFLOP/s.
-        assert_eq!(sustained.len(), 4);
-        let mean_tflops = sustained.iter().sum::<f64>() / 4.0 / 1e3;
-        assert!((mean_tflops - 270.74).abs() < 0.01, "{mean_tflops}");
-        // The same GEMM by the bundled learned A100 model (aiconfigurator's short microbenchmarks).
-        let system = crate::hw::presets().into_iter().find(|p| p.name == "dgx-a100-80g").unwrap().resolve().unwrap();
-        let bundle = crate::bundle::Bundle::embedded().unwrap();
-        let learned = LearnedBackend::new(system, Arc::new(crate::bundle::registry(&bundle).unwrap()));
-        let gemm =
-            crate::op::OpShape::new(crate::op::OpClass::Linear, crate::op::Phase::Fwd, &[1, 16384, 16384, 16384]);
-        let t = learned.compute_uncached(&gemm, crate::hw::Precision::Bf16).unwrap();
-        assert!(t.source.to_string().contains("A100-SXM4-80GB"), "{}", t.source);
-        let learned_tflops = 2.0 * 16384f64.powi(3) / t.time_us / 1e6;
-        // Sustained over microbenchmark speed: the shipped Ampere clock, 270.7 / 291.0 ≈ 0.930.
-        let ratio = mean_tflops / learned_tflops;
-        assert!(
-            (ratio - crate::cost::derate::SUSTAINED_CLOCK_AMPERE).abs() < 0.005,
-            "{ratio} ({learned_tflops} TFLOP/s)"
-        );
-    }
-
-    #[test]
-    fn folds_keep_every_group_whole() {
-        let rows = super::super::training::prepare(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
-            &Arc::new(Registry::default()),
-        )
-        .unwrap()
-        .0;
-        let rows: Vec<Prepared> = rows.into_iter().map(|(_, p)| p).collect();
-        let fit: Vec<String> = FIT_SOURCES.iter().map(|s| s.to_string()).collect();
-        let f = folds(&rows, &fit, 5);
-        // Every (source, model) group maps to one fold, all five folds are used.
-        let used: std::collections::BTreeSet<usize> = f.values().copied().collect();
-        assert_eq!(used.len(), 5);
-        for r in &rows {
-            assert!(f.contains_key(&(r.source.to_string(), r.group.clone())));
-        }
-        // The eight vTrain model configurations (hidden 1024/2048 × 12–24 layers) are eight groups.
-        assert_eq!(f.keys().filter(|(s, _)| s == "vtrain").count(), 8);
-        // Rows of a source that is only predicted do not move the fitted groups' folds: without NeuSight's rows the
-        // fitted groups land in the same folds.
-        let fitted_only: Vec<Prepared> = rows.iter().filter(|r| fit.iter().any(|s| s == r.source)).cloned().collect();
-        let g = folds(&fitted_only, &fit, 5);
-        assert!(f.keys().any(|(s, _)| s.starts_with("neusight")));
-        for (key, fold) in &g {
-            assert_eq!(f[key], *fold, "{key:?}");
-        }
-    }
-}
+mod tests;

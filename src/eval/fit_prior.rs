@@ -50,7 +50,7 @@ pub fn prior_sq(e: &Efficiency, contention: bool) -> f64 {
         .iter()
         .filter_map(|b| {
             let (c, s) = prior(*b);
-            fitted.iter().find(|f| f.0 == b.0).map(|(_, get, _)| ((get(e) - c) / s).powi(2))
+            fitted.iter().find(|f| f.0 == b.0).map(|(_, get, _, _)| ((get(e) - c) / s).powi(2))
         })
         .sum()
 }
@@ -66,7 +66,7 @@ pub fn objective(loss: f64, prior_sq: f64, groups: usize) -> f64 {
 /// constants that saw any row.
 pub fn at_centres(base: &Efficiency) -> Efficiency {
     let mut e = *base;
-    for (name, _, set) in &FIELDS[..FITTED.len()] {
+    for (name, _, set, _) in &FIELDS[..FITTED.len()] {
         set(&mut e, centre(name));
     }
     e

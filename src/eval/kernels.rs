@@ -100,7 +100,11 @@ pub fn markdown(r: &Report) -> String {
     for (m, a) in &r.summary {
         s.push_str(&format!("| {m} | {} | {:.1} % | {:+.1} % |\n", a.rows, a.mape * 100.0, a.signed * 100.0));
     }
-    s.push_str("\n| fixture | kernel | GPU | measured µs | roofline µs (bound) | pipe ceiling µs | efficiency | Hong–Kim µs |\n|---|---|---|---:|---:|---:|---:|---:|\n");
+    s.push_str(concat!(
+        "\n| fixture | kernel | GPU | measured µs | roofline µs (bound) ",
+        "| pipe ceiling µs | efficiency | Hong–Kim µs |\n",
+        "|---|---|---|---:|---:|---:|---:|---:|\n",
+    ));
     let f = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "–".into());
     for row in &r.rows {
         s.push_str(&format!(

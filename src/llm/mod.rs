@@ -37,6 +37,8 @@ pub mod validate;
 #[cfg(test)]
 mod framework_tests;
 #[cfg(test)]
+mod options_tests;
+#[cfg(test)]
 mod overlap_tests;
 #[cfg(test)]
 mod predict_tests;

@@ -55,7 +55,11 @@ pub fn markdown(r: &Report) -> String {
          means the GPU had fp32 training samples of that operator.\n\n",
         r.training_samples, r.skipped_test_rows
     ));
-    s.push_str("| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | bundled models MAPE | bundled signed |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str(concat!(
+        "| subset | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | bundled models MAPE ",
+        "| bundled signed |\n",
+        "|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    ));
     for ((label, a, l), (_, b)) in r.summary.iter().zip(&r.bundled_summary) {
         s.push_str(&format!(
             "| {label} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -78,9 +82,17 @@ pub fn markdown(r: &Report) -> String {
          error is how much the train and test collections disagree at nearly equal shapes).\n\n",
         crate::eval::neighbours::TOLERANCE
     ));
-    s.push_str("| subset | rows with neighbours | neighbour MAPE | neighbour signed | learned MAPE on them | learned signed |\n|---|---:|---:|---:|---:|---:|\n");
+    s.push_str(concat!(
+        "| subset | rows with neighbours | neighbour MAPE | neighbour signed ",
+        "| learned MAPE on them | learned signed |\n",
+        "|---|---:|---:|---:|---:|---:|\n",
+    ));
     summary_rows(&mut s, &r.neighbour_summary);
-    s.push_str("\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed | learned MAPE | learned signed | rows with neighbours | neighbour MAPE (signed) | learned on them |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str(concat!(
+        "\n| operator | GPU | GPU in training | rows | analytic MAPE | analytic signed ",
+        "| learned MAPE | learned signed | rows with neighbours | neighbour MAPE (signed) | learned on them |\n",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    ));
     for row in &r.rows {
         let n = &row.neighbour_reference;
         let (nm, lm) = if n.rows > 0 {

@@ -167,9 +167,11 @@ pub fn markdown(r: &Report) -> String {
     s.push_str(&table(&r.leave_model_out));
     s.push_str("\n### Leave GPU out\n\n");
     s.push_str(&table(&r.leave_gpu_out));
-    s.push_str(
-        "\n### Front-end time per request, fitted per fold (ms)\n\n| split | held out | vLLM | SGLang | TensorRT-LLM |\n|---|---|---:|---:|---:|\n",
-    );
+    s.push_str(concat!(
+        "\n### Front-end time per request, fitted per fold (ms)\n\n",
+        "| split | held out | vLLM | SGLang | TensorRT-LLM |\n",
+        "|---|---|---:|---:|---:|\n",
+    ));
     for f in r.folds.iter().chain([&r.all_rows]) {
         s.push_str(&format!(
             "| {} | {} | {:.1} | {:.1} | {:.1} |\n",

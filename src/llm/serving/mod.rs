@@ -41,6 +41,8 @@ mod mla_tests;
 #[cfg(test)]
 mod precision_tests;
 #[cfg(test)]
+mod solver_tests;
+#[cfg(test)]
 mod tests;
 
 pub use derate::ServingDerated;

@@ -39,66 +39,75 @@ pub fn validate(
     precision: Precision,
     system_gpus: u64,
 ) -> Result<TrainingConfig, ConfigError> {
+    let derived = check(model, par, precision, system_gpus)?;
+    Ok(assemble(model, par, precision, derived))
+}
+
+/// What [`validate`] derives from a request beyond the request's own fields: the defaults filled in and the options
+/// resolved, each from the concept's own helper.
+struct Derived {
+    /// Dims per attention head, key/value heads and MLP width ([`attention_shape`]).
+    head_dim: u32,
+    kv_heads: u32,
+    ffn_hidden: u32,
+    /// How the context-parallel ranks communicate ([`cp_comm`]).
+    cp_comm: crate::llm::cp::CpComm,
+    /// The layer split and the Megatron-Core split options kept with it ([`pipeline_split`]).
+    layer_split: LayerSplit,
+    split: MegatronSplit,
+    /// Micro-batches per step ([`grad_accum`]).
+    grad_accum: u32,
+    /// The MoE, MLA and recompute-module options ([`moe_options`]).
+    moe: crate::llm::moe::Resolved,
+    /// The fp8 scaling recipe ([`fp8_recipe`]).
+    fp8_recipe: crate::llm::recipe::Fp8Recipe,
+}
+
+/// Runs every check of [`validate`] in its documented order (the first failing one names the field) and returns what
+/// they derive.
+fn check(
+    model: &ModelSpec,
+    par: &ParallelSpec,
+    precision: Precision,
+    system_gpus: u64,
+) -> Result<Derived, ConfigError> {
     check_positive(model, par)?;
     let (head_dim, kv_heads, ffn_hidden) = attention_shape(model)?;
-    let tp = par.tp;
-    check_tensor_parallel(model, kv_heads, ffn_hidden, tp)?;
+    check_tensor_parallel(model, kv_heads, ffn_hidden, par.tp)?;
     check_pipeline_depth(model, par)?;
     check_zero(par)?;
-    let cp = par.context_parallel;
     check_attention(model, par)?;
-    let cp_comm = crate::llm::cp::CpComm::validate(
-        par.cp_comm_type,
-        par.hierarchical_context_parallel_sizes.as_deref(),
-        cp,
-        tp,
-        model.heads,
-        model.kv_heads.unwrap_or(model.heads),
-    )?;
+    let cp_comm = cp_comm(model, par)?;
     check_sequence_parallel(model, par)?;
-    let v = par.virtual_stages;
-    let split = par.megatron_split();
-    let layer_split = layer_split(model, par, &split)?;
+    let (layer_split, split) = pipeline_split(model, par)?;
     validate_overlaps(par)?;
     check_gpus(par, system_gpus)?;
-    let per_step = par.micro_batch as u64 * par.dp as u64;
     let grad_accum = grad_accum(par)?;
-    let moe = crate::llm::moe::validate_training(
-        model,
-        par,
-        crate::llm::moe::Shape {
-            tp,
-            cp,
-            dp: par.dp,
-            pp: par.pp,
-            virtual_stages: v,
-            micro_batch: par.micro_batch,
-            sequence_parallel: par.sequence_parallel,
-        },
-    )?;
-    Ok(TrainingConfig {
+    let moe = moe_options(model, par)?;
+    let fp8_recipe = fp8_recipe(par, precision)?;
+    Ok(Derived { head_dim, kv_heads, ffn_hidden, cp_comm, layer_split, split, grad_accum, moe, fp8_recipe })
+}
+
+/// The [`TrainingConfig`] of a checked request: its own fields, and the defaults and options `d` derived from it.
+fn assemble(model: &ModelSpec, par: &ParallelSpec, precision: Precision, d: Derived) -> TrainingConfig {
+    TrainingConfig {
         model: model.clone(),
-        tp,
+        tp: par.tp,
         pp: par.pp,
         dp: par.dp,
-        cp,
-        cp_comm,
+        cp: par.context_parallel,
+        cp_comm: d.cp_comm,
         micro_batch: par.micro_batch,
-        grad_accum,
-        global_batch: grad_accum as u64 * per_step,
+        grad_accum: d.grad_accum,
+        global_batch: d.grad_accum as u64 * (par.micro_batch as u64 * par.dp as u64),
         zero_stage: par.zero_stage,
         precision,
-        fp8_recipe: crate::llm::recipe::validate(
-            precision,
-            par.fp8_recipe,
-            par.fp8_param_gather,
-            par.distributed_optimizer || par.zero_stage >= 3,
-        )?,
+        fp8_recipe: d.fp8_recipe,
         fp8_param_gather: par.fp8_param_gather,
-        kv_heads,
-        ffn_hidden,
+        kv_heads: d.kv_heads,
+        ffn_hidden: d.ffn_hidden,
         sequence_parallel: par.sequence_parallel,
-        virtual_stages: v,
+        virtual_stages: par.virtual_stages,
         recompute: par.recompute,
         distributed_optimizer: par.distributed_optimizer,
         overlap_grad_reduce: par.overlap_grad_reduce,
@@ -107,14 +116,58 @@ pub fn validate(
         bucket_params: par.bucket_size.map_or_else(|| TrainingConfig::default_bucket_params(par.dp), |b| b as f64),
         tp_comm_overlap: par.tp_comm_overlap,
         overlap_p2p_comm: par.overlap_p2p_comm,
-        layer_split,
-        head_dim,
-        recompute_modules: moe.recompute_modules,
-        moe: moe.moe,
-        split: if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() },
+        layer_split: d.layer_split,
+        head_dim: d.head_dim,
+        recompute_modules: d.moe.recompute_modules,
+        moe: d.moe.moe,
+        split: d.split,
         framework: FrameworkTraits::of(Framework::Megatron, &par.framework_options(), precision == Precision::Bf16),
         framework_options: par.framework_options(),
-    })
+    }
+}
+
+/// How the context-parallel ranks communicate: the request's `cp_comm_type` and
+/// `hierarchical_context_parallel_sizes` for its cp, tp and heads. Errors: [`crate::llm::cp::CpComm::validate`]'s.
+fn cp_comm(model: &ModelSpec, par: &ParallelSpec) -> Result<crate::llm::cp::CpComm, ConfigError> {
+    crate::llm::cp::CpComm::validate(
+        par.cp_comm_type,
+        par.hierarchical_context_parallel_sizes.as_deref(),
+        par.context_parallel,
+        par.tp,
+        model.heads,
+        model.kv_heads.unwrap_or(model.heads),
+    )
+}
+
+/// The layer split ([`layer_split`]) and the Megatron-Core split options the configuration keeps with it: the
+/// request's with the uniform split, none otherwise (S1 has its own). Errors: [`layer_split`]'s.
+fn pipeline_split(model: &ModelSpec, par: &ParallelSpec) -> Result<(LayerSplit, MegatronSplit), ConfigError> {
+    let split = par.megatron_split();
+    let layer_split = layer_split(model, par, &split)?;
+    Ok((layer_split, if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() }))
+}
+
+/// The MoE, MLA, MTP and recompute-module options resolved for the request's parallel shape. Errors:
+/// [`crate::llm::moe::validate_training`]'s.
+fn moe_options(model: &ModelSpec, par: &ParallelSpec) -> Result<crate::llm::moe::Resolved, ConfigError> {
+    let shape = crate::llm::moe::Shape {
+        tp: par.tp,
+        cp: par.context_parallel,
+        dp: par.dp,
+        pp: par.pp,
+        virtual_stages: par.virtual_stages,
+        micro_batch: par.micro_batch,
+        sequence_parallel: par.sequence_parallel,
+    };
+    crate::llm::moe::validate_training(model, par, shape)
+}
+
+/// The fp8 scaling recipe of the request's `precision`, `fp8_recipe` and `fp8_param_gather`; the parameters are
+/// sharded (so fp8 gathers have something to gather) under the distributed optimizer or ZeRO-3. Errors:
+/// [`crate::llm::recipe::validate`]'s.
+fn fp8_recipe(par: &ParallelSpec, precision: Precision) -> Result<crate::llm::recipe::Fp8Recipe, ConfigError> {
+    let sharded = par.distributed_optimizer || par.zero_stage >= 3;
+    crate::llm::recipe::validate(precision, par.fp8_recipe, par.fp8_param_gather, sharded)
 }
 
 /// Checks that every size and degree of the request is at least 1 (`model.layers` … `parallelism.context_parallel`,
