@@ -42,6 +42,8 @@ mod mla_tests;
 mod precision_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trtllm_tests;
 
 pub use derate::ServingDerated;
 pub use engine::ServingConstants;
