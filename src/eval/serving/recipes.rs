@@ -46,8 +46,8 @@ mod tests {
 
     #[test]
     fn aiconfigurators_trtllm_token_budgets() {
-        // agg: 128 + 8192 + 1500 = 9,820 → ⌈9820 / 32⌉ = 307 blocks → 9,824; prefill 1024 + 1500 = 2,524 → 79 · 32 =
-        // 2,528; decode 48 → 2 · 32 = 64.
+        // agg: 128 + 8192 + 1500 = 9,820 → ⌈9820 / 32⌉ = 307 blocks → 9,824; prefill 1024 + 1500 = 2,524 →
+        // 79 · 32 = 2,528; decode 48 → 2 · 32 = 64.
         assert_eq!(trtllm_max_num_tokens("agg", 8192, 128), 9824);
         assert_eq!(trtllm_max_num_tokens("prefill", 1024, 1), 2528);
         assert_eq!(trtllm_max_num_tokens("decode", 1024, 48), 64);

@@ -300,9 +300,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         }
         if engine == Engine::Trtllm {
             let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
-            req["engine_options"] = json!({"async_scheduling": true, "cuda_graph_max_batch": trtllm_graph_max_batch(per_rank),
-                "cuda_graph_padding": true, "max_num_batched_tokens":
-                    super::recipes::trtllm_max_num_tokens(&mode, in_len, per_rank.unwrap_or(0))});
+            let graphs = trtllm_graph_max_batch(per_rank);
+            req["engine_options"] =
+                json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
+            // aiconfigurator's aggregated token budget where the row gives its batch size (else the engine's).
+            if let (true, Some(bs)) = (mode == "agg", per_rank.filter(|&b| b > 0)) {
+                req["engine_options"]["max_num_batched_tokens"] =
+                    json!(super::recipes::trtllm_max_num_tokens("agg", in_len, bs));
+            }
         }
         let mut workers_known = true;
         if mode == "disagg" {
@@ -322,18 +327,16 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             }
             // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off
             // (`prefill disable_overlap_scheduler = true`, as TensorRT-LLM's own disaggregated examples start their
-            // context servers), decode with its token budget ([`super::recipes::trtllm_max_num_tokens`]). The
-            // prefill workers keep the engine's 8,192 tokens: the generator's `isl + 1500` goes with its
-            // `prefill_batch_size` 1, which the rows give as aiconfigurator's model, not as a server option (above);
-            // with it every 1k-prompt row above 256 clients queued for seconds more than measured (2026-11-28).
+            // context servers) and `isl + 1500` tokens, decode with its batch size's budget where the row gives it
+            // ([`super::recipes::trtllm_max_num_tokens`]). Without chunked context (the PyTorch backend's default) a
+            // prompt longer than the engine's 8,192 tokens would never be scheduled.
             if engine == Engine::Trtllm {
-                let bs = num(&rec, dec_bs).unwrap_or(0);
-                req["prefill"]["engine_options"] = json!({"async_scheduling": false});
-                let d = &mut req["decode"]["engine_options"];
-                if d.is_null() {
-                    *d = json!({});
+                req["prefill"]["engine_options"] = json!({"async_scheduling": false,
+                    "max_num_batched_tokens": super::recipes::trtllm_max_num_tokens("prefill", in_len, 0)});
+                if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                    req["decode"]["engine_options"]["max_num_batched_tokens"] =
+                        json!(super::recipes::trtllm_max_num_tokens("decode", in_len, bs));
                 }
-                d["max_num_batched_tokens"] = json!(super::recipes::trtllm_max_num_tokens("decode", in_len, bs));
             }
         } else {
             req["parallelism"] = parallelism(&agg).0;
@@ -457,10 +460,10 @@ mod tests {
         let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
         let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
         assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
-        // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off and the engine's budget;
-        // decode's budget 48 → 64.
+        // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off and 1024 + 1500 → 2,528
+        // tokens; decode's budget 48 → 64.
         let po = p.engine_options.unwrap();
-        assert_eq!((po.max_num_seqs, po.max_num_batched_tokens, po.async_scheduling), (None, None, Some(false)));
+        assert_eq!((po.max_num_seqs, po.max_num_batched_tokens, po.async_scheduling), (None, Some(2528), Some(false)));
         assert_eq!(d.engine_options.and_then(|o| o.max_num_batched_tokens), Some(64));
     }
 

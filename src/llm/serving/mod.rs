@@ -25,6 +25,7 @@ pub mod model;
 pub mod pareto;
 pub mod report;
 pub mod request;
+pub mod runtime;
 pub mod search;
 pub mod sim;
 pub mod steady;
