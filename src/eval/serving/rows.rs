@@ -293,15 +293,21 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["workload"]["min_length_ratio"] = json!(INFERENCEX_MIN_LENGTH_RATIO);
         }
         // TensorRT-LLM ≥ 1.0 serves from its PyTorch backend, whose overlap scheduler is on by default
-        // (`disable_overlap_scheduler: false`), with the CUDA graphs its deployments capture
+        // (`disable_overlap_scheduler: false`), with the CUDA graphs its deployments capture, padded
         // ([`trtllm_graph_max_batch`]).
         if let Some(r) = sglang_recv_interval(engine, &mode, &model, (in_len, out_len), conc) {
             req["engine_options"] = json!({"scheduler_recv_interval": r});
         }
         if engine == Engine::Trtllm {
             let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
+            let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
-                json!({"async_scheduling": true, "cuda_graph_max_batch": trtllm_graph_max_batch(per_rank)});
+                json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
+            // aiconfigurator's aggregated token budget where the row gives its batch size (else the engine's).
+            if let (true, Some(bs)) = (mode == "agg", per_rank.filter(|&b| b > 0)) {
+                req["engine_options"]["max_num_batched_tokens"] =
+                    json!(super::recipes::trtllm_max_num_tokens("agg", in_len, bs));
+            }
         }
         let mut workers_known = true;
         if mode == "disagg" {
@@ -318,6 +324,19 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
             if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
                 req["decode"]["engine_options"] = json!({"max_num_seqs": bs});
+            }
+            // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off
+            // (`prefill disable_overlap_scheduler = true`, as TensorRT-LLM's own disaggregated examples start their
+            // context servers) and `isl + 1500` tokens, decode with its batch size's budget where the row gives it
+            // ([`super::recipes::trtllm_max_num_tokens`]). Without chunked context (the PyTorch backend's default) a
+            // prompt longer than the engine's 8,192 tokens would never be scheduled.
+            if engine == Engine::Trtllm {
+                req["prefill"]["engine_options"] = json!({"async_scheduling": false,
+                    "max_num_batched_tokens": super::recipes::trtllm_max_num_tokens("prefill", in_len, 0)});
+                if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                    req["decode"]["engine_options"]["max_num_batched_tokens"] =
+                        json!(super::recipes::trtllm_max_num_tokens("decode", in_len, bs));
+                }
             }
         } else {
             req["parallelism"] = parallelism(&agg).0;
@@ -437,11 +456,15 @@ mod tests {
         let (rows, _) = load(&path, Client::Fixed).unwrap();
         // Kimi-K2.5 on GB200, TensorRT-LLM disaggregated at 192 clients: decode_num_workers 4, decode_tp_size 8,
         // decode_attention_dp_size 1, decode_batch_size 48 (4 × 1 × 48 = 192 clients): max_num_seqs 48 per decode
-        // worker; the prefill pool keeps the engine's default (prefill_batch_size 1 is not passed).
+        // worker; the prefill pool keeps the engine's default batch (prefill_batch_size 1 is not passed).
         let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
         let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
         assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
-        assert_eq!(p.engine_options, None);
+        // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off and 1024 + 1500 → 2,528
+        // tokens; decode's budget 48 → 64.
+        let po = p.engine_options.unwrap();
+        assert_eq!((po.max_num_seqs, po.max_num_batched_tokens, po.async_scheduling), (None, Some(2528), Some(false)));
+        assert_eq!(d.engine_options.and_then(|o| o.max_num_batched_tokens), Some(64));
     }
 
     #[test]

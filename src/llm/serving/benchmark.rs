@@ -40,7 +40,12 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         max_prefill_tokens: SGLANG_MAX_PREFILL_TOKENS.max(s.max_num_batched_tokens).saturating_mul(dp),
         block_tokens: block,
         kv_blocks: memory.kv_capacity_tokens / block as u64 * dp as u64,
-        graph_sizes: if s.cuda_graphs { graph_sizes(cfg.engine, s.cuda_graph_max_batch) } else { Vec::new() },
+        graph_sizes: if s.cuda_graphs {
+            graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding)
+        } else {
+            Vec::new()
+        },
+        graph_padding: s.cuda_graph_padding,
         dp,
         recv_interval: s.scheduler_recv_interval,
     }

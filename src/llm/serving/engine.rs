@@ -11,11 +11,23 @@
 //!   below 160 GiB, 16384 above; `cuda_graph_max_bs` 32/160 (below 60 GiB, tp < 4 / ≥ 4), 256/512 (60–160 GiB), 512
 //!   above; `mem_fraction_static` 0.88; `max_running_requests` is sized from the KV pool (perfcast caps it at
 //!   4096).
-//! - **TensorRT-LLM** (`trtllm-serve` / `BuildConfig` defaults): `max_batch_size` 2048, `max_num_tokens` 8192,
-//!   chunked context on, `kv_cache_config.free_gpu_memory_fraction` 0.9 — of the memory left after weights and
-//!   activations, not of the whole GPU; CUDA graphs for decode batches up to 128 (the PyTorch backend; the C++
-//!   executor of `trtllm-build` engines, `engine_options.trtllm_backend: tensorrt`, runs without them unless
-//!   asked: `ExtendedRuntimePerfKnobConfig.cudaGraphMode` defaults to false).
+//! - **TensorRT-LLM** (`trtllm-serve` and the LLM API, `TorchLlmArgs` in `tensorrt_llm/llmapi/llm_args.py`):
+//!   `max_batch_size` 2048, `max_num_tokens` 8192, chunked context off (`enable_chunked_prefill` = False: a
+//!   context that does not fit what is left of `max_num_tokens` waits), `kv_cache_config.free_gpu_memory_fraction`
+//!   0.9 — of the memory left after weights and activations, not of the whole GPU; the overlap scheduler on
+//!   (`disable_overlap_scheduler` = False: `PyExecutor._executor_loop_overlap` enqueues step N+1 before it
+//!   processes step N's tokens, so host work hides behind the GPU's); CUDA graphs from the default
+//!   `CudaGraphConfig()` — `max_batch_size` 0 → 128, `enable_padding` False, so `batch_sizes` = 1–31, 32, 64, 128
+//!   (`_generate_cuda_graph_batch_sizes`) and a decode batch of any other size runs eagerly
+//!   (`CUDAGraphRunner._round_up_batch_size`/`pad_batch` pad only with `enable_padding`). `trtllm-bench
+//!   throughput` (`tensorrt_llm/bench/benchmark/utils/general.py`, `get_settings`) sets its own:
+//!   `cuda_graph_config` = {padding on, `max_batch_size` = the run's `max_batch_size`}, chunking off, and
+//!   `max_num_tokens` at least the longest prompt + `max_batch_size`; perfcast applies them with
+//!   `engine_options.trtllm_launcher: bench`, the default of an offline workload (every request sent at once,
+//!   [`crate::llm::serving::request::TrtllmLauncher`]). The C++ executor of `trtllm-build` engines
+//!   (`engine_options.trtllm_backend: tensorrt`) runs without CUDA graphs unless asked
+//!   (`ExtendedRuntimePerfKnobConfig.cudaGraphMode` defaults to false) and without overlap (its host cost is the
+//!   one fitted on LLM-Inference-Bench's runs of it).
 //!
 //! **Constants** ([`ServingConstants`]): the achievable efficiencies analytic times are derated by for serving
 //! kernels ([`super::derate`]), and per engine the host time every step costs per step and per sequence
@@ -48,6 +60,10 @@ pub struct EngineSettings {
     pub cuda_graphs: bool,
     /// Largest decode batch with a captured graph.
     pub cuda_graph_max_batch: u32,
+    /// A decode batch between two captured sizes is padded up to the next one and replays its graph (vLLM and
+    /// SGLang always; TensorRT-LLM's `cuda_graph_config.enable_padding`); off, only a batch of exactly a captured
+    /// size replays a graph and the others run eagerly ([`super::sim::steps::graph_sizes`]).
+    pub cuda_graph_padding: bool,
     /// vLLM's engine generation (its host cost, [`ServingConstants::host`]); `v1` for the other engines.
     pub vllm_engine: VllmEngine,
     /// TensorRT-LLM's runtime (its CUDA-graph default and all-reduce fusion); `pytorch` for the other engines.
@@ -74,6 +90,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 gpu_memory_utilization: 0.9,
                 cuda_graphs: true,
                 cuda_graph_max_batch: 512,
+                cuda_graph_padding: true,
                 vllm_engine: VllmEngine::V1,
                 trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
@@ -97,6 +114,7 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
                 gpu_memory_utilization: 0.88,
                 cuda_graphs: true,
                 cuda_graph_max_batch: graphs,
+                cuda_graph_padding: true,
                 vllm_engine: VllmEngine::V1,
                 trtllm_backend: TrtllmBackend::Pytorch,
                 async_scheduling: true,
@@ -106,13 +124,14 @@ pub fn defaults(engine: Engine, gpu: &GpuSpec, tp: u32) -> EngineSettings {
         Engine::Trtllm => EngineSettings {
             max_num_seqs: 2048,
             max_num_batched_tokens: 8192,
-            chunked_prefill: true,
+            chunked_prefill: false,
             gpu_memory_utilization: 0.9,
             cuda_graphs: true,
             cuda_graph_max_batch: 128,
+            cuda_graph_padding: false,
             vllm_engine: VllmEngine::V1,
             trtllm_backend: TrtllmBackend::Pytorch,
-            async_scheduling: false,
+            async_scheduling: true,
             scheduler_recv_interval: 1,
         },
     }

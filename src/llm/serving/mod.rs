@@ -25,6 +25,7 @@ pub mod model;
 pub mod pareto;
 pub mod report;
 pub mod request;
+pub mod runtime;
 pub mod search;
 pub mod sim;
 pub mod steady;
@@ -44,6 +45,8 @@ mod precision_tests;
 mod solver_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trtllm_tests;
 
 pub use derate::ServingDerated;
 pub use engine::ServingConstants;

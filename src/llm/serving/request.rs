@@ -46,6 +46,7 @@ impl<'de> Deserialize<'de> for ModelRef {
     }
 }
 
+pub use super::runtime::{TrtllmBackend, TrtllmLauncher, VllmEngine};
 pub use crate::llm::moe::{MlaSpec, MoeSpec};
 
 /// A decoder-only transformer as a serving engine loads it. Give the architecture's fields, or `hf_config` alone
@@ -240,9 +241,21 @@ pub struct EngineOptions {
     /// `cuda_graph_max_batch` sequences.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graphs: Option<bool>,
-    /// Largest decode batch with a captured CUDA graph.
+    /// Largest decode batch with a captured CUDA graph (TensorRT-LLM `cuda_graph_config.max_batch_size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_max_batch: Option<u32>,
+    /// A decode batch between two captured sizes is padded up to the next and replays its graph (TensorRT-LLM
+    /// `cuda_graph_config.enable_padding`: off by default under `trtllm-serve` and the LLM API, where only a batch
+    /// of exactly a captured size — 1–31, 32, 64, 128 by default — replays a graph and any other runs eagerly; on
+    /// under `trtllm-bench`). vLLM and SGLang always pad.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_padding: Option<bool>,
+    /// Which TensorRT-LLM entry point started the engine, for the defaults it sets ([`TrtllmLauncher`]): `serve`
+    /// (`trtllm-serve` or the LLM API) or `bench` (`trtllm-bench throughput`). Default: `bench` for an offline
+    /// workload (neither `concurrency` nor `request_rate`: every request at once, as `trtllm-bench throughput`
+    /// sends them), else `serve`. TensorRT-LLM only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trtllm_launcher: Option<TrtllmLauncher>,
     /// vLLM's engine generation, which sets its host cost per step ([`super::engine::HostCost`]): `v1` (vLLM ≥ 0.8,
     /// the default) or `v0` (the 2024 engine LLM-Inference-Bench measured: per-sequence Python scheduling and
     /// output processing between GPU steps). Ignored by the other engines.
@@ -258,8 +271,8 @@ pub struct EngineOptions {
     /// The engine prepares the next step on the CPU while the GPU runs the current one, so a step takes
     /// max(GPU, host) instead of GPU + host: SGLang's overlap scheduler (on by default since v0.4), vLLM V1's
     /// async scheduling (on by default in current releases, `--async-scheduling`; never in V0), TensorRT-LLM's
-    /// PyTorch-backend overlap scheduler (perfcast's TensorRT-LLM default is off: its host cost is fitted on the
-    /// C++ runtime, which had none).
+    /// PyTorch-backend overlap scheduler (on by default, `disable_overlap_scheduler` = False; the C++ executor of
+    /// `trtllm_backend: tensorrt` has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub async_scheduling: Option<bool>,
     /// SGLang's `--scheduler-recv-interval` (default 1): during decoding its scheduler takes the requests waiting in
@@ -281,37 +294,14 @@ impl EngineOptions {
             gpu_memory_utilization: over.gpu_memory_utilization.or(self.gpu_memory_utilization),
             cuda_graphs: over.cuda_graphs.or(self.cuda_graphs),
             cuda_graph_max_batch: over.cuda_graph_max_batch.or(self.cuda_graph_max_batch),
+            cuda_graph_padding: over.cuda_graph_padding.or(self.cuda_graph_padding),
+            trtllm_launcher: over.trtllm_launcher.or(self.trtllm_launcher),
             vllm_engine: over.vllm_engine.or(self.vllm_engine),
             trtllm_backend: over.trtllm_backend.or(self.trtllm_backend),
             async_scheduling: over.async_scheduling.or(self.async_scheduling),
             scheduler_recv_interval: over.scheduler_recv_interval.or(self.scheduler_recv_interval),
         }
     }
-}
-
-/// vLLM's engine generation (its host path between GPU steps differs, [`EngineOptions::vllm_engine`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum VllmEngine {
-    /// The V0 engine (vLLM < 0.8; 2024).
-    V0,
-    /// The V1 engine (vLLM ≥ 0.8): scheduler and input preparation on a persistent batch in the engine-core
-    /// process; detokenization and output processing in another process, off the GPU's critical path.
-    #[default]
-    V1,
-}
-
-/// TensorRT-LLM's runtime ([`EngineOptions::trtllm_backend`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum TrtllmBackend {
-    /// The PyTorch backend (TensorRT-LLM ≥ 1.0's default): CUDA graphs for decode batches, the tensor-parallel
-    /// all-reduce fused with the residual add and the next RMSNorm.
-    #[default]
-    Pytorch,
-    /// TensorRT engines run by the C++ executor (`trtllm-build`; TensorRT-LLM < 1.0): no CUDA graphs and no
-    /// all-reduce fusion by default.
-    Tensorrt,
 }
 
 /// The traffic, as a serving benchmark client sends it ([`super::workload`] says which client each option

@@ -99,6 +99,9 @@ pub struct InstanceSettings {
     pub kv_blocks: u64,
     /// Captured CUDA-graph decode batch sizes, ascending (empty: none).
     pub graph_sizes: Vec<u32>,
+    /// A decode batch is padded up to the next captured size ([`super::steps::replays_graph`]); off, a batch of
+    /// another size than a captured one runs eagerly, unpadded.
+    pub graph_padding: bool,
     /// Data-parallel attention ranks: each runs its own share of the batch, so a padded graph batch is per rank.
     pub dp: u32,
     /// SGLang's `scheduler_recv_interval` (1: requests are received every iteration; [`Instance::receive`]).
@@ -270,7 +273,7 @@ impl Instance {
             prompt_len: if prefill > 0 { bucket((prompt / prefill as u64) as u32) } else { 0 },
             sampled: bucket(sampled),
         };
-        if prefill == 0 && decodes > 0 {
+        if prefill == 0 && decodes > 0 && self.settings.graph_padding {
             let dp = self.settings.dp.max(1);
             if let Some(p) = padded(&self.settings.graph_sizes, decodes.div_ceil(dp)) {
                 load.decode_seqs = p * dp;

@@ -16,6 +16,7 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
         block_tokens,
         kv_blocks,
         graph_sizes: Vec::new(),
+        graph_padding: true,
         dp: 1,
         recv_interval: 1,
     }

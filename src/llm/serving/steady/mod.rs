@@ -4,7 +4,8 @@
 //!
 //! **A step** ([`Solver::step`]) runs the decodes of every running sequence plus prefill chunks within
 //! `max_num_batched_tokens`; its time is max(GPU time, eager launch time) plus the engine's host overhead per step
-//! ([`super::engine::ServingConstants`]). A decode step of at most `cuda_graph_max_batch` sequences replays a CUDA
+//! ([`super::engine::ServingConstants`]). A decode step of at most `cuda_graph_max_batch` sequences (with
+//! `cuda_graph_padding` off: of exactly a captured size, [`super::sim::steps::replays_graph`]) replays a CUDA
 //! graph (no launch time, and each analytic kernel costs the GPU `graph_kernel_us` beyond its body instead of
 //! `kernel_us`); a step with prefill runs eagerly. With pp > 1 the batch is split into pp micro-batches
 //! that flow through the stages: a round takes pp times the slowest stage's micro-batch step [rec].

@@ -124,9 +124,15 @@ impl Solver<'_> {
         }
         let cfg = self.cfg;
         let micro = self.micro(&load);
-        let graph = cfg.settings.cuda_graphs
+        // A decode-only step replays a graph when its batch is (padded to) a captured size.
+        let s = &cfg.settings;
+        let graph = s.cuda_graphs
             && load.prefill_tokens == 0
-            && micro.decode_seqs <= cfg.settings.cuda_graph_max_batch;
+            && crate::llm::serving::sim::steps::replays_graph(
+                &crate::llm::serving::sim::steps::graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding),
+                micro.decode_seqs,
+                s.cuda_graph_padding,
+            );
         let eager_us = if graph { 0.0 } else { self.consts.eager_launch_us(cfg.engine, &cfg.settings) };
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {

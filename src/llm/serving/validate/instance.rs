@@ -205,28 +205,23 @@ fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Preci
 }
 
 /// The engine settings: `engine_options` where given, else the engine's defaults on `gpu` at `tp`
-/// ([`defaults`]). Errors (`engine_options.*`): a batch limit outside 1–10,000,000, a memory fraction outside
-/// (0, 1], or a `scheduler_recv_interval` outside 1–1,000 or given to another engine than SGLang.
+/// ([`defaults`]); TensorRT-LLM's follow its backend and entry point ([`trtllm_defaults`]). Errors
+/// (`engine_options.*`): a batch limit outside 1–10,000,000, a memory fraction outside (0, 1], a
+/// `scheduler_recv_interval` outside 1–1,000 or given to another engine than SGLang, or a `trtllm_launcher` given
+/// to another engine than TensorRT-LLM.
 fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
-    let d = defaults(req.engine, gpu, tp);
+    let d = trtllm_defaults(req, defaults(req.engine, gpu, tp));
     let o = req.engine_options;
     let settings = EngineSettings {
         max_num_seqs: o.max_num_seqs.unwrap_or(d.max_num_seqs),
         max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
         chunked_prefill: o.chunked_prefill.unwrap_or(d.chunked_prefill),
         gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
-        // TensorRT-LLM's C++ executor captures no CUDA graphs unless asked (`ExtendedRuntimePerfKnobConfig`).
-        cuda_graphs: o.cuda_graphs.unwrap_or(
-            d.cuda_graphs
-                && !(req.engine == Engine::Trtllm
-                    && o.trtllm_backend == Some(crate::llm::serving::request::TrtllmBackend::Tensorrt)),
-        ),
+        cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
         cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
+        cuda_graph_padding: o.cuda_graph_padding.unwrap_or(d.cuda_graph_padding),
         vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
-        trtllm_backend: match req.engine {
-            Engine::Trtllm => o.trtllm_backend.unwrap_or(d.trtllm_backend),
-            _ => d.trtllm_backend,
-        },
+        trtllm_backend: d.trtllm_backend,
         // vLLM's V0 engine has no async scheduling.
         async_scheduling: o.async_scheduling.unwrap_or(
             d.async_scheduling
@@ -234,6 +229,9 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
         ),
         scheduler_recv_interval: o.scheduler_recv_interval.unwrap_or(d.scheduler_recv_interval),
     };
+    if o.trtllm_launcher.is_some() && req.engine != Engine::Trtllm {
+        return Err(bad("engine_options.trtllm_launcher", "is TensorRT-LLM's option: give it with engine trtllm"));
+    }
     if let Some(r) = o.scheduler_recv_interval {
         if req.engine != Engine::Sglang {
             return Err(bad(
@@ -258,4 +256,45 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
         return Err(bad("engine_options.gpu_memory_utilization", format!("must be in (0, 1], got {u}")));
     }
     Ok(settings)
+}
+
+/// TensorRT-LLM's defaults `d` ([`defaults`]: `trtllm-serve`'s PyTorch backend) for `req`'s backend and entry
+/// point (`engine_options.trtllm_backend`, `engine_options.trtllm_launcher`; the `super::super::engine` module doc
+/// gives the sources); other engines' unchanged.
+///
+/// - `trtllm_backend: tensorrt` (the C++ executor of `trtllm-build` engines): no CUDA graphs unless asked
+///   (`ExtendedRuntimePerfKnobConfig.cudaGraphMode` = false) and no overlap scheduler.
+/// - `trtllm_launcher: bench` (`trtllm-bench throughput`, `get_settings` in
+///   `tensorrt_llm/bench/benchmark/utils/general.py`; the default of an offline workload): CUDA graphs padded up to
+///   the run's `max_batch_size` (`max_num_seqs`), and with chunking off `max_num_tokens` =
+///   max(`max_num_tokens`, longest prompt + `max_batch_size`) so that every prompt fits a step.
+pub(super) fn trtllm_defaults(req: &InferenceRequest, mut d: EngineSettings) -> EngineSettings {
+    use crate::llm::serving::request::{TrtllmBackend, TrtllmLauncher};
+    if req.engine != Engine::Trtllm {
+        return d;
+    }
+    let o = req.engine_options;
+    d.trtllm_backend = o.trtllm_backend.unwrap_or(d.trtllm_backend);
+    if d.trtllm_backend == TrtllmBackend::Tensorrt {
+        d.cuda_graphs = false;
+        d.async_scheduling = false;
+    }
+    let w = &req.workload;
+    let offline = w.concurrency.is_none() && w.request_rate.is_none();
+    let launcher = o.trtllm_launcher.unwrap_or(if offline { TrtllmLauncher::Bench } else { TrtllmLauncher::Serve });
+    if launcher == TrtllmLauncher::Bench {
+        let batch = o.max_num_seqs.unwrap_or(d.max_num_seqs);
+        d.cuda_graph_padding = true;
+        d.cuda_graph_max_batch = batch;
+        if !o.chunked_prefill.unwrap_or(d.chunked_prefill) {
+            // The longest prompt: the upper bound of `range_ratio`'s draws, else the mean (normally drawn lengths
+            // have no bound; `min_length_ratio` draws at most the mean).
+            let longest = match w.range_ratio {
+                Some(r) => crate::llm::serving::workload::uniform_bounds(w.input_tokens, r, 1).1,
+                None => w.input_tokens,
+            };
+            d.max_num_batched_tokens = d.max_num_batched_tokens.max(longest.saturating_add(batch));
+        }
+    }
+    d
 }
