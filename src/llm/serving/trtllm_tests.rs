@@ -81,3 +81,47 @@ fn without_padding_only_a_captured_batch_size_replays_a_graph() {
     let mut p = steady::Solver::new(&padded, &b, ServingConstants::CALIBRATED, 1000);
     assert!(p.step(load(33)).unwrap().cuda_graph);
 }
+
+#[test]
+fn trtllm_serve_refuses_a_prompt_longer_than_max_num_tokens_without_chunked_context() {
+    // trtllm-serve's defaults: max_num_tokens 8,192, no chunked context. A 20,000-token prompt is refused
+    // (llm.py `_check_arguments`), so the request is a 422 naming the workload's input length …
+    let req = |options: serde_json::Value| -> InferenceRequest {
+        serde_json::from_value(json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "engine": "trtllm",
+            "workload": {"input_tokens": 20000, "output_tokens": 16, "concurrency": 2},
+            "engine_options": options}))
+        .unwrap()
+    };
+    let e = validate(&req(json!({})), &system("dgx-h100")).unwrap_err();
+    assert_eq!(e.field, "workload.input_tokens");
+    assert!(e.message.contains("20000-token prompt") && e.message.contains("8192"), "{}", e.message);
+    // … and a range ratio counts its longest draw: 6,000 · 1.5 = 9,000 > 8,192 is refused, 5,000 · 1.5 = 7,500 is not.
+    let spread = |input: u32| -> InferenceRequest {
+        serde_json::from_value(json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "engine": "trtllm",
+            "workload": {"input_tokens": input, "output_tokens": 16, "concurrency": 2, "range_ratio": 0.5}}))
+        .unwrap()
+    };
+    assert_eq!(validate(&spread(6000), &system("dgx-h100")).unwrap_err().field, "workload.input_tokens");
+    assert!(validate(&spread(5000), &system("dgx-h100")).is_ok());
+    // A budget of 20,000 tokens or chunked context run it.
+    for options in [json!({"max_num_batched_tokens": 20000}), json!({"chunked_prefill": true})] {
+        assert!(validate(&req(options.clone()), &system("dgx-h100")).is_ok(), "{options}");
+    }
+}
+
+#[test]
+fn only_the_disaggregated_prefill_pool_must_fit_a_prompt_in_a_step() {
+    // A decode worker never prefills: its budget of 64 tokens (aiconfigurator's decode max_num_tokens = batch) is
+    // fine beside 1,024-token prompts; a prefill worker with the same 64 is refused.
+    let disagg = |prefill_tokens: u32| -> InferenceRequest {
+        serde_json::from_value(json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "engine": "trtllm",
+            "mode": "disagg",
+            "prefill": {"workers": 1, "parallelism": {"tp": 1},
+                        "engine_options": {"max_num_batched_tokens": prefill_tokens}},
+            "decode": {"workers": 1, "parallelism": {"tp": 1}, "engine_options": {"max_num_batched_tokens": 64}},
+            "workload": {"input_tokens": 1024, "output_tokens": 16, "concurrency": 4}}))
+        .unwrap()
+    };
+    assert!(validate(&disagg(2524), &system("dgx-h100")).is_ok());
+    assert_eq!(validate(&disagg(64), &system("dgx-h100")).unwrap_err().field, "workload.input_tokens");
+}

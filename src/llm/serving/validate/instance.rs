@@ -258,6 +258,38 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
     Ok(settings)
 }
 
+/// TensorRT-LLM refuses a prompt longer than `max_num_tokens` when context chunking is off (the PyTorch backend:
+/// `tensorrt_llm/llmapi/llm.py`, `BaseLLM._check_arguments`, "The sum of prompt length …, query length … should not
+/// exceed max_num_tokens"; the C++ executor's batch scheduler never fits such a context into a step either, and the
+/// simulator would drop every such request): such a request is a 422 naming `workload.input_tokens`, not a
+/// benchmark whose requests all fail. The longest prompt is [`longest_prompt`]'s. `settings` are those of the
+/// instance that prefills (an aggregated instance, a disaggregated prefill worker; a decode worker never does).
+pub(super) fn check_prompt_fits_a_step(req: &InferenceRequest, settings: &EngineSettings) -> Result<(), ConfigError> {
+    let longest = longest_prompt(req);
+    if req.engine == Engine::Trtllm && !settings.chunked_prefill && longest > settings.max_num_batched_tokens {
+        return Err(bad(
+            "workload.input_tokens",
+            format!(
+                "a {longest}-token prompt exceeds TensorRT-LLM's max_num_tokens {} without chunked context, which \
+                 TensorRT-LLM refuses: raise engine_options.max_num_batched_tokens or set \
+                 engine_options.chunked_prefill true",
+                settings.max_num_batched_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest prompt `req`'s workload sends, tokens: the upper bound of `range_ratio`'s uniform draws, else the
+/// mean (normally drawn lengths have no bound; `min_length_ratio` draws at most the mean).
+fn longest_prompt(req: &InferenceRequest) -> u32 {
+    let w = &req.workload;
+    match w.range_ratio {
+        Some(r) => crate::llm::serving::workload::uniform_bounds(w.input_tokens, r, 1).1,
+        None => w.input_tokens,
+    }
+}
+
 /// TensorRT-LLM's defaults `d` ([`defaults`]: `trtllm-serve`'s PyTorch backend) for `req`'s backend and entry
 /// point (`engine_options.trtllm_backend`, `engine_options.trtllm_launcher`; the `super::super::engine` module doc
 /// gives the sources); other engines' unchanged.
@@ -287,13 +319,7 @@ pub(super) fn trtllm_defaults(req: &InferenceRequest, mut d: EngineSettings) -> 
         d.cuda_graph_padding = true;
         d.cuda_graph_max_batch = batch;
         if !o.chunked_prefill.unwrap_or(d.chunked_prefill) {
-            // The longest prompt: the upper bound of `range_ratio`'s draws, else the mean (normally drawn lengths
-            // have no bound; `min_length_ratio` draws at most the mean).
-            let longest = match w.range_ratio {
-                Some(r) => crate::llm::serving::workload::uniform_bounds(w.input_tokens, r, 1).1,
-                None => w.input_tokens,
-            };
-            d.max_num_batched_tokens = d.max_num_batched_tokens.max(longest.saturating_add(batch));
+            d.max_num_batched_tokens = d.max_num_batched_tokens.max(longest_prompt(req).saturating_add(batch));
         }
     }
     d

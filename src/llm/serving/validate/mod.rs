@@ -20,7 +20,7 @@ use super::disagg::{DisaggPools, PoolConfig};
 use super::request::{InferenceRequest, ServingMode, ServingParallelism, WorkerPool};
 use crate::hw::System;
 use crate::llm::config::{bad, ConfigError};
-use instance::validate_instance;
+use instance::{check_prompt_fits_a_step, validate_instance};
 
 /// Validates `req` against `system` and fills in the defaults (the engine's per [`defaults`](super::engine::defaults)).
 ///
@@ -30,7 +30,8 @@ use instance::validate_instance;
 /// without MoE (`parallelism.ep`); pp above the layers (`parallelism.pp`); tp·pp above the system's GPUs
 /// (`parallelism`); fp8 weights or KV cache on a GPU without FP8 tensor cores, fp4 weights on one without FP4 tensor
 /// cores (`precision`, `kv_cache_dtype`); an fp4 KV cache (`kv_cache_dtype`);
-/// engine options out of range (`engine_options.…`); the workload (`workload.…`).
+/// engine options out of range (`engine_options.…`); the workload (`workload.…`, incl. a TensorRT-LLM prompt longer
+/// than `max_num_tokens` without chunked context).
 ///
 /// `mode: "disagg"`: each pool validated as its own instance (errors under `prefill.…` / `decode.…`), every worker
 /// within the system's GPUs; the configuration is the decode worker's with the pools attached.
@@ -42,7 +43,9 @@ pub fn validate(req: &InferenceRequest, system: &System) -> Result<ServingConfig
                     return Err(bad(f, "only with mode \"disagg\" (aggregated serving uses parallelism)"));
                 }
             }
-            validate_instance(req, system)
+            let cfg = validate_instance(req, system)?;
+            check_prompt_fits_a_step(req, &cfg.settings)?;
+            Ok(cfg)
         }
         ServingMode::Disagg => validate_disagg(req, system),
     }
@@ -82,6 +85,7 @@ fn validate_disagg(req: &InferenceRequest, system: &System) -> Result<ServingCon
         Ok((cfg, pc))
     };
     let (pcfg, pp) = one(p, "prefill")?;
+    check_prompt_fits_a_step(req, &pp.settings)?;
     let (dcfg, dp) = one(d, "decode")?;
     let total = pp.workers as u64 * pcfg.gpus() as u64 + dp.workers as u64 * dcfg.gpus() as u64;
     if total > system.total_gpus() {
