@@ -82,10 +82,11 @@ pub enum KernelChoice {
     /// [`KernelFamily::closest`]'s order (vLLM's being the models without an engine segment); the answer's
     /// [`Source`] names the stand-in.
     Engine(KernelFamily),
-    /// Training with Transformer Engine: per-tensor fp8 GEMMs (and the quantization kernels around them) from
-    /// TensorRT-LLM's measurements first — cuBLASLt FP8 GEMMs as Transformer Engine calls them
+    /// Training with Transformer Engine: per-tensor fp8 GEMMs from TensorRT-LLM's measurements first — cuBLASLt FP8 GEMMs as Transformer Engine calls them
     /// (`transformer_engine/common/gemm/cublaslt_gemm.cu`; TensorRT-LLM's `Linear` with `QuantAlgo.FP8` calls
-    /// `cublas_scaled_mm`) — falling back to the neutral ones; every other operator as [`KernelChoice::Neutral`].
+    /// `cublas_scaled_mm`) — falling back to the neutral ones; every other operator as [`KernelChoice::Neutral`],
+    /// Transformer Engine's own amax and cast kernels (`fp8_recipe` tensorwise, mxfp8) included: TensorRT-LLM's
+    /// PyTorch-op quantization kernels are not theirs.
     Training,
 }
 
@@ -99,10 +100,10 @@ pub enum KernelChoice {
 /// `sm100_fp8_config_default`, against cuBLASLt's per-shape heuristics). Both calls quantize the activation
 /// inside the timed call; training removes the analytic cast from either ([`crate::cost::derate::fp8_quantize_us`]).
 /// Leave-source-out (`perfcast eval training --leave-source-out --iterations 60`, 2026-11-28, 2-core VM, branch
-/// `bwdense`), neutral → training: NeMo H100 fp8 7.7 % (+6.8 %) → 4.4 % (+0.6 %), DGX Cloud 6.2 % (−3.5 %) →
+/// `bwdense`), neutral → training: NeMo H100 fp8 7.7 % (+6.8 %) → 4.3 % (+0.5 %), DGX Cloud 6.2 % (−3.5 %) →
 /// 2.8 % (−1.1 %), NeMo + DGX Cloud bf16 7.3 % (−7.3 %) → 2.5 % (−2.3 %) (the fit's sustained clock no longer
-/// trades the bf16 rows against fp8 GEMMs timed too slow), NeMo Blackwell 9.8 % (+8.7 %) → 8.1 % (+6.3 %); worse:
-/// vTrain 7.3 → 8.7 % (A100 bf16: the refit `kernel_us` and `memory`), NeMo MoE 10.5 % (−1.5 %) → 12.5 % (−10.0 %).
+/// trades the bf16 rows against fp8 GEMMs timed too slow), NeMo Blackwell 9.8 % (+8.7 %) → 8.3 % (+6.5 %); worse:
+/// vTrain 7.3 → 8.6 % (A100 bf16: the refit `kernel_us` and `memory`), NeMo MoE 10.5 % (−1.5 %) → 12.3 % (−9.2 %).
 /// Subtracting TensorRT-LLM's separately measured quantization kernels instead of the analytic cast (the earlier
 /// form of this choice) predicted NeMo's H100 fp8 rows 10.7 % too fast in-sample (2026-11-26).
 pub const TRAINING_KERNELS: KernelChoice = KernelChoice::Training;
@@ -122,12 +123,7 @@ impl KernelChoice {
             KernelChoice::Engine(KernelFamily::Vllm) => &VLLM,
             KernelChoice::Engine(KernelFamily::Sglang) => &SGLANG,
             KernelChoice::Engine(KernelFamily::Trtllm) => &TRTLLM,
-            KernelChoice::Training
-                if dtype == Precision::Fp8
-                    && matches!(class, OpClass::Linear | OpClass::Quantize | OpClass::QuantizeScale) =>
-            {
-                &TRT_FIRST
-            }
+            KernelChoice::Training if dtype == Precision::Fp8 && class == OpClass::Linear => &TRT_FIRST,
             KernelChoice::Training => &NEUTRAL,
         }
     }

@@ -160,4 +160,5 @@ fn training_times_fp8_gemms_with_cublaslt_measurements() {
     assert_eq!(TRAINING_KERNELS.families(OpClass::Linear, Precision::Fp8), &[KernelFamily::Trtllm, KernelFamily::Vllm]);
     assert_eq!(TRAINING_KERNELS.families(OpClass::Linear, Precision::Bf16), &[KernelFamily::Vllm]);
     assert_eq!(TRAINING_KERNELS.families(OpClass::FlashAttention, Precision::Fp8), &[KernelFamily::Vllm]);
+    assert_eq!(TRAINING_KERNELS.families(OpClass::QuantizeScale, Precision::Fp8), &[KernelFamily::Vllm]);
 }
