@@ -96,7 +96,7 @@ pub enum KernelChoice {
 /// TensorRT-LLM's `cublas_scaled_mm`; vLLM's `CutlassFP8ScaledMMLinearKernel` (the engine-neutral fp8 `linear`
 /// models, [`KernelChoice::Neutral`]) is a different kernel: on H100 it runs training-sized GEMMs (m ≥ 8,192,
 /// n, k ≥ 4,096; 279 shapes both measured) in 0.95× cuBLASLt's time (median), on B200, GB200 and B300 in 1.17×,
-/// 1.14× and 1.16× (one default SM100 tile configuration, `scaled_mm_sm100_fp8_dispatch.cuh`
+/// 1.14× and 1.16× (one default SM100 tile configuration for m > 256, `scaled_mm_sm100_fp8_dispatch.cuh`
 /// `sm100_fp8_config_default`, against cuBLASLt's per-shape heuristics). Both calls quantize the activation
 /// inside the timed call; training removes the analytic cast from either ([`crate::cost::derate::fp8_quantize_us`]).
 /// Leave-source-out (`perfcast eval training --leave-source-out --iterations 60`, 2026-11-28, 2-core VM, branch
