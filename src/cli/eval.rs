@@ -81,11 +81,11 @@ pub(super) enum EvalWhat {
         /// Predict with the bare roofline (every efficiency 1) instead of the shipped efficiencies.
         #[arg(long)]
         roofline: bool,
-        /// Whose measured kernels the learned models answer with: `neutral` (the service's: every operator from the
-        /// engine-neutral and vLLM models, fp8 GEMMs included) or `training` (per-tensor fp8 GEMMs from
-        /// TensorRT-LLM's measurements less its measured quantization kernels where bundled; not shipped: it predicts
-        /// the fp8 training runs too fast).
-        #[arg(long, default_value = "neutral")]
+        /// Whose measured kernels the learned models answer with: `training` (the service's: per-tensor fp8 GEMMs
+        /// from TensorRT-LLM's cuBLASLt measurements, as Transformer Engine runs them, less the analytic cast, where
+        /// bundled; every other operator from the engine-neutral and vLLM models) or `neutral` (vLLM's CUTLASS fp8
+        /// GEMMs too, the choice before 2026-11-28).
+        #[arg(long, default_value = "training")]
         kernels: String,
         /// With --cross-validate: also fit the contention κ of overlapped communication (to see whether the rows
         /// identify it; the shipped value is cited, not fitted).

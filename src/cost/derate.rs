@@ -8,8 +8,8 @@
 //! divided by the sustained clock fraction of a power-capped training run ([`Efficiency::sustained_clock`]: the
 //! regressors learned short microbenchmarks at boost clocks), and a learned fp8 GEMM first loses the activation
 //! quantization the microbenchmark timed inside the call, which Transformer Engine fuses into the preceding kernel:
-//! TensorRT-LLM's as its engine measured it (its learned `quantize` and `quantize_scale` kernels,
-//! [`Derated::measured_quantization_us`]), vLLM's as the analytic cast ([`fp8_quantize_us`]). [`Derated`] is the
+//! the analytic cast ([`fp8_quantize_us`]), whichever engine's call it is (TensorRT-LLM's cuBLASLt GEMM, which
+//! training times its fp8 GEMMs with, [`crate::cost::TRAINING_KERNELS`], or vLLM's CUTLASS one). [`Derated`] is the
 //! training backend only (serving uses its own, the operator estimate endpoint the learned backend directly).
 //!
 //! t_compute = (t_roofline − launches) / η + kernels · τ_kernel, η = η_gemm(precision) for matrix classes, η_mem
@@ -74,9 +74,10 @@ pub struct Efficiency {
     #[serde(default = "one")]
     pub sustained_clock_ampere: f64,
     /// Remove the activation quantization that the learned per-tensor fp8 GEMM times include (aiconfigurator times
-    /// vLLM's `CutlassFP8ScaledMMLinearKernel`, whose dynamic quantization of the activation runs inside the timed
-    /// call) from the learned fp8 `linear` times in training, where Transformer Engine fuses that cast into the
-    /// preceding kernel: [`fp8_quantize_us`] is subtracted, analytically.
+    /// TensorRT-LLM's `Linear` with `QuantAlgo.FP8` and vLLM's `CutlassFP8ScaledMMLinearKernel`, both quantizing
+    /// the activation dynamically inside the timed call) from the learned fp8 `linear` times in training, where
+    /// Transformer Engine fuses that cast into the preceding kernel: [`fp8_quantize_us`] is subtracted,
+    /// analytically, whichever engine measured the call.
     #[serde(default)]
     pub fused_fp8_quantize: bool,
 }
@@ -282,37 +283,6 @@ impl<B: CostBackend> Derated<B> {
     pub fn efficiency(&self) -> &Efficiency {
         &self.eff
     }
-
-    /// The activation quantization a learned fp8 `linear` time `t` includes, as its engine measured it, µs: for a
-    /// time from TensorRT-LLM's measurements (its `Linear` with `QuantAlgo.FP8` quantizes the input dynamically
-    /// inside the call, `tensorrt_llm/_torch/modules/linear.py`), the inner backend's learned `quantize` (the static
-    /// cast) and `quantize_scale` (the dynamic scale's amax) of every operand the call quantizes — forward X[M,K],
-    /// backward dY[M,N] and Xᵀ[K,M] as [`fp8_quantize_us`] counts them — which aiconfigurator measured with the
-    /// same TensorRT-LLM ops (`scale_matrix_perf`, `computescale_perf`) and itself subtracts from the GEMM when the
-    /// input comes quantized (`sdk/operations/gemm.py`, `low_precision_input`), as Transformer Engine's does. None
-    /// when `t` is not TensorRT-LLM's or the inner backend has no learned answer for either quantization kernel.
-    pub fn measured_quantization_us(&self, shape: &OpShape, t: &Timed) -> Option<f64> {
-        if t.source.kernel_family() != Some(crate::op::KernelFamily::Trtllm) {
-            return None;
-        }
-        let [b, m, n, k, _] = shape.dims;
-        let m = b.max(1) * m;
-        let operands: &[[u64; 2]] = match shape.phase {
-            Phase::Fwd => &[[m, k]],
-            Phase::Bwd => &[[m, n], [k, m]],
-        };
-        let mut total = 0.0;
-        for dims in operands {
-            for class in [OpClass::Quantize, OpClass::QuantizeScale] {
-                let q = self.inner.compute(&OpShape::new(class, Phase::Fwd, dims), Precision::Fp8).ok()?;
-                if !matches!(q.source, Source::Regressor { .. }) {
-                    return None;
-                }
-                total += q.time_us;
-            }
-        }
-        Some(total)
-    }
 }
 
 impl<B: CostBackend> CostBackend for Derated<B> {
@@ -330,9 +300,7 @@ impl<B: CostBackend> CostBackend for Derated<B> {
             }
             let mut time_us = t.time_us;
             if self.eff.fused_fp8_quantize && dtype == Precision::Fp8 && shape.class == OpClass::Linear {
-                let cast_us = self
-                    .measured_quantization_us(shape, &t)
-                    .unwrap_or_else(|| fp8_quantize_us(shape, &self.system().gpu));
+                let cast_us = fp8_quantize_us(shape, &self.system().gpu);
                 time_us = (time_us - cast_us).max(t.analytic_us.min(time_us));
             }
             time_us /= self.clock;

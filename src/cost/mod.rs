@@ -82,22 +82,31 @@ pub enum KernelChoice {
     /// [`KernelFamily::closest`]'s order (vLLM's being the models without an engine segment); the answer's
     /// [`Source`] names the stand-in.
     Engine(KernelFamily),
-    /// Training with Transformer Engine: per-tensor fp8 GEMMs (and the quantization kernels around them) from
-    /// TensorRT-LLM's measurements first — cuBLASLt FP8 GEMMs as Transformer Engine calls them
+    /// Training with Transformer Engine: per-tensor fp8 GEMMs from TensorRT-LLM's measurements first — cuBLASLt FP8 GEMMs as Transformer Engine calls them
     /// (`transformer_engine/common/gemm/cublaslt_gemm.cu`; TensorRT-LLM's `Linear` with `QuantAlgo.FP8` calls
-    /// `cublas_scaled_mm`), whose activation quantization aiconfigurator times as separate kernels — falling back
-    /// to the neutral ones; every other operator as [`KernelChoice::Neutral`].
+    /// `cublas_scaled_mm`) — falling back to the neutral ones; every other operator as [`KernelChoice::Neutral`],
+    /// Transformer Engine's own amax and cast kernels (`fp8_recipe` tensorwise, mxfp8) included: TensorRT-LLM's
+    /// PyTorch-op quantization kernels are not theirs.
     Training,
 }
 
 /// Whose measured kernels training predictions are timed with (the service's training backend and
-/// `perfcast eval training`): [`KernelChoice::Neutral`] — vLLM's fp8 GEMMs less the analytic activation cast, as
-/// before TensorRT-LLM's were bundled. [`KernelChoice::Training`] (TensorRT-LLM's fp8 GEMMs less its measured
-/// quantization kernels) predicted the only fp8 training runs too fast: in-sample, with the shipped efficiencies,
-/// NeMo's 16 H100 fp8 rows 10.7 % (−10.7 %) against 6.0 % (+3.3 %), DGX Cloud's 117 rows 7.9 % (−7.9 %) against
-/// 5.0 % (−1.2 %) (`perfcast eval training --kernels training` / `neutral`, 2026-11-26): Transformer Engine does not
-/// hide all of the quantization the measured kernels stand for. It stays selectable for that comparison.
-pub const TRAINING_KERNELS: KernelChoice = KernelChoice::Neutral;
+/// `perfcast eval training`): [`KernelChoice::Training`] — Transformer Engine runs its fp8 GEMMs through cuBLASLt
+/// (`transformer_engine/common/gemm/cublaslt_gemm.cu`, `cublas_gemm`), which aiconfigurator measured as
+/// TensorRT-LLM's `cublas_scaled_mm`; vLLM's `CutlassFP8ScaledMMLinearKernel` (the engine-neutral fp8 `linear`
+/// models, [`KernelChoice::Neutral`]) is a different kernel: on H100 it runs training-sized GEMMs (m ≥ 8,192,
+/// n, k ≥ 4,096; 279 shapes both measured) in 0.95× cuBLASLt's time (median), on B200, GB200 and B300 in 1.17×,
+/// 1.14× and 1.16× (one default SM100 tile configuration for m > 256, `scaled_mm_sm100_fp8_dispatch.cuh`
+/// `sm100_fp8_config_default`, against cuBLASLt's per-shape heuristics). Both calls quantize the activation
+/// inside the timed call; training removes the analytic cast from either ([`crate::cost::derate::fp8_quantize_us`]).
+/// Leave-source-out (`perfcast eval training --leave-source-out --iterations 60`, 2026-11-28, 2-core VM, branch
+/// `bwdense`), neutral → training: NeMo H100 fp8 7.7 % (+6.8 %) → 4.3 % (+0.5 %), DGX Cloud 6.2 % (−3.5 %) →
+/// 2.8 % (−1.1 %), NeMo + DGX Cloud bf16 7.3 % (−7.3 %) → 2.5 % (−2.3 %) (the fit's sustained clock no longer
+/// trades the bf16 rows against fp8 GEMMs timed too slow), NeMo Blackwell 9.8 % (+8.7 %) → 8.3 % (+6.5 %); worse:
+/// vTrain 7.3 → 8.6 % (A100 bf16: the refit `kernel_us` and `memory`), NeMo MoE 10.5 % (−1.5 %) → 12.3 % (−9.2 %).
+/// Subtracting TensorRT-LLM's separately measured quantization kernels instead of the analytic cast (the earlier
+/// form of this choice) predicted NeMo's H100 fp8 rows 10.7 % too fast in-sample (2026-11-26).
+pub const TRAINING_KERNELS: KernelChoice = KernelChoice::Training;
 
 impl KernelChoice {
     /// The engines to ask, in order, for an operator of `class` in `dtype` (vLLM's = the models without an engine
@@ -114,12 +123,7 @@ impl KernelChoice {
             KernelChoice::Engine(KernelFamily::Vllm) => &VLLM,
             KernelChoice::Engine(KernelFamily::Sglang) => &SGLANG,
             KernelChoice::Engine(KernelFamily::Trtllm) => &TRTLLM,
-            KernelChoice::Training
-                if dtype == Precision::Fp8
-                    && matches!(class, OpClass::Linear | OpClass::Quantize | OpClass::QuantizeScale) =>
-            {
-                &TRT_FIRST
-            }
+            KernelChoice::Training if dtype == Precision::Fp8 && class == OpClass::Linear => &TRT_FIRST,
             KernelChoice::Training => &NEUTRAL,
         }
     }

@@ -98,9 +98,11 @@ impl LearnedBackend {
     ) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu;
         let cost = roofline::estimate(shape, dtype, gpu)?;
-        let x = op_features(shape, dtype, gpu, &cost);
+        let (fitted, rows_scale) = within_fitted_rows(shape, fitted_max_rows(&model.summary));
+        let fitted_cost = if rows_scale > 1.0 { roofline::estimate(&fitted, dtype, gpu)? } else { cost.clone() };
+        let x = op_features(&fitted, dtype, gpu, &fitted_cost);
         let time_us = match model.model.predict(&x) {
-            Ok(r) => cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
+            Ok(r) => rows_scale * fitted_cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
             Err(e) => {
                 tracing::warn!(key = %model.key, error = %e, "regressor failed; answering analytically");
                 return Ok(Timed::new(cost.time_us, cost.time_us, Source::Analytic).with_kernels(cost.kernels));
@@ -108,6 +110,39 @@ impl LearnedBackend {
         };
         Ok(Timed::new(time_us, cost.time_us, source_of(model, instead_of)).with_kernels(cost.kernels))
     }
+}
+
+/// A GEMM taller than any its model was fitted on, as the fitted rows can time it: the GEMM cut along M into the
+/// fewest equal slices no taller than `max_rows` (the tallest fitted GEMM), and the factor (M / slice rows)
+/// that scales one slice's time to the whole; `(shape, 1.0)` for other operators, for GEMMs within the fitted rows
+/// and when the range is unknown (`max_rows` 0).
+///
+/// Why: past the fitted range a tree ensemble answers with its edge leaves' correction, but the analytic model's
+/// features (waves, tile quantities, bytes over L2) keep moving, so the correction no longer belongs to the shape
+/// (training's routed expert GEMMs on Blackwell ask for M = 131,072–262,144 rows against aiconfigurator's largest
+/// measured m = 32,768 and came out 9–20 % below the measured rate at m = 32,768). A GEMM whose M already fills many
+/// waves of output tiles keeps its throughput as M grows (its time is linear in the number of waves: NVIDIA's Deep
+/// Learning Performance guide, "Matrix Multiplication Background", § wave quantization), so equal slices at a fitted
+/// height time the whole.
+fn within_fitted_rows(shape: &OpShape, max_rows: u64) -> (OpShape, f64) {
+    let rows = shape.dims[LINEAR_M];
+    if shape.class != OpClass::Linear || max_rows == 0 || rows <= max_rows {
+        return (*shape, 1.0);
+    }
+    let slices = rows.div_ceil(max_rows);
+    let slice_rows = rows.div_ceil(slices);
+    let mut slice = *shape;
+    slice.dims[LINEAR_M] = slice_rows;
+    (slice, rows as f64 / slice_rows as f64)
+}
+
+/// Index of M in a linear operator's dims (B, M, N, K; [`crate::op`]'s shape table).
+const LINEAR_M: usize = 1;
+
+/// The tallest GEMM (M, rows) a model was fitted on, from its stored training summary ([`ActiveRegressor`]'s
+/// `summary`): `dims_max[M]` of its [`crate::learn::op_data::SetSummary`]; 0 when the summary does not record it.
+fn fitted_max_rows(summary: &serde_json::Value) -> u64 {
+    summary.get("dims_max").and_then(|d| d.get(LINEAR_M)).and_then(|v| v.as_u64()).unwrap_or(0)
 }
 
 /// The source of `model`'s answers, standing in for `instead_of`'s kernels when given.
@@ -221,5 +256,30 @@ mod tests {
         assert!((g.time_us / g.analytic_us - 1.25).abs() < 0.01, "{g:?}");
         let ratio = g.time_us / b.time_us;
         assert!((0.9..0.92).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn a_gemm_taller_than_the_fitted_rows_is_timed_as_equal_fitted_slices() {
+        let linear = |m: u64| OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, 4096, 4096]);
+        // 262,144 rows against a fitted 32,768: ⌈262,144 / 32,768⌉ = 8 slices of 32,768 rows, × 8.
+        let (slice, scale) = within_fitted_rows(&linear(262_144), 32_768);
+        assert_eq!((slice.dims, scale), (linear(32_768).dims, 8.0));
+        // 100,000 rows: ⌈100,000 / 32,768⌉ = 4 slices of ⌈100,000 / 4⌉ = 25,000 rows, × 100,000 / 25,000 = 4.
+        let (slice, scale) = within_fitted_rows(&linear(100_000), 32_768);
+        assert_eq!((slice.dims, scale), (linear(25_000).dims, 4.0));
+        // 100,001 rows: 4 slices of ⌈100,001 / 4⌉ = 25,001 rows, × 100,001 / 25,001 = 3.99988…
+        let (slice, scale) = within_fitted_rows(&linear(100_001), 32_768);
+        assert_eq!(slice.dims[LINEAR_M], 25_001);
+        assert!((scale - 100_001.0 / 25_001.0).abs() < 1e-12);
+        // Within the fitted rows, with no recorded range, and for an operator that is not a GEMM: unchanged.
+        for (shape, max) in [(linear(32_768), 32_768), (linear(262_144), 0)] {
+            assert_eq!(within_fitted_rows(&shape, max), (shape, 1.0));
+        }
+        let attention = OpShape::new(OpClass::Bmm, Phase::Fwd, &[64, 262_144, 128, 128]);
+        assert_eq!(within_fitted_rows(&attention, 32_768), (attention, 1.0));
+        // The range is read from the training set's summary (`SetSummary::dims_max`, M second).
+        let summary = serde_json::json!({"dims_max": [1, 16384, 16384, 16384, 0]});
+        assert_eq!(fitted_max_rows(&summary), 16_384);
+        assert_eq!(fitted_max_rows(&serde_json::Value::Null), 0);
     }
 }

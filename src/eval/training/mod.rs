@@ -158,8 +158,8 @@ pub fn run(
 }
 
 /// [`run`] with the learned models answering with `kernels`' measurements instead of the service's
-/// ([`TRAINING_KERNELS`]): `KernelChoice::Training` times training's fp8 GEMMs with TensorRT-LLM's less its measured
-/// quantization kernels (`perfcast eval training --kernels training`).
+/// ([`TRAINING_KERNELS`], `KernelChoice::Training`: training's fp8 GEMMs from TensorRT-LLM's cuBLASLt measurements):
+/// `KernelChoice::Neutral` times them with vLLM's CUTLASS kernels (`perfcast eval training --kernels neutral`).
 pub fn run_with(
     data: &std::path::Path,
     mode: &Mode,

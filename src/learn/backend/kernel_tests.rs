@@ -1,5 +1,5 @@
 //! Which engine's model answers ([`KernelChoice`]): the fallback chain and the source that names it, TensorRT-LLM's
-//! static activation scales, and training's fp8 GEMMs without their measured quantization — on models trained to a
+//! static activation scales, and training's fp8 GEMMs without the analytic cast — on models trained to a
 //! constant learned/analytic ratio, so every answer is that ratio times the analytic time (LightGBM starts from the
 //! mean label and a constant label leaves nothing to split).
 
@@ -120,8 +120,10 @@ fn tensorrt_llm_fp8_gemms_lose_the_measured_dynamic_scale_for_a_tensorrt_llm_req
 }
 
 #[test]
-fn training_fp8_gemms_from_tensorrt_llm_lose_their_measured_quantization() {
+fn training_fp8_gemms_from_tensorrt_llm_lose_the_analytic_cast() {
     let (fp8, trt) = (Precision::Fp8, Some(KernelFamily::Trtllm));
+    // TensorRT-LLM's quantization kernels are bundled too, yet training removes the fused cast Transformer Engine
+    // runs, not those separately measured kernels.
     let registry = Arc::new(Registry::new([
         constant(&op_key(OpClass::Linear, Phase::Fwd, fp8, trt, None), OpClass::Linear, fp8, 2.0),
         constant(&op_key(OpClass::Quantize, Phase::Fwd, fp8, trt, None), OpClass::Quantize, fp8, 1.5),
@@ -129,24 +131,34 @@ fn training_fp8_gemms_from_tensorrt_llm_lose_their_measured_quantization() {
     ]));
     let eff = Efficiency { fused_fp8_quantize: true, ..Efficiency::ROOFLINE };
     let training = Derated::new(LearnedBackend::new(h100(), registry).with_kernels(KernelChoice::Training), eff);
-    // Forward: the GEMM less the static cast (1.5×) and the amax (3×) of x[2048, 8192], both measured.
-    let x = |class| OpShape::new(class, Phase::Fwd, &[2048, 8192]);
-    let want = 2.0 * analytic(&gemm(), fp8)
-        - 1.5 * analytic(&x(OpClass::Quantize), fp8)
-        - 3.0 * analytic(&x(OpClass::QuantizeScale), fp8);
+    // Forward: the GEMM at 2× its analytic time less the cast of x[2048, 8192] by hand: 2,048 · 8,192 elements ×
+    // (2 B read + 1 B written) = 50,331,648 B at the H100 SXM's 3,350 GB/s = 15.0244 µs, plus one 2 µs launch.
+    let cast_fwd: f64 = 2048.0 * 8192.0 * 3.0 / 3350e9 * 1e6 + 2.0;
+    assert!((cast_fwd - 17.0244).abs() < 1e-4);
+    let want = 2.0 * analytic(&gemm(), fp8) - cast_fwd;
     let t = training.compute(&gemm(), fp8).unwrap();
     assert!((t.time_us - want).abs() < 1e-6 * want, "{} vs {want}", t.time_us);
     assert_eq!(t.source.to_string(), "regressor:linear.fwd.fp8.trtllm@v1");
-    // Backward: dX = dY[2048, 8192]·Wᵀ and dW = Xᵀ[8192, 2048]·dY through the forward model, less the quantization
-    // of dY [2048, 8192] and Xᵀ [8192, 2048].
+    // Backward: dX = dY[2048, 8192]·Wᵀ and dW = Xᵀ[8192, 2048]·dY through the forward model, less the casts of
+    // dY and Xᵀ: (2,048 · 8,192 + 8,192 · 2,048) × 3 B / 3,350 GB/s = 30.0487 µs, plus two launches = 34.0487 µs.
     let bwd = OpShape::new(OpClass::Linear, Phase::Bwd, &[1, 2048, 8192, 8192]);
     let dgrad = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 2048, 8192, 8192]);
     let wgrad = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 8192, 8192, 2048]);
-    let q = |dims: &[u64]| {
-        1.5 * analytic(&OpShape::new(OpClass::Quantize, Phase::Fwd, dims), fp8)
-            + 3.0 * analytic(&OpShape::new(OpClass::QuantizeScale, Phase::Fwd, dims), fp8)
-    };
-    let want = 2.0 * (analytic(&dgrad, fp8) + analytic(&wgrad, fp8)) - q(&[2048, 8192]) - q(&[8192, 2048]);
+    let cast_bwd: f64 = 2.0 * 2048.0 * 8192.0 * 3.0 / 3350e9 * 1e6 + 4.0;
+    assert!((cast_bwd - 34.0487).abs() < 1e-4);
+    let want = 2.0 * (analytic(&dgrad, fp8) + analytic(&wgrad, fp8)) - cast_bwd;
     let t = training.compute(&bwd, fp8).unwrap();
     assert!((t.time_us - want).abs() < 1e-6 * want, "{} vs {want}", t.time_us);
+}
+
+#[test]
+fn training_times_fp8_gemms_with_cublaslt_measurements() {
+    // The shipped training kernels ask TensorRT-LLM's (cuBLASLt) fp8 `linear` first, vLLM's after; every other
+    // operator and precision from the engine-neutral models only.
+    use crate::cost::TRAINING_KERNELS;
+    assert_eq!(TRAINING_KERNELS, KernelChoice::Training);
+    assert_eq!(TRAINING_KERNELS.families(OpClass::Linear, Precision::Fp8), &[KernelFamily::Trtllm, KernelFamily::Vllm]);
+    assert_eq!(TRAINING_KERNELS.families(OpClass::Linear, Precision::Bf16), &[KernelFamily::Vllm]);
+    assert_eq!(TRAINING_KERNELS.families(OpClass::FlashAttention, Precision::Fp8), &[KernelFamily::Vllm]);
+    assert_eq!(TRAINING_KERNELS.families(OpClass::QuantizeScale, Precision::Fp8), &[KernelFamily::Vllm]);
 }
