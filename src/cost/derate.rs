@@ -141,6 +141,11 @@ impl Efficiency {
     /// `perfcast eval training --leave-source-out --iterations 60`, 1,793 rows of vTrain, NeMo, DGX Cloud and
     /// llm-foundry): `memory` 0.659, `kernel_us` 24.1 µs, `host_us` 70.9 µs, [`SUSTAINED_CLOCK`] 0.890; the four
     /// leave-one-source-out fits 0.663–0.681, 19.8–25.7 µs, 70.6–70.9 µs, 0.848–0.906, none at a bound.
+    /// Refit 2026-11-28 again (branch `bwdense` merged at 3b6b55e: the fp8 GEMMs of training timed by cuBLASLt's
+    /// measurements, the library Transformer Engine calls, instead of vLLM's CUTLASS kernel; the same all-rows fit):
+    /// `memory` 0.667, `kernel_us` 30.3 µs, `host_us` 70.1 µs, [`SUSTAINED_CLOCK`] 0.847; leave-one-source-out fits
+    /// 0.655–0.689, 26.6–31.3 µs, 65.0–70.7 µs, 0.843–0.857. The fp8 rows no longer pull the clock up to make up for
+    /// GEMMs timed too slow, so the bf16 rows stop trading against them.
     /// Without the sustained clock
     /// and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5 in every fold (0.30 unbounded): it
     /// slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, a gap the
@@ -159,11 +164,11 @@ impl Efficiency {
         gemm_16bit: 0.8,
         gemm_fp8: 0.565,
         gemm_32bit: 0.81,
-        memory: 0.659,
-        kernel_us: 24.1,
+        memory: 0.667,
+        kernel_us: 30.3,
         network: 0.74,
         collective_us: 50.0,
-        host_us: 70.9,
+        host_us: 70.1,
         measured_gemm: true,
         overlap_slowdown: OVERLAP_SLOWDOWN,
         sustained_clock: SUSTAINED_CLOCK,
@@ -222,7 +227,10 @@ pub const OVERLAP_SLOWDOWN: f64 = 0.1;
 /// Ampere clock fitted too, fd57f05; one constant for A100 and H100 fitted 0.846, folds 0.829–0.855, 4208f2a.)
 /// Refit 2026-11-28 with the prior of `eval::fit_prior` (branch `fitprior`, leave-source-out's all-rows fit on
 /// vTrain, NeMo, DGX Cloud and llm-foundry): 0.890, the four leave-one-source-out fits 0.848–0.906.
-pub const SUSTAINED_CLOCK: f64 = 0.890;
+/// Refit 2026-11-28 (branch `bwdense`: training's fp8 GEMMs timed by cuBLASLt's measurements, which run 1.14–1.17×
+/// faster than vLLM's CUTLASS kernel on Blackwell and 0.95× on H100, and learned GEMMs taller than their fitted rows
+/// timed as fitted slices): 0.847, the four leave-one-source-out fits 0.843–0.857.
+pub const SUSTAINED_CLOCK: f64 = 0.847;
 
 /// Sustained clock fraction of training runs on Ampere GPUs ([`Efficiency::sustained_clock_ampere`]), measured,
 /// not fitted: SuperBench's `gemm-flops` (DATA.md train data) runs cutlass tensor-core GEMMs of m = n = k = 16,384

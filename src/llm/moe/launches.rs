@@ -1,7 +1,7 @@
 //! The host side of an MoE layer: the framework calls Megatron-Core's `MoELayer` issues beyond the operators
 //! [`super::ops`] times, and its device→host synchronization, per micro-batch.
 //!
-//! perfcast prices host time per counted kernel ([`crate::cost::Efficiency::host_us`], 70.9 µs: fitted on dense
+//! perfcast prices host time per counted kernel ([`crate::cost::Efficiency::host_us`], 70.1 µs: fitted on dense
 //! layers, where it is the cost of one framework call — Python, PyTorch's dispatcher, autograd and Transformer
 //! Engine's module logic — more than of the CUDA launch itself) and runs a pass at the pace of the longer of its
 //! GPU and host time ([`crate::llm::timing::pass_seconds`]). The operator list times one operator per piece of GPU
@@ -282,16 +282,16 @@ mod tests {
         // output projection, router GEMM, top-k, the dispatch and combine (2), FC1, SwiGLU, FC2 = 13; backward the
         // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
         // FC2 2 = 20, of which the dispatch and combine are collective calls at 44.7 µs (`cost::host`) and the rest
-        // counted kernels at 70.9 µs: 11 × 70.9 + 2 × 44.7 = 869.3 and 18 × 70.9 + 2 × 44.7 = 1,365.6 µs. The grouped
+        // counted kernels at 70.1 µs: 11 × 70.1 + 2 × 44.7 = 860.5 and 18 × 70.1 + 2 × 44.7 = 1,351.2 µs. The grouped
         // FC1 and FC2 run one GEMM per local expert (128/8 = 16): 15 further GEMMs at 25 µs per projection and GEMM
         // kind — forward 2 × 15 × 25 = 750 µs, backward (dgrad and wgrad) 2 × 2 × 15 × 25 = 1,500 µs. Plus 11 calls
-        // per pass at 70.9 µs (779.9 µs): 2,399.2 and 3,645.5 µs.
+        // per pass at 70.1 µs (771.1 µs): 2,381.6 and 3,622.3 µs.
         let host = Efficiency::CALIBRATED.host_us;
         let calls = 2.0 * crate::cost::host::COLLECTIVE_HOST_US;
         assert!((hf - (11.0 * host + calls + 750.0)).abs() < 1e-9, "{hf}");
         assert!((hb - (18.0 * host + calls + 1500.0)).abs() < 1e-9, "{hb}");
         let (fwd_host, bwd_host) = (hf + 11.0 * host, hb + 11.0 * host);
-        assert!((fwd_host - 2399.2).abs() < 1e-9 && (bwd_host - 3645.5).abs() < 1e-9);
+        assert!((fwd_host - 2381.6).abs() < 1e-9 && (bwd_host - 3622.3).abs() < 1e-9);
         // On the 2× GPU both passes run at the host's pace: longer than the GPU time (plus one call of idle after
         // the forward's synchronization) and than the next layer's attention waiting behind the expert launches.
         assert!(fwd_host > gf + host && bwd_host > gb, "{gf} {gb}");
@@ -314,9 +314,9 @@ mod tests {
     fn grouped_expert_gemms_cost_the_host_per_local_expert_only_under_megatron_core() {
         use crate::llm::operators::OpName;
         use crate::op::Phase;
-        // The toy at ep 4 (2 local experts), bf16 on the analytic backend: FC1 and FC2 forward 1 kernel (70.9 µs)
-        // plus the second expert's GEMM, 25 µs → 95.9 µs; backward 2 kernels (141.8 µs) plus its dgrad and
-        // wgrad, 50 µs → 191.8 µs.
+        // The toy at ep 4 (2 local experts), bf16 on the analytic backend: FC1 and FC2 forward 1 kernel (70.1 µs)
+        // plus the second expert's GEMM, 25 µs → 95.1 µs; backward 2 kernels (140.2 µs) plus its dgrad and
+        // wgrad, 50 µs → 190.2 µs.
         let model = serde_json::json!({"name": "toy", "layers": 2, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
             "vocab": 32000, "seq_len": 2048, "activation": "swiglu",
             "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}});
@@ -347,7 +347,7 @@ mod tests {
         let close = |a: [f64; 4], b: [f64; 4]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
         let megatron = host_of("megatron");
         assert!(close(megatron, [h + 25.0, h + 25.0, 2.0 * h + 50.0, 2.0 * h + 50.0]), "{megatron:?}");
-        assert!((megatron[0] - 95.9).abs() < 1e-9 && (megatron[2] - 191.8).abs() < 1e-9);
+        assert!((megatron[0] - 95.1).abs() < 1e-9 && (megatron[2] - 190.2).abs() < 1e-9);
         // torchtitan's grouped GEMM (`torch._grouped_mm`) is one kernel per projection and pass.
         let titan = host_of("torchtitan");
         assert!(close(titan, [h, h, 2.0 * h, 2.0 * h]), "{titan:?}");
