@@ -430,3 +430,19 @@ fn a_disaggregated_requests_ttft_includes_its_kv_transfer() {
     bad.prefill.as_mut().unwrap().parallelism.tp = 3;
     assert_eq!(validate(&bad, &s).unwrap_err().field, "prefill.parallelism.tp");
 }
+
+#[test]
+fn without_chunked_prefill_vllm_refuses_a_prompt_above_its_budget_and_sglang_runs_it() {
+    // vLLM rejects max_num_batched_tokens below max_model_len without chunked prefill
+    // (`SchedulerConfig.verify_max_model_len`): 4,000-token prompts against a 2,048-token budget are a 422 naming the
+    // workload's input length. SGLang's `PrefillAdder` admits the first request of a batch whatever its length.
+    let req = |engine: &str| {
+        request(json!({"system": "dgx-h100", "model": "Llama-3.1-8B", "engine": engine,
+            "workload": {"input_tokens": 4000, "output_tokens": 16, "concurrency": 2},
+            "engine_options": {"chunked_prefill": false, "max_num_batched_tokens": 2048}}))
+    };
+    let e = validate(&req("vllm"), &system("dgx-h100")).unwrap_err();
+    assert_eq!(e.field, "workload.input_tokens");
+    assert!(e.message.contains("4000-token prompt") && e.message.contains("2048") && e.message.contains("vLLM"));
+    assert!(validate(&req("sglang"), &system("dgx-h100")).is_ok());
+}

@@ -258,22 +258,26 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
     Ok(settings)
 }
 
-/// TensorRT-LLM refuses a prompt longer than `max_num_tokens` when context chunking is off (the PyTorch backend:
-/// `tensorrt_llm/llmapi/llm.py`, `BaseLLM._check_arguments`, "The sum of prompt length …, query length … should not
-/// exceed max_num_tokens"; the C++ executor's batch scheduler never fits such a context into a step either, and the
-/// simulator would drop every such request): such a request is a 422 naming `workload.input_tokens`, not a
-/// benchmark whose requests all fail. The longest prompt is [`longest_prompt`]'s. `settings` are those of the
+/// TensorRT-LLM and vLLM refuse a prompt longer than their token budget when chunked prefill is off — TensorRT-LLM's
+/// PyTorch backend per request (`tensorrt_llm/llmapi/llm.py`, `BaseLLM._check_arguments`, "The sum of prompt length
+/// …, query length … should not exceed max_num_tokens"; the C++ executor's batch scheduler never fits such a context
+/// into a step either), vLLM at startup (`SchedulerConfig.verify_max_model_len`: `max_num_batched_tokens` below
+/// `max_model_len` "makes vLLM reject longer sequences") — and the simulator would drop every such request: such a
+/// request is a 422 naming `workload.input_tokens`, not a benchmark whose requests all fail. SGLang admits a lone
+/// prompt above its budget (`PrefillAdder` takes the first request of a batch whatever its length), so it runs. The longest prompt is [`longest_prompt`]'s. `settings` are those of the
 /// instance that prefills (an aggregated instance, a disaggregated prefill worker; a decode worker never does).
 pub(super) fn check_prompt_fits_a_step(req: &InferenceRequest, settings: &EngineSettings) -> Result<(), ConfigError> {
     let longest = longest_prompt(req);
-    if req.engine == Engine::Trtllm && !settings.chunked_prefill && longest > settings.max_num_batched_tokens {
+    let refuses = matches!(req.engine, Engine::Trtllm | Engine::Vllm);
+    if refuses && !settings.chunked_prefill && longest > settings.max_num_batched_tokens {
         return Err(bad(
             "workload.input_tokens",
             format!(
-                "a {longest}-token prompt exceeds TensorRT-LLM's max_num_tokens {} without chunked context, which \
-                 TensorRT-LLM refuses: raise engine_options.max_num_batched_tokens or set \
-                 engine_options.chunked_prefill true",
-                settings.max_num_batched_tokens
+                "a {longest}-token prompt exceeds the token budget {} (max_num_batched_tokens; TensorRT-LLM's \
+                 max_num_tokens) without chunked prefill, which {} refuses: raise \
+                 engine_options.max_num_batched_tokens or set engine_options.chunked_prefill true",
+                settings.max_num_batched_tokens,
+                if req.engine == Engine::Vllm { "vLLM" } else { "TensorRT-LLM" }
             ),
         ));
     }

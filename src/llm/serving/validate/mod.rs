@@ -30,8 +30,8 @@ use instance::{check_prompt_fits_a_step, validate_instance};
 /// without MoE (`parallelism.ep`); pp above the layers (`parallelism.pp`); tp·pp above the system's GPUs
 /// (`parallelism`); fp8 weights or KV cache on a GPU without FP8 tensor cores, fp4 weights on one without FP4 tensor
 /// cores (`precision`, `kv_cache_dtype`); an fp4 KV cache (`kv_cache_dtype`);
-/// engine options out of range (`engine_options.…`); the workload (`workload.…`, incl. a TensorRT-LLM prompt longer
-/// than `max_num_tokens` without chunked context).
+/// engine options out of range (`engine_options.…`); the workload (`workload.…`, incl. a TensorRT-LLM or vLLM prompt
+/// longer than the token budget without chunked prefill).
 ///
 /// `mode: "disagg"`: each pool validated as its own instance (errors under `prefill.…` / `decode.…`), every worker
 /// within the system's GPUs; the configuration is the decode worker's with the pools attached.
