@@ -23,19 +23,30 @@ pub fn sglang_recv_interval(
         .then_some(if concurrency >= 16 { 30 } else { 10 })
 }
 
+/// Which worker of a deployment a TensorRT-LLM budget is for ([`trtllm_max_num_tokens`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerRole {
+    /// An aggregated worker: prefills and decodes.
+    Agg,
+    /// A disaggregated prefill (context) worker.
+    Prefill,
+    /// A disaggregated decode (generation) worker.
+    Decode,
+}
+
 /// A TensorRT-LLM worker's `max_num_tokens` as aiconfigurator's generator writes it
 /// (`src/aiconfigurator/generator/rule_plugin/trtllm.rule`, rounded up to `tokens_per_block` 32 so that
 /// `maxNumTokens % tokensPerBlock == 0`): aggregated `max_batch_size + isl + 1500`, prefill `isl + 1500`, decode
-/// `max_batch_size`; `role` is `agg`, `prefill` or `decode`, `batch_size` the requests per attention-DP rank
+/// `max_batch_size`; `batch_size` is the requests per attention-DP rank
 /// (0 when the row gives none). With chunked context off (the PyTorch backend's default) every prompt then fits
 /// one step beside a full batch of decodes; the engine's own 8,192 would hold an 8,192-token prompt back for as
 /// long as any request decodes.
-pub fn trtllm_max_num_tokens(role: &str, isl: u32, batch_size: u32) -> u32 {
+pub fn trtllm_max_num_tokens(role: WorkerRole, isl: u32, batch_size: u32) -> u32 {
     const TOKENS_PER_BLOCK: u32 = 32;
     let raw = match role {
-        "prefill" => isl + 1500,
-        "decode" => batch_size,
-        _ => batch_size + isl + 1500,
+        WorkerRole::Agg => batch_size + isl + 1500,
+        WorkerRole::Prefill => isl + 1500,
+        WorkerRole::Decode => batch_size,
     };
     raw.max(1).div_ceil(TOKENS_PER_BLOCK) * TOKENS_PER_BLOCK
 }
@@ -48,9 +59,9 @@ mod tests {
     fn aiconfigurators_trtllm_token_budgets() {
         // agg: 128 + 8192 + 1500 = 9,820 → ⌈9820 / 32⌉ = 307 blocks → 9,824; prefill 1024 + 1500 = 2,524 →
         // 79 · 32 = 2,528; decode 48 → 2 · 32 = 64.
-        assert_eq!(trtllm_max_num_tokens("agg", 8192, 128), 9824);
-        assert_eq!(trtllm_max_num_tokens("prefill", 1024, 1), 2528);
-        assert_eq!(trtllm_max_num_tokens("decode", 1024, 48), 64);
+        assert_eq!(trtllm_max_num_tokens(WorkerRole::Agg, 8192, 128), 9824);
+        assert_eq!(trtllm_max_num_tokens(WorkerRole::Prefill, 1024, 1), 2528);
+        assert_eq!(trtllm_max_num_tokens(WorkerRole::Decode, 1024, 48), 64);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::recipes::sglang_recv_interval;
+use super::recipes::{sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -306,7 +306,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             // aiconfigurator's aggregated token budget where the row gives its batch size (else the engine's).
             if let (true, Some(bs)) = (mode == "agg", per_rank.filter(|&b| b > 0)) {
                 req["engine_options"]["max_num_batched_tokens"] =
-                    json!(super::recipes::trtllm_max_num_tokens("agg", in_len, bs));
+                    json!(trtllm_max_num_tokens(WorkerRole::Agg, in_len, bs));
             }
         }
         let mut workers_known = true;
@@ -332,10 +332,10 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             // prompt longer than the engine's 8,192 tokens would never be scheduled.
             if engine == Engine::Trtllm {
                 req["prefill"]["engine_options"] = json!({"async_scheduling": false,
-                    "max_num_batched_tokens": super::recipes::trtllm_max_num_tokens("prefill", in_len, 0)});
+                    "max_num_batched_tokens": trtllm_max_num_tokens(WorkerRole::Prefill, in_len, 0)});
                 if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
                     req["decode"]["engine_options"]["max_num_batched_tokens"] =
-                        json!(super::recipes::trtllm_max_num_tokens("decode", in_len, bs));
+                        json!(trtllm_max_num_tokens(WorkerRole::Decode, in_len, bs));
                 }
             }
         } else {

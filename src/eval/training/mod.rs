@@ -26,25 +26,40 @@ use crate::llm::{validate_request, TrainingPrediction};
 /// One evaluated row.
 #[derive(Debug, Clone, Serialize)]
 pub struct RowResult {
+    /// The end-to-end source (DATA.md's dataset label, e.g. `vtrain`, `nemo-moe`).
     pub source: &'static str,
+    /// Where the row comes from (file and line, or table title and column).
     pub id: String,
+    /// Its model configuration (the group of grouped cross-validation).
     pub group: String,
     /// The GPU (catalog name).
     pub gpu: String,
+    /// GPUs of the run.
     pub gpus: u64,
+    /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline-parallel degree.
     pub pp: u32,
+    /// Data-parallel degree.
     pub dp: u32,
+    /// Context-parallel degree.
     pub cp: u32,
+    /// Virtual pipeline stages per rank (1: no interleaving).
     pub virtual_stages: u32,
+    /// Micro-batch size, sequences.
     pub micro_batch: u32,
+    /// Micro-batches per iteration per data-parallel rank.
     pub grad_accum: u32,
+    /// Training precision as the request names it (`bf16`, `fp8`, `nvfp4`, …).
     pub precision: String,
+    /// Measured iteration time, s.
     pub measured_s: f64,
+    /// Predicted iteration time, s.
     pub predicted_s: f64,
     /// The row's 10 %–90 % prediction interval, s: cross-conformal in cross-validation (quantiles of the other
     /// folds' residuals), the shipped quantiles otherwise.
     pub p10_s: f64,
+    /// The interval's 90th percentile, s.
     pub p90_s: f64,
     /// Its residual class ([`crate::llm::interval::ResidualClass`]).
     pub class: String,
@@ -57,7 +72,9 @@ pub use super::output::Summary;
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// Every evaluated row.
     pub rows: Vec<RowResult>,
+    /// MAPE and signed error per source and subset (the markdown tables' rows).
     pub summary: Vec<Summary>,
     /// (source, reason) → rows not evaluated.
     pub skipped: Vec<(String, String, u64)>,

@@ -32,10 +32,11 @@ pub(super) struct Space {
     pub recompute: Vec<Recompute>,
     /// Sequence-parallel choices ([`memory_choices`]).
     pub sp: Vec<bool>,
-    /// Expert-parallel degrees, expert-tensor-parallel degrees (empty: the candidate's tp and 1) and dispatchers
-    /// to try; `[1]`, `[1]` and one dispatcher for a dense model.
+    /// Expert-parallel degrees to try (`[1]` for a dense model).
     pub eps: Vec<u32>,
+    /// Expert-tensor-parallel degrees to try (empty: the candidate's tp and 1; `[1]` for a dense model).
     pub etps: Vec<u32>,
+    /// Token dispatchers to try (one for a dense model).
     pub dispatchers: Vec<Dispatcher>,
 }
 
