@@ -15,7 +15,8 @@
 //! **Held out twice** (no row predicted by constants fitted on its own model or GPU): *leave-model-out* — for each
 //! model, the constants are fitted on every other model's rows and predict its rows; *leave-GPU-out* — the same by
 //! GPU (`system`). The report gives TTFT and TPOT MAPE and mean signed error per engine, mode and GPU under each.
-//! DATA.md's traps: the 668 exact copies are dropped ([`rows::load`]), the measured value may be a mean or a median
+//! DATA.md's traps: the 668 exact copies are dropped ([`rows::load`]), and so is a measurement filed again under
+//! other labels ([`rows::one_per_measurement`]); the measured value may be a mean or a median
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
 //! one decode worker and reported apart. LLM-Inference-Bench stays the second serving source (`perfcast eval
 //! inference`).

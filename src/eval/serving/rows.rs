@@ -1,7 +1,9 @@
 //! The measured runs of `aiconfigurator/serving_runs_blackwell.csv` as serving requests (DATA.md's traps applied):
 //! the 668 exact copies dropped, the client concurrency read from `silicon_data_source`, GPUs per worker =
 //! `tp_size` × `attention_dp_size` × `pp_size` (but for the rows whose dump squared it, [`unsquared`]), and each
-//! run's deployment, model and GPU kept for the splits.
+//! run's deployment, model and GPU kept for the splits. Beyond the exact copies, one measurement is often filed
+//! again under other labels (another model id of the same weights, worker counts filled in or left empty, another
+//! `backend_version`): such rows are kept once ([`one_per_measurement`]).
 //!
 //! **Replicas of an aggregated deployment.** `batch_size` is the batch of one attention-data-parallel rank of one
 //! worker: in every disaggregated run that gives its decode worker count (231 of 231),
@@ -13,7 +15,7 @@
 //! workers behind a balancing router keeps N/R clients on each, so the eval simulates one worker with N/R clients
 //! (TTFT and TPOT are per request, the same on every worker).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -374,7 +376,50 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             request,
         });
     }
+    let (rows, relabelled) = one_per_measurement(rows);
+    if relabelled > 0 {
+        *skipped.entry(SAME_MEASUREMENT.into()).or_default() += relabelled;
+    }
     Ok((rows, skipped))
+}
+
+/// Why [`one_per_measurement`] drops a row.
+pub const SAME_MEASUREMENT: &str =
+    "same measurement as another row under other labels (TTFT and TPOT equal to 10 significant digits at the same shape and concurrency)";
+
+/// The rows with each measurement once, and how many were dropped.
+///
+/// Two rows of one engine, mode, GPU, input and output length and concurrency whose TTFT and TPOT agree to 10
+/// significant digits (the dumps print 16 or 17) are one run filed twice, not two runs: the file holds ~370 such
+/// copies past its 668 exact ones (2026-11-28), e.g. DeepSeek-R1 runs repeated under `deepseek-ai/DeepSeek-V3` and a disaggregated run
+/// with and without its worker counts. Counting them twice would weigh those deployments double in every MAPE.
+/// The copy that states its disaggregated worker counts is kept (it can be predicted as it ran), else the first.
+pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
+    let mut at: HashMap<(Engine, String, String, u32, u32, u32, String, String), usize> = HashMap::new();
+    let mut kept: Vec<RunRow> = Vec::with_capacity(rows.len());
+    let mut dropped = 0;
+    for row in rows {
+        let key = (
+            row.engine,
+            row.mode.clone(),
+            row.gpu.clone(),
+            row.isl,
+            row.osl,
+            row.concurrency,
+            format!("{:.9e}", row.ttft_ms),
+            format!("{:.9e}", row.tpot_ms),
+        );
+        dropped += u64::from(at.contains_key(&key));
+        match at.get(&key) {
+            Some(&i) if row.workers_known && !kept[i].workers_known => kept[i] = row,
+            Some(_) => {}
+            None => {
+                at.insert(key, kept.len());
+                kept.push(row);
+            }
+        }
+    }
+    (kept, dropped)
 }
 
 /// One evaluated row.

@@ -59,15 +59,20 @@ fn a_squared_gpu_count_is_read_back_when_it_exceeds_the_node() {
     assert_eq!(unsquared(4, 4, 4, 4, 8), (4, 4));
     // The file: DeepSeek-R1 NVFP4, SGLang, B200, 8k/1k at 4 clients, 317.14 ms / 9.15 ms, recorded by one dump as
     // `…_tp4_ep4_1049` with tp_size 16, moe 4 × 4 and by the other as `…_tp4_0_ep4_0_311` with tp_size 4,
-    // moe 1 × 4: read back, the first is a copy of the second (dropped), a worker of 4 GPUs (tp 4, ep 4).
-    // `…_tp8_ep8_1043` (tp_size 64, moe 8 × 8, no copy): 8 GPUs, ep 8.
+    // moe 1 × 4: read back, the first is a copy of the second (dropped), a worker of 4 GPUs (tp 4, ep 4). The same
+    // measurement is filed first as `dsr1_…_c4_cfg202` (tp_size 16, moe 4 × 4, model id DeepSeek-V3): read back
+    // alike, it is the one kept, and `…_311` goes as the same measurement under other labels.
+    // `…_tp8_ep8_1043` (tp_size 64, moe 8 × 8) and its earlier filing `dsr1_…_c4_cfg201`: 8 GPUs, ep 8.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
     let (rows, skipped) = load(&path, Client::Fixed).unwrap();
     let find = |id: &str| rows.iter().find(|r| r.id.ends_with(id));
     assert!(find("_c4_tp4_ep4_1049").is_none());
     assert!(skipped.keys().any(|k| k.contains("squared")));
-    for (id, tp_ep) in [("_c4_tp4_0_ep4_0_311", (4, 4)), ("_c4_tp8_ep8_1043", (8, 8))] {
-        let r = find(id).unwrap_or_else(|| panic!("{id}"));
+    assert!(find("_c4_tp4_0_ep4_0_311").is_none());
+    assert!(find("_c4_tp8_ep8_1043").is_none());
+    let dsr1 = |cfg: u32| format!("dsr1_b200_sglang_fp4_agg_8192x1024_c4_cfg{cfg}");
+    for (id, tp_ep) in [(dsr1(202), (4, 4)), (dsr1(201), (8, 8))] {
+        let r = find(&id).unwrap_or_else(|| panic!("{id}"));
         assert_eq!((r.request.parallelism.tp, r.request.parallelism.ep), tp_ep, "{id}");
     }
 }
@@ -86,4 +91,41 @@ fn an_aggregated_runs_replicas_follow_from_its_per_rank_batch() {
     assert_eq!(replicas(100, Some(30), 1), 1);
     // A batch above the clients (the run's max, not reached): 1.
     assert_eq!(replicas(8, Some(16), 1), 1);
+}
+
+#[test]
+fn one_measurement_filed_under_two_labels_is_kept_once_with_its_worker_counts() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+    let (rows, skipped) = load(&path, Client::Fixed).unwrap();
+    let ids = |needle: &str| rows.iter().filter(|r| r.id.contains(needle)).map(|r| r.id.as_str()).collect::<Vec<_>>();
+    // DeepSeek-R1 fp8 on GB200, TensorRT-LLM disaggregated, 1k/8k at 2,048 clients, TTFT 1,877.1552708941047 ms:
+    // `dsr1_…_cfg375` (model id DeepSeek-V3, 1 prefill + 1 decode worker stated) and `2026_04_06_…_1601` (DeepSeek-R1,
+    // worker counts empty). One run: the copy with its worker counts stays.
+    // `2026_03_25_…_1058` prints the same TTFT with 16 digits (1,877.155270894105): the same run, dropped too.
+    assert_eq!(
+        ids("gb200_trtllm_fp8_disagg_1024x8192_c2048_"),
+        ["dsr1_gb200_trtllm_fp8_disagg_1024x8192_c2048_cfg375"]
+    );
+    let kept = rows.iter().find(|r| r.id == "dsr1_gb200_trtllm_fp8_disagg_1024x8192_c2048_cfg375").unwrap();
+    assert!(kept.workers_known);
+    // SGLang DeepSeek-R1 NVFP4 on B200, 8k/1k at 8 clients, TTFT 9,188.18521729554 ms: `dsr1_…_cfg99` first in the
+    // file, `2026_04_06_…_tp8_ep1_6` (aggregated: neither states workers) dropped.
+    assert!(ids("2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c8_tp8_ep1_6").is_empty());
+    assert_eq!(ids("dsr1_b200_sglang_fp4_agg_8192x1024_c8_cfg99").len(), 1);
+    // No two rows left share a measurement (to 7 digits, coarser than the rule).
+    let mut seen = std::collections::HashSet::new();
+    for r in &rows {
+        let key = (
+            r.engine,
+            &r.mode,
+            &r.gpu,
+            r.isl,
+            r.osl,
+            r.concurrency,
+            format!("{:.6e}", r.ttft_ms),
+            format!("{:.6e}", r.tpot_ms),
+        );
+        assert!(seen.insert(key), "{}", r.id);
+    }
+    assert!(skipped[SAME_MEASUREMENT] > 0);
 }
