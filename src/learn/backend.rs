@@ -98,7 +98,7 @@ impl LearnedBackend {
     ) -> Result<Timed, UnsupportedPrecision> {
         let gpu = &self.analytic.system().gpu;
         let cost = roofline::estimate(shape, dtype, gpu)?;
-        let (fitted, rows_scale) = within_fitted_rows(shape, fitted_max_rows(&model.summary));
+        let (fitted, rows_scale) = within_fitted_rows(shape, model.trained_dim_max(LINEAR_M).unwrap_or(0));
         let fitted_cost = if rows_scale > 1.0 { roofline::estimate(&fitted, dtype, gpu)? } else { cost.clone() };
         let x = op_features(&fitted, dtype, gpu, &fitted_cost);
         let time_us = match model.model.predict(&x) {
@@ -138,12 +138,6 @@ fn within_fitted_rows(shape: &OpShape, max_rows: u64) -> (OpShape, f64) {
 
 /// Index of M in a linear operator's dims (B, M, N, K; [`crate::op`]'s shape table).
 const LINEAR_M: usize = 1;
-
-/// The tallest GEMM (M, rows) a model was fitted on, from its stored training summary ([`ActiveRegressor`]'s
-/// `summary`): `dims_max[M]` of its [`crate::learn::op_data::SetSummary`]; 0 when the summary does not record it.
-fn fitted_max_rows(summary: &serde_json::Value) -> u64 {
-    summary.get("dims_max").and_then(|d| d.get(LINEAR_M)).and_then(|v| v.as_u64()).unwrap_or(0)
-}
 
 /// The source of `model`'s answers, standing in for `instead_of`'s kernels when given.
 fn source_of(model: &ActiveRegressor, instead_of: Option<KernelFamily>) -> Source {
@@ -277,9 +271,5 @@ mod tests {
         }
         let attention = OpShape::new(OpClass::Bmm, Phase::Fwd, &[64, 262_144, 128, 128]);
         assert_eq!(within_fitted_rows(&attention, 32_768), (attention, 1.0));
-        // The range is read from the training set's summary (`SetSummary::dims_max`, M second).
-        let summary = serde_json::json!({"dims_max": [1, 16384, 16384, 16384, 0]});
-        assert_eq!(fitted_max_rows(&summary), 16_384);
-        assert_eq!(fitted_max_rows(&serde_json::Value::Null), 0);
     }
 }

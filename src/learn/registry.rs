@@ -57,10 +57,23 @@ impl ActiveRegressor {
         self.summary.get(field).and_then(|v| v.as_f64())
     }
 
+    /// The largest extent of shape dimension `dim` (an index into the operator's dims, e.g. 1 = M of a GEMM's
+    /// B, M, N, K) in the training set, when recorded: `dims_max[dim]` of its
+    /// [`crate::learn::op_data::SetSummary`]. `None` for models whose summary has no `dims_max` (collectives,
+    /// end-to-end models) or fewer dims.
+    pub fn trained_dim_max(&self, dim: usize) -> Option<u64> {
+        dim_max(&self.summary, dim)
+    }
+
     /// `regressor:<key>@v<n>`.
     pub fn source(&self) -> crate::cost::Source {
         crate::cost::Source::Regressor { key: self.key.clone(), version: self.version, instead_of: None }
     }
+}
+
+/// `dims_max[dim]` of a training summary ([`ActiveRegressor::trained_dim_max`]).
+fn dim_max(summary: &serde_json::Value, dim: usize) -> Option<u64> {
+    summary.get("dims_max")?.get(dim)?.as_u64()
 }
 
 /// The set of active models by key.
@@ -279,6 +292,17 @@ mod tests {
             validation_mape: 0.0,
             summary: serde_json::Value::Null,
         }
+    }
+
+    #[test]
+    fn a_models_fitted_extent_per_dimension_is_read_from_its_summary() {
+        // A GEMM model's summary (`SetSummary::dims_max`: B, M, N, K, …): M = 16,384 rows, K = 8,192.
+        let mut m = model("linear.fwd.bf16");
+        m.summary = serde_json::json!({"dims_max": [1, 16384, 4096, 8192, 0], "max_nodes": 4});
+        assert_eq!((m.trained_dim_max(1), m.trained_dim_max(3)), (Some(16_384), Some(8_192)));
+        // Past the recorded dims, and a summary without dims (a collective's): unknown.
+        assert_eq!((m.trained_dim_max(5), m.trained_max("max_nodes")), (None, Some(4.0)));
+        assert_eq!(model("allreduce").trained_dim_max(1), None);
     }
 
     #[test]
