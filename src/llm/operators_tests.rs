@@ -79,6 +79,25 @@ fn megatrons_fused_softmax_runs_only_where_its_kernel_is_available() {
     assert_eq!(names(8, 1), (false, true));
     assert_eq!(names(8, 2), (true, false));
     assert_eq!(names(4, 1), (true, false));
+    // The fallback's fp32 casts and scale (`forward_torch_softmax`): 3 element-wise kernels each way beyond the mask
+    // fill and softmax, over b·heads/tp·s = 1·2·1,024 = 2,048 rows of 1,024 scores; none where the kernel fuses, and
+    // none for a model that asks for the unfused attention itself.
+    let extra = |attention: &str, tp: u32, mb: u32| {
+        let mut m = m.clone();
+        m["attention"] = serde_json::json!(attention);
+        let c = cfg(m, serde_json::json!({"tp": tp, "micro_batch": mb}), Precision::Fp16);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        [Phase::Fwd, Phase::Bwd].map(|p| {
+            ops.iter()
+                .filter(|o| o.name == OpName::EagerElementwise && o.phase == p)
+                .map(|o| (o.calls, o.features.clone()))
+                .collect::<Vec<_>>()
+        })
+    };
+    let fallback = vec![(3, vec![2_048, 1_024, 3])];
+    assert_eq!(extra("fused_softmax", 8, 1), [fallback.clone(), fallback]);
+    assert_eq!(extra("fused_softmax", 8, 2), [vec![], vec![]]);
+    assert_eq!(extra("unfused", 8, 1), [vec![], vec![]]);
     // The kernel's own limits: 16-bit input, 16 < sk ≤ 4096, multiples of 4, 8 batches per block when sk ≤ 128.
     assert!(fused_softmax_available(1, 4, 2048, Precision::Bf16));
     assert!(!fused_softmax_available(1, 4, 2048, Precision::Fp32));

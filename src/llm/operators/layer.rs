@@ -75,10 +75,23 @@ pub(crate) fn tp_sync(
     }
 }
 
+/// The element-wise kernels (forward, backward) that Megatron-LM's softmax fallback runs beyond the mask fill and
+/// the softmax, per call, over the b·heads·sq·sk scores: `FusedScaleMaskSoftmax.forward_torch_softmax`
+/// (`megatron/model/fused_softmax.py`, Megatron-LM ≤ 0.x legacy and Megatron-DeepSpeed) casts the fp16/bf16 scores
+/// to fp32 (`softmax_in_fp32`), multiplies them by the layer's scale, fills the mask, takes the softmax and casts
+/// the probabilities back: 5 eager kernels where perfcast's `Fillmask` + `Softmax` count 2; autograd runs the 5
+/// backward (`ToCopy`, `SoftmaxBackward`, `MaskedFill`, `Mul`, `ToCopy`). `softmax_in_fp32` and the scale are on by
+/// the legacy default `apply_query_key_layer_scaling` (`arguments.py`: `--no-query-key-layer-scaling` is
+/// `store_false`; `transformer.py` sets `attention_softmax_in_fp32` when it applies). Timed as one 16-bit read and
+/// write each (the fp32 passes move up to twice that; these small launches are host-bound). Counted with the eager
+/// element-wise kernels: full recomputation re-runs them, selective `core_attn` does not.
+pub const MEGATRON_SOFTMAX_FALLBACK_EXTRA: (u32, u32) = (3, 3);
+
 /// Whether Megatron-LM's fused causal scale-mask-softmax kernel runs for `b` sequences of `heads` heads (per
 /// tensor-parallel rank) and `seq` tokens in `dtype`; otherwise Megatron falls back to PyTorch's mask fill and
 /// softmax (S1's unfused `Fillmask` + `Softmax`). The conditions of `FusedScaleMaskSoftmax.is_kernel_available`
-/// (Megatron-LM `megatron/model/fused_softmax.py`, the same in GPT-NeoX and Megatron-DeepSpeed): 16-bit input,
+/// (Megatron-LM `megatron/model/fused_softmax.py`, the same in GPT-NeoX and Megatron-DeepSpeed; the fallback's
+/// extra kernels: [`MEGATRON_SOFTMAX_FALLBACK_EXTRA`]): 16-bit input,
 /// 16 < sk ≤ 4096, sq and sk multiples of 4, b·heads a multiple of 4 and of the kernel's batches per block (4
 /// warps of 128 threads, each holding 2 rows when sk ≤ 128 and 1 otherwise: 8 or 4;
 /// `scaled_upper_triang_masked_softmax.h`). E.g. 16 heads at tp 8 with micro-batch 1: 2 attention batches, unfused.
@@ -177,6 +190,9 @@ pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, m
             } else {
                 ops.extend(compute(OpName::Fillmask, OpClass::FillMask, o, &[b * hp * lr, lr], vec![b, hp, lr, d], 1));
                 ops.extend(compute(OpName::Softmax, OpClass::Softmax, o, &[b * hp * lr, lr], vec![b, hp, lr, lr], 1));
+                if m.attention == Attention::FusedSoftmax {
+                    ops.extend(eager_ops(o, b * hp * lr, lr, MEGATRON_SOFTMAX_FALLBACK_EXTRA, 1));
+                }
             }
             ops.extend(compute(
                 OpName::AttnV,
