@@ -16,7 +16,8 @@
 //!   (DeepEP's internode kernels send a token over RDMA once per destination node and forward it over NVLink
 //!   inside it; DeepEP README). Within one node: one all-to-all of t·n̄_gpu·etp·d·e·γ bytes. Across nodes: the RDMA
 //!   all-to-all among the nodes, t·n̄_node·d·e·γ bytes per GPU through its NIC share, and the NVLink forwarding of
-//!   t·n̄_gpu·etp·d·e·γ bytes inside the node concurrently, charged only where it outlasts the RDMA part.
+//!   t·n̄_gpu·etp·d·e·γ bytes inside the node concurrently, charged only where it outlasts the RDMA part. The
+//!   RDMA part is timed at the kernels' own rate ([`super::rdma`]), not as an NCCL all-to-all.
 
 use super::layout::MoeLayout;
 use super::parallel::{Dispatcher, MoeTraining};

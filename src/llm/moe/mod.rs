@@ -1,7 +1,7 @@
 //! Mixture-of-experts training as Megatron-Core runs it (`megatron/core/transformer/moe/`), with multi-head
 //! latent attention and multi-token prediction: the model vocabulary training and serving share ([`spec`]), the
 //! parallel options and MoE parallel folding ([`parallel`]), where the expert groups sit ([`layout`]), what routing
-//! does to load and traffic ([`routing`]), the dispatcher's collectives ([`dispatch`]), an MoE layer's operators
+//! does to load and traffic ([`routing`]), the dispatcher's collectives ([`dispatch`]) and the flex dispatchers' RDMA rate ([`rdma`]), an MoE layer's operators
 //! ([`ops`]) and its host calls beyond them ([`launches`]), MLA's projections ([`mla`]), MTP's layer ([`mtp`]),
 //! recomputation by module ([`recompute`]), the 1F1B expert-parallel overlap ([`timing`]), parameters
 //! ([`params`]) and activation memory ([`memory`]).
@@ -20,6 +20,7 @@ pub mod mtp;
 pub mod ops;
 pub mod parallel;
 pub mod params;
+pub mod rdma;
 pub mod recompute;
 pub mod routing;
 pub mod spec;

@@ -1,6 +1,7 @@
 //! Timing an MoE layer: its operators through the shared [`Timer`] and [`time_ops`] (Transformer Engine's grouped
 //! expert GEMMs at the host time of one framework call plus [`super::launches::MULTI_STREAM_GEMM_HOST_US`] per
-//! further local expert's GEMM, [`super::launches::grouped_gemm_host_us`]), then Megatron-Core's
+//! further local expert's GEMM, [`super::launches::grouped_gemm_host_us`]; DeepEP's and HybridEP's inter-node
+//! transfer at their kernels' RDMA rate, [`super::rdma`]), then Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, which no single operator's overlap expresses: the combined 1F1B schedule
 //! (`combined_1f1b.py`, `model_chunk_schedule_plan.py`) runs one micro-batch's forward of a layer beside another
 //! micro-batch's backward of it, the dispatch and combine of each on the communication stream while the other
@@ -59,6 +60,10 @@ pub fn time_layer(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> R
                 t.time.host_us = 0.0;
             }
         }
+    }
+    // DeepEP's and HybridEP's inter-node transfer at their kernels' RDMA rate, not NCCL's.
+    if let Some(moe) = cfg.moe.as_ref() {
+        super::rdma::apply_flex_rdma(moe, timer.backend().system(), ops, &mut timed, timer.contention());
     }
     if let Some(moe) = cfg.moe.as_ref().filter(|m| m.overlap_ep_comm) {
         apply_ep_overlap(ops, &mut timed, timer.contention(), moe.dispatcher == Dispatcher::Hybridep);
