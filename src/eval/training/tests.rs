@@ -60,7 +60,10 @@ fn cross_validated_intervals_cover_held_out_rows() {
     // 117, llm-foundry 216.
     assert_eq!(fitted.rows, 1440 + 20 + 117 + 216);
     assert!((0.7..=0.9).contains(&fitted.inside), "{fitted:?}");
-    assert!(fitted.below > 0.03 && fitted.above > 0.03, "{fitted:?}");
+    // Both tails hold some rows. Without the learned models (this test's registry) the analytic timing leaves them
+    // uneven: 17.2 % below, 2.6 % above since Megatron's softmax fallback is counted (2026-11-28, dd4e5bc; the
+    // bundled models give 11.2 % / 9.6 %, `eval training --cross-validate --folds 3 --iterations 20`).
+    assert!(fitted.below > 0.02 && fitted.above > 0.02, "{fitted:?}");
     // The intervals are ordered everywhere. They bracket the point estimates where the class's held-out
     // residuals fall on both sides of 0 (Ampere one-node: vTrain's 1,440 rows beside llm-foundry's 105), not
     // necessarily where they are one-sided: Hopper one-node's fitted rows are 44 llm-foundry runs predicted
