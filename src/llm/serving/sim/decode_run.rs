@@ -40,10 +40,10 @@ use crate::llm::config::{bad, ConfigError};
 #[derive(Debug)]
 pub struct RunTotals<'a> {
     /// Under TensorRT-LLM's overlap scheduler ([`super::overlap`]; else untouched): the host launch time of the
-    /// run's steps, s, and the start of its last step, s (the run pushes no ITL for its last step's tokens, which
-    /// the caller holds until the next step is enqueued).
+    /// run's steps, s, and when the client saw the tokens of its last-but-one step, s (the run pushes no ITL for
+    /// its last step's tokens, which the caller holds until the next step is enqueued).
     pub launch_s: &'a mut f64,
-    pub last_start_s: &'a mut f64,
+    pub last_shown_s: &'a mut f64,
     /// Σ KV occupancy × step time, Σ batch size × step time, Σ step time (all instances), Σ step time (this pool).
     pub kv_area: &'a mut f64,
     pub batch_area: &'a mut f64,
@@ -126,8 +126,13 @@ impl Instance {
         // from the inbox is not part of the run (the ordinary step receives them and prefills).
         let (mut counter, mut last_decode) = (self.recv_counter, self.last_decode);
         let overlap = self.settings.overlap_scheduler;
+        // Under the overlap scheduler: the launch of the run's steps and when the held tokens of the step before it
+        // show (as the step-by-step path computes it, [`super::overlap::delay_s`]).
+        let (mut launch, mut shown) = (0.0, 0.0);
         if overlap {
-            *totals.launch_s = timer.launch_s(&StepLoad { decode_context: bucket(base_ctx), ..template })?;
+            launch = timer.launch_s(&StepLoad { decode_context: bucket(base_ctx), ..template })?;
+            shown = self.free_at + super::overlap::delay_s(self.last_launch_s, self.last_dt_s, launch);
+            *totals.launch_s = launch;
         }
         // Each step's ITL samples are pushed one step late, so that under the overlap scheduler the last step's
         // are left to the caller.
@@ -170,10 +175,18 @@ impl Instance {
             if let Some(g) = gap {
                 totals.itl.push(g, n as u64);
             }
-            // Under the overlap scheduler both tokens show `launch` after their steps' ends (as the step-by-step
-            // path computes the gap, to the bit).
-            gap = Some(if overlap { (end + *totals.launch_s) - (start + *totals.launch_s) } else { end - start });
-            *totals.last_start_s = start;
+            // Under the overlap scheduler the gap between the shown times, computed as the step-by-step path does
+            // (to the bit).
+            gap = Some(if overlap {
+                // Step j's tokens show when step j + 1 (of the same launch) is enqueued.
+                let t = end + super::overlap::delay_s(launch, dt, launch);
+                *totals.last_shown_s = shown;
+                let g = t - shown;
+                shown = t;
+                g
+            } else {
+                end - start
+            });
             if self.settings.engine == Engine::Sglang {
                 self.new_token_ratio = (self.new_token_ratio - decay).max(SGLANG_MIN_NEW_TOKEN_RATIO);
             }
@@ -185,6 +198,9 @@ impl Instance {
         }
         if let (Some(g), false) = (gap, overlap) {
             totals.itl.push(g, n as u64);
+        }
+        if overlap {
+            (self.last_launch_s, self.last_dt_s) = (launch, dt);
         }
         if s.recv_interval > 1 {
             self.recv_counter = counter;

@@ -150,6 +150,10 @@ pub struct Instance {
     /// With [`InstanceSettings::overlap_scheduler`]: the requests that sampled a token in the last step and whose
     /// token the client has not seen yet (released when the next step is enqueued, [`super::overlap`]).
     pub held: Vec<u32>,
+    /// With [`InstanceSettings::overlap_scheduler`]: the host launch time and the duration of its last step, s
+    /// ([`super::overlap::delay_s`]).
+    pub last_launch_s: f64,
+    pub last_dt_s: f64,
 }
 
 /// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
@@ -179,6 +183,8 @@ impl Instance {
             recv_counter: 0,
             last_decode: false,
             held: Vec::new(),
+            last_launch_s: 0.0,
+            last_dt_s: 0.0,
         }
     }
 

@@ -280,13 +280,13 @@ pub fn simulate(
             // step at the same time only from the lower index (the order of the loop above).
             let may_start =
                 |t: f64| t < send_t && t < arrive_t && other.is_none_or(|(f, o)| t < f || (t == f && i < o));
-            let (mut run_launch, mut run_last_start) = (0.0, 0.0);
+            let (mut run_launch, mut run_last_shown) = (0.0, 0.0);
             // Under the overlap scheduler the run's ITL samples follow those of the tokens held before it.
             let overlap_on = instances[i].settings.overlap_scheduler;
             let mut run_itl = Weighted::default();
             let totals = RunTotals {
                 launch_s: &mut run_launch,
-                last_start_s: &mut run_last_start,
+                last_shown_s: &mut run_last_shown,
                 kv_area: &mut kv_area,
                 batch_area: &mut batch_area,
                 busy: &mut busy,
@@ -295,19 +295,20 @@ pub fn simulate(
                 itl: if overlap_on { &mut run_itl } else { &mut out.itl_s },
             };
             let left = options.max_steps.saturating_sub(out.steps);
-            let run_start = instances[i].free_at;
+            let (run_start, last_launch, last_dt) =
+                (instances[i].free_at, instances[i].last_launch_s, instances[i].last_dt_s);
             let ran =
                 instances[i].decode_run(&mut reqs, &mut *pools[pool].timer, &may_start, left, totals, &mut scratch)?;
             if ran > 0 {
                 let inst = &mut instances[i];
                 if inst.settings.overlap_scheduler {
-                    // The tokens held from the step before the run show when the run's first step is enqueued;
-                    // the run's own show `run_launch` after each step's end (its steps are alike), the last step's
-                    // are held for the next step ([`overlap`]).
+                    // The tokens held from the step before the run show when the run's first step is enqueued,
+                    // the run's own after each next step's launch, the last step's are held for the next step
+                    // ([`overlap`]); the run left its shown time in `run_last_shown`.
                     let held = std::mem::replace(&mut inst.held, inst.running.clone());
                     finished += overlap::release(
                         &held,
-                        run_start + run_launch,
+                        run_start + overlap::delay_s(last_launch, last_dt, run_launch),
                         ran as u32,
                         &mut reqs,
                         &mut out,
@@ -315,7 +316,7 @@ pub fn simulate(
                         closed,
                     );
                     for &r in &inst.running {
-                        reqs[r as usize].shown_s = run_last_start + run_launch;
+                        reqs[r as usize].shown_s = run_last_shown;
                     }
                     out.itl_s.extend(&run_itl);
                 }
@@ -366,11 +367,15 @@ pub fn simulate(
             ));
         }
         let inst = &mut instances[i];
-        if !inst.held.is_empty() {
+        if inst.settings.overlap_scheduler {
             // TensorRT-LLM's overlap loop shows the last step's tokens once this step's forward is enqueued.
             let launch = pools[pool].timer.launch_s(&load)?;
-            let held = std::mem::take(&mut inst.held);
-            finished += overlap::release(&held, start + launch, 0, &mut reqs, &mut out, &mut slots, closed);
+            if !inst.held.is_empty() {
+                let t = start + overlap::delay_s(inst.last_launch_s, inst.last_dt_s, launch);
+                let held = std::mem::take(&mut inst.held);
+                finished += overlap::release(&held, t, 0, &mut reqs, &mut out, &mut slots, closed);
+            }
+            (inst.last_launch_s, inst.last_dt_s) = (launch, dt);
         }
         let usage = inst.used_blocks() as f64 / inst.settings.kv_blocks.max(1) as f64;
         kv_area += usage * dt;

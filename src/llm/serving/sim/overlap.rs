@@ -12,9 +12,11 @@
 //! of step N's end and the end of step N + 1's enqueue: when step N + 1 replays a CUDA graph the enqueue is a few
 //! microseconds and nothing changes; when it runs eagerly (every step with a context request, and, without
 //! `cuda_graph_config.enable_padding`, a generation batch of an uncaptured size) the host launches its kernels one
-//! by one first. perfcast's step model puts a step's eager launch inside the step (it lasts max(GPU, launch)), so
-//! step N's tokens reach the client at step N + 1's start plus its launch time ([`super::steps::StepTimer::launch_s`]):
-//! exact for back-to-back host-bound steps, where the launch sets the pace. (b) A request whose last token was
+//! by one first. perfcast's step model starts a step's eager launch with the step (it lasts max(GPU, launch)), and
+//! the loop launches step N + 1 as soon as step N's launch is done, so step N's tokens reach the client
+//! max(0, L(N) + L(N + 1) − dt(N)) after step N's end ([`delay_s`], launch times from
+//! [`super::steps::StepTimer::launch_s`]): the whole next launch after a host-bound step, less after a GPU-bound
+//! one. (b) A request whose last token was
 //! sampled in step N is still `GENERATION_IN_PROGRESS` when batch N + 1 is scheduled (it is found finished in
 //! `_update_requests`, after step N + 1's forward was enqueued): it is scheduled once more and its extra token is
 //! dropped (`TorchSampler.update_requests` skips `GENERATION_COMPLETE` requests; `ModelDrafter._prepare_draft_batch`,
@@ -33,6 +35,16 @@ use std::collections::BinaryHeap;
 
 use super::instance::Req;
 use super::{SimOutcome, Time};
+
+/// How long after step N's end its tokens reach the client, s: `launch_s` and `dt_s` are step N's host launch and
+/// duration, `next_launch_s` step N+1's launch. The step model starts a step's launch with the step and the loop
+/// launches N+1 right after N (it does not wait for N's GPU work), so N+1's launch ends at N's start +
+/// `launch_s` + `next_launch_s`: after N's end by max(0, `launch_s` + `next_launch_s` − `dt_s`). Host-bound
+/// steps (`dt_s` = `launch_s`) delay the tokens by the whole next launch; a GPU-bound step hides part of it; a
+/// CUDA-graph step N+1 (no launch) none.
+pub fn delay_s(launch_s: f64, dt_s: f64, next_launch_s: f64) -> f64 {
+    (launch_s + next_launch_s - dt_s).max(0.0)
+}
 
 /// The bookkeeping of a request whose last token reached the client (`q.done_s` set): its TTFT, TPOT and
 /// end-to-end latency into `out`, and its client's slot freed at `q.done_s` (closed loop).
