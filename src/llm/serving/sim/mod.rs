@@ -20,8 +20,8 @@
 //! loop's requests queue behind whole requests on the busier workers. An instance with work steps back to back: a
 //! step starts when the previous ends (or when work arrives at an idle instance), its policy picks the batch, and
 //! its end time applies it (under TensorRT-LLM's overlap scheduler the client sees a step's tokens only once the
-//! next step is enqueued, [`overlap`]). A disaggregated request leaves its prefill instance when its first token is sampled and
-//! arrives at a decode instance after its KV cache's transfer.
+//! next step is enqueued, [`overlap`]). A disaggregated request leaves its prefill instance when its first token is
+//! sampled and arrives at a decode instance after its KV cache's transfer.
 //!
 //! **Bounded cost.** Every loop is bounded: at most `max_steps` steps (an error beyond), and every step moves a
 //! request forward or drops one that can never run (a prompt larger than the KV cache: counted as failed).
