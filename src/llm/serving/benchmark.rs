@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::disagg::{DisaggReport, Transfers};
 use super::engine::ServingConstants;
 use super::memory::{serving_memory, ServingMemory};
-use super::request::{Engine, Slo, TrtllmBackend};
+use super::request::Slo;
 use super::sim::instance::{InstanceSettings, Role};
 use super::sim::stats::{stats_s, LatencyStats};
 use super::sim::steps::{graph_sizes, StepTimer};
@@ -48,10 +48,6 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         graph_padding: s.cuda_graph_padding,
         dp,
         recv_interval: s.scheduler_recv_interval,
-        overlap_scheduler: cfg.engine == Engine::Trtllm
-            && s.trtllm_backend == TrtllmBackend::Pytorch
-            && s.async_scheduling
-            && role != Role::Prefill,
     }
 }
 

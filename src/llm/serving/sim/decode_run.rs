@@ -39,11 +39,6 @@ use crate::llm::config::{bad, ConfigError};
 /// path sums them).
 #[derive(Debug)]
 pub struct RunTotals<'a> {
-    /// Under TensorRT-LLM's overlap scheduler ([`super::overlap`]; else untouched): the host launch time of the
-    /// run's steps, s, and when the client saw the tokens of its last-but-one step, s (the run pushes no ITL for
-    /// its last step's tokens, which the caller holds until the next step is enqueued).
-    pub launch_s: &'a mut f64,
-    pub last_shown_s: &'a mut f64,
     /// Σ KV occupancy × step time, Σ batch size × step time, Σ step time (all instances), Σ step time (this pool).
     pub kv_area: &'a mut f64,
     pub batch_area: &'a mut f64,
@@ -125,18 +120,6 @@ impl Instance {
         // SGLang's recv counter over the run ([`Instance::receive`]): a step whose reception would take requests
         // from the inbox is not part of the run (the ordinary step receives them and prefills).
         let (mut counter, mut last_decode) = (self.recv_counter, self.last_decode);
-        let overlap = self.settings.overlap_scheduler;
-        // Under the overlap scheduler: the launch of the run's steps and when the held tokens of the step before it
-        // show (as the step-by-step path computes it, [`super::overlap::delay_s`]).
-        let (mut launch, mut shown) = (0.0, 0.0);
-        if overlap {
-            launch = timer.launch_s(&StepLoad { decode_context: bucket(base_ctx), ..template })?;
-            shown = self.free_at + super::overlap::delay_s(self.last_launch_s, self.last_dt_s, launch);
-            *totals.launch_s = launch;
-        }
-        // Each step's ITL samples are pushed one step late, so that under the overlap scheduler the last step's
-        // are left to the caller.
-        let mut gap: Option<f64> = None;
         while steps < left.min(max_steps) && may_start(start) {
             if s.recv_interval > 1 {
                 let c = counter.saturating_add(if last_decode { 1 } else { SGLANG_RECV_WEIGHT_OTHER });
@@ -172,21 +155,7 @@ impl Instance {
             *totals.busy += dt;
             *totals.pool_busy += dt;
             *totals.kv_usage_max = totals.kv_usage_max.max(usage);
-            if let Some(g) = gap {
-                totals.itl.push(g, n as u64);
-            }
-            // Under the overlap scheduler the gap between the shown times, computed as the step-by-step path does
-            // (to the bit).
-            gap = Some(if overlap {
-                // Step j's tokens show when step j + 1 (of the same launch) is enqueued.
-                let t = end + super::overlap::delay_s(launch, dt, launch);
-                *totals.last_shown_s = shown;
-                let g = t - shown;
-                shown = t;
-                g
-            } else {
-                end - start
-            });
+            totals.itl.push(end - start, n as u64);
             if self.settings.engine == Engine::Sglang {
                 self.new_token_ratio = (self.new_token_ratio - decay).max(SGLANG_MIN_NEW_TOKEN_RATIO);
             }
@@ -195,12 +164,6 @@ impl Instance {
         }
         if steps == 0 {
             return Ok(0);
-        }
-        if let (Some(g), false) = (gap, overlap) {
-            totals.itl.push(g, n as u64);
-        }
-        if overlap {
-            (self.last_launch_s, self.last_dt_s) = (launch, dt);
         }
         if s.recv_interval > 1 {
             self.recv_counter = counter;

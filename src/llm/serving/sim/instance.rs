@@ -50,9 +50,6 @@ pub struct Req {
     pub last_s: f64,
     /// Last token of the request, s (NaN before).
     pub done_s: f64,
-    /// Under TensorRT-LLM's overlap loop ([`InstanceSettings::overlap_scheduler`]): when the client saw its last
-    /// token, s (`last_s` is then when the engine sampled it; NaN before).
-    pub shown_s: f64,
     /// Times it was preempted.
     pub preemptions: u32,
 }
@@ -72,7 +69,6 @@ impl Req {
             first_s: f64::NAN,
             last_s: f64::NAN,
             done_s: f64::NAN,
-            shown_s: f64::NAN,
             preemptions: 0,
         }
     }
@@ -110,11 +106,6 @@ pub struct InstanceSettings {
     pub dp: u32,
     /// SGLang's `scheduler_recv_interval` (1: requests are received every iteration; [`Instance::receive`]).
     pub recv_interval: u32,
-    /// TensorRT-LLM's PyTorch backend with its overlap scheduler (`disable_overlap_scheduler` = False,
-    /// `PyExecutor._executor_loop_overlap`): a step's tokens reach the client only once the next step's forward
-    /// has been enqueued ([`super::overlap`]). Not for a disaggregated prefill worker (its KV cache is sent at
-    /// once).
-    pub overlap_scheduler: bool,
 }
 
 /// The requests one step runs: (request, new tokens).
@@ -147,13 +138,6 @@ pub struct Instance {
     /// The last step was a decode-only batch (SGLang's `ForwardMode.DECODE`); false after a batch with prefill
     /// or when idle.
     pub last_decode: bool,
-    /// With [`InstanceSettings::overlap_scheduler`]: the requests that sampled a token in the last step and whose
-    /// token the client has not seen yet (released when the next step is enqueued, [`super::overlap`]).
-    pub held: Vec<u32>,
-    /// With [`InstanceSettings::overlap_scheduler`]: the host launch time and the duration of its last step, s
-    /// ([`super::overlap::delay_s`]).
-    pub last_launch_s: f64,
-    pub last_dt_s: f64,
 }
 
 /// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
@@ -182,9 +166,6 @@ impl Instance {
             inbox: VecDeque::new(),
             recv_counter: 0,
             last_decode: false,
-            held: Vec::new(),
-            last_launch_s: 0.0,
-            last_dt_s: 0.0,
         }
     }
 

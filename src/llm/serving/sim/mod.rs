@@ -19,18 +19,14 @@
 //! runs its `max_num_seqs` keeps the request waiting even when another has room: with uneven lengths, a closed
 //! loop's requests queue behind whole requests on the busier workers. An instance with work steps back to back: a
 //! step starts when the previous ends (or when work arrives at an idle instance), its policy picks the batch, and
-//! its end time applies it (under TensorRT-LLM's overlap scheduler the client sees a step's tokens only once the
-//! next step is enqueued, [`overlap`]). A disaggregated request leaves its prefill instance when its first token is
-//! sampled and arrives at a decode instance after its KV cache's transfer.
+//! its end time applies it. A disaggregated request leaves its prefill instance when its first token is sampled and
+//! arrives at a decode instance after its KV cache's transfer.
 //!
 //! **Bounded cost.** Every loop is bounded: at most `max_steps` steps (an error beyond), and every step moves a
 //! request forward or drops one that can never run (a prompt larger than the KV cache: counted as failed).
 
 pub mod decode_run;
 pub mod instance;
-pub mod overlap;
-#[cfg(test)]
-mod overlap_tests;
 pub mod policy;
 pub mod stats;
 pub mod steps;
@@ -152,7 +148,7 @@ pub struct SimOutcome {
 
 /// A simulated time, s, ordered by `f64::total_cmp` (the event heaps need a total order; times are finite).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Time(f64);
+struct Time(f64);
 impl Eq for Time {}
 impl PartialOrd for Time {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
@@ -215,7 +211,6 @@ pub fn simulate(
     let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
     let mut done: Vec<u32> = Vec::new();
     let mut scratch = RunScratch::default();
-    let closed = concurrency.is_some();
     while finished < n {
         // The next event: a send, a transfer's arrival, or an instance's step (sends and arrivals first on ties).
         let send_at = (next < n).then(|| {
@@ -268,10 +263,8 @@ pub fn simulate(
         };
         let (pool, worker) = pool_of[i];
         // A run of decode-only steps before the next other event: advanced at once, exactly ([`decode_run`]).
-        // Not while a trace is being recorded (its steps are recorded one by one), nor while a held token that
-        // ends a request waits to be shown (its client's next send must be an event before the run's steps).
-        let completes = |r: &u32| reqs[*r as usize].generated >= reqs[*r as usize].output;
-        if out.trace.len() >= options.trace_steps && !instances[i].held.iter().any(completes) {
+        // Not while a trace is being recorded (its steps are recorded one by one).
+        if out.trace.len() >= options.trace_steps {
             let other = (0..instances.len())
                 .filter(|&o| o != i && instances[o].outstanding() > 0)
                 .map(|o| (instances[o].free_at, o))
@@ -280,46 +273,18 @@ pub fn simulate(
             // step at the same time only from the lower index (the order of the loop above).
             let may_start =
                 |t: f64| t < send_t && t < arrive_t && other.is_none_or(|(f, o)| t < f || (t == f && i < o));
-            let (mut run_launch, mut run_last_shown) = (0.0, 0.0);
-            // Under the overlap scheduler the run's ITL samples follow those of the tokens held before it.
-            let overlap_on = instances[i].settings.overlap_scheduler;
-            let mut run_itl = Weighted::default();
             let totals = RunTotals {
-                launch_s: &mut run_launch,
-                last_shown_s: &mut run_last_shown,
                 kv_area: &mut kv_area,
                 batch_area: &mut batch_area,
                 busy: &mut busy,
                 pool_busy: &mut out.busy_fraction[pool],
                 kv_usage_max: &mut out.kv_usage_max,
-                itl: if overlap_on { &mut run_itl } else { &mut out.itl_s },
+                itl: &mut out.itl_s,
             };
             let left = options.max_steps.saturating_sub(out.steps);
-            let (run_start, last_launch, last_dt) =
-                (instances[i].free_at, instances[i].last_launch_s, instances[i].last_dt_s);
             let ran =
                 instances[i].decode_run(&mut reqs, &mut *pools[pool].timer, &may_start, left, totals, &mut scratch)?;
             if ran > 0 {
-                let inst = &mut instances[i];
-                if inst.settings.overlap_scheduler {
-                    // The tokens held from the step before the run show when the run's first step is enqueued,
-                    // the run's own after each next step's launch, the last step's are held for the next step
-                    // ([`overlap`]); the run left its shown time in `run_last_shown`.
-                    let held = std::mem::replace(&mut inst.held, inst.running.clone());
-                    finished += overlap::release(
-                        &held,
-                        run_start + overlap::delay_s(last_launch, last_dt, run_launch),
-                        ran as u32,
-                        &mut reqs,
-                        &mut out,
-                        &mut slots,
-                        closed,
-                    );
-                    for &r in &inst.running {
-                        reqs[r as usize].shown_s = run_last_shown;
-                    }
-                    out.itl_s.extend(&run_itl);
-                }
                 out.steps += ran;
                 if options.trace_steps > 0 {
                     out.trace_truncated = true;
@@ -333,8 +298,6 @@ pub fn simulate(
         if instances[i].batch.is_empty() {
             // Nothing can run: a request larger than the KV cache (or one the policy can never admit). Drop it.
             let inst = &mut instances[i];
-            let held = std::mem::take(&mut inst.held);
-            finished += overlap::release(&held, start, 0, &mut reqs, &mut out, &mut slots, closed);
             if inst.preemptions > preempted_before && inst.running.is_empty() {
                 continue;
             }
@@ -367,16 +330,6 @@ pub fn simulate(
             ));
         }
         let inst = &mut instances[i];
-        if inst.settings.overlap_scheduler {
-            // TensorRT-LLM's overlap loop shows the last step's tokens once this step's forward is enqueued.
-            let launch = pools[pool].timer.launch_s(&load)?;
-            if !inst.held.is_empty() {
-                let t = start + overlap::delay_s(inst.last_launch_s, inst.last_dt_s, launch);
-                let held = std::mem::take(&mut inst.held);
-                finished += overlap::release(&held, t, 0, &mut reqs, &mut out, &mut slots, closed);
-            }
-            (inst.last_launch_s, inst.last_dt_s) = (launch, dt);
-        }
         let usage = inst.used_blocks() as f64 / inst.settings.kv_blocks.max(1) as f64;
         kv_area += usage * dt;
         batch_area += inst.batch.len() as f64 * dt;
@@ -408,18 +361,24 @@ pub fn simulate(
                 transfers.push(Reverse((Time(end + transfer_s(reqs[r as usize].input)), r, pool)));
                 continue;
             }
-            if inst.settings.overlap_scheduler {
-                // Shown, and completed, when the next step is enqueued (below, or at that step).
-                continue;
-            }
             finished += 1;
-            overlap::complete(&reqs[r as usize], &mut out, &mut slots, closed);
-        }
-        if inst.outstanding() == 0 && !inst.held.is_empty() {
-            // No next step: the loop's next iteration enqueues nothing eager (the finished requests' own extra
-            // decode replays a graph or is tiny), the tokens show at the step's end.
-            let held = std::mem::take(&mut inst.held);
-            finished += overlap::release(&held, end, 0, &mut reqs, &mut out, &mut slots, closed);
+            let q = &reqs[r as usize];
+            out.completed += 1;
+            out.input_tokens += q.input as u64;
+            out.output_tokens += q.generated as u64;
+            let (ttft, e2e) = (q.first_s - q.sent_s, q.done_s - q.sent_s);
+            out.ttft_s.push(ttft);
+            out.e2e_s.push(e2e);
+            let tpot = if q.generated > 1 { (e2e - ttft) / (q.generated - 1) as f64 } else { 0.0 };
+            if q.generated > 1 {
+                out.tpot_s.push(tpot);
+            }
+            out.tpot_or_zero_s.push(tpot);
+            out.outputs.push(q.generated);
+            out.duration_s = out.duration_s.max(q.done_s);
+            if concurrency.is_some() {
+                slots.push(Reverse(Time(q.done_s)));
+            }
         }
     }
     out.preemptions = instances.iter().map(|i| i.preemptions).sum();
@@ -454,19 +413,14 @@ impl Instance {
             }
             q.generated += 1;
             q.tokens += 1;
-            if self.settings.overlap_scheduler {
-                // Shown to the client when the next step is enqueued ([`overlap::release`]).
-                self.held.push(r);
-            } else if q.generated == 1 {
+            if q.generated == 1 {
                 q.first_s = end;
             } else {
                 itl.push(end - q.last_s, 1);
             }
             q.last_s = end;
             if q.generated >= q.output {
-                if !self.settings.overlap_scheduler {
-                    q.done_s = end;
-                }
+                q.done_s = end;
                 self.free_blocks += q.blocks as u64 + q.reserved as u64;
                 (q.blocks, q.reserved) = (0, 0);
                 done.push(r);

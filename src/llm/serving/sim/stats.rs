@@ -62,13 +62,6 @@ impl Weighted {
         }
     }
 
-    /// Pushes `other`'s samples after these, in order (merged as [`Weighted::push`] merges).
-    pub fn extend(&mut self, other: &Weighted) {
-        for &(v, c) in &other.values {
-            self.push(v, c);
-        }
-    }
-
     /// Number of samples.
     pub fn len(&self) -> u64 {
         self.values.iter().map(|v| v.1).sum()

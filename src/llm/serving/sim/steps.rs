@@ -17,14 +17,6 @@ use crate::llm::config::ConfigError;
 pub trait StepTimer {
     /// The wall time of a step of `load`, s.
     fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError>;
-
-    /// The host's time to enqueue the forward of a step of `load`, s: its kernels' launches when it runs eagerly
-    /// (0 when it replays a CUDA graph). Under TensorRT-LLM's overlap loop the previous step's tokens reach the
-    /// client only after it ([`super::overlap`]). Default 0 (a timer without a launch model).
-    fn launch_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError> {
-        let _ = load;
-        Ok(0.0)
-    }
 }
 
 /// Most distinct step shapes one simulation may time (each costs the step model a few dozen operator lookups): a
@@ -43,11 +35,6 @@ impl StepTimer for Solver<'_> {
             ));
         }
         Ok(self.step(*load)?.time_s)
-    }
-
-    /// The step model's `launch_s`: kernels × the eager launch cost of the slowest stage (0 in a CUDA graph).
-    fn launch_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError> {
-        Ok(self.step(*load)?.launch_s)
     }
 }
 

@@ -5,7 +5,7 @@ use super::steps::{ConstantSteps, StepTimer};
 use super::*;
 use crate::llm::serving::request::Engine;
 
-pub(super) fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
+fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
     InstanceSettings {
         engine,
         role: Role::Both,
@@ -19,11 +19,10 @@ pub(super) fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks
         graph_padding: true,
         dp: 1,
         recv_interval: 1,
-        overlap_scheduler: false,
     }
 }
 
-pub(super) fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
+fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
     vec![SimRequest { input, output, arrival_s: 0.0 }; n]
 }
 
@@ -36,7 +35,7 @@ fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> Si
     simulate(&mut pools, reqs, concurrency, &|_| 0.0, OPTS).unwrap()
 }
 
-pub(super) fn close(a: &[f64], b: &[f64]) {
+fn close(a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
     for (x, y) in a.iter().zip(b) {
         assert!((x - y).abs() < 1e-9, "{a:?} vs {b:?}");
@@ -213,7 +212,7 @@ fn the_front_end_delays_every_request_and_its_ttft() {
 
 /// Steps whose time grows with every count of the load (so that a wrong load in a decode run shows), counting
 /// how often they are asked for.
-pub(super) struct ShapedSteps {
+struct ShapedSteps {
     calls: u64,
 }
 
@@ -230,23 +229,11 @@ impl StepTimer for ShapedSteps {
                 0.0
             })
     }
-
-    /// Launch times for the overlap scheduler's tests: eager prefill steps and odd (uncaptured) decode batches
-    /// launch for a time that grows with the load (independent of the decode context, like a kernel count).
-    fn launch_s(&mut self, l: &crate::llm::serving::step::StepLoad) -> Result<f64, ConfigError> {
-        Ok(if l.prefill_tokens > 0 {
-            0.01 + 1e-6 * l.prefill_tokens as f64
-        } else if l.decode_seqs % 2 == 1 {
-            0.002 + 1e-5 * l.decode_seqs as f64
-        } else {
-            0.0
-        })
-    }
 }
 
 /// `n` requests from a small linear congruential generator: prompts 1–`max_in`, outputs 1–`max_out`, Poisson-like
 /// arrivals `gap_s` apart on average (0: all at once).
-pub(super) fn varied(n: usize, max_in: u32, max_out: u32, gap_s: f64, seed: u64) -> Vec<SimRequest> {
+fn varied(n: usize, max_in: u32, max_out: u32, gap_s: f64, seed: u64) -> Vec<SimRequest> {
     let mut x = seed;
     let mut next = move || {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -264,7 +251,7 @@ pub(super) fn varied(n: usize, max_in: u32, max_out: u32, gap_s: f64, seed: u64)
 /// Runs `reqs` on `pools` (settings, workers) twice — step by step (a trace of every step is being recorded) and
 /// with decode runs advanced at once — and asserts that every number of the outcome is the same to the bit.
 /// Returns the timer calls of both (step by step, with runs).
-pub(super) fn same_both_ways(
+fn same_both_ways(
     pools: &[(InstanceSettings, u32)],
     reqs: &[SimRequest],
     concurrency: Option<u32>,
