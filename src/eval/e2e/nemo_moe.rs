@@ -10,7 +10,8 @@
 //! Qwen3-235B-A22B `alltoall` on H100, B200 and B300 (with `moe_a2a_overlap`, Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, on H100) and HybridEP on GB200/GB300, Qwen3-30B-A3B HybridEP everywhere,
 //! DeepSeek-V3 HybridEP (DeepEP with the 1F1B overlap for the B200 pp 8 · vp 2 · ep 32 rows) with `recompute_modules`
-//! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
+//! [mla_up_proj, mlp] on H100 and B200 at ep 32, none for the GB300 full-iteration MXFP8 recipe (PR #3983),
+//! [mla_up_proj] otherwise; Transformer Engine's TP overlap except
 //! for Qwen3-235B-A22B on H100; DeepSeek-V3 with its MTP layer unless the row says "w/o MTP". The NeMo overlap
 //! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too, and the rows run as `framework: nemo`
 //! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). A DGX-H100
@@ -97,7 +98,11 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
         p["tp_comm_overlap"] = json!(false);
     }
     if model == "DeepSeek-V3" {
-        let modules = if h100 || ep == 32 { json!(["mla_up_proj", "mlp"]) } else { json!(["mla_up_proj"]) };
+        let modules = if h100 || (gpu == "DGX-B200" && ep == 32) {
+            json!(["mla_up_proj", "mlp"])
+        } else {
+            json!(["mla_up_proj"])
+        };
         p["recompute"] = json!("selective");
         p["recompute_modules"] = modules;
     }
@@ -271,6 +276,14 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let container = if g("h2").is_empty() { g("h1") } else { g("h2") };
         if full_iteration_mxfp8(model, system_name, recipe, container) {
             full_iteration_options(&mut p);
+            // DeepSeek-V3's GB300 full-iteration recipe runs without recomputation (PR #3983: "recompute
+            // disabled"); GB200's keeps mla_up_proj for its smaller HBM (PR #4226).
+            if model == "DeepSeek-V3" && system_name == "DGX-GB300" {
+                p["recompute"] = json!("none");
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("recompute_modules");
+                }
+            }
         }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision, "nemo") else {
@@ -378,5 +391,39 @@ mod tests {
         assert_eq!(container_version("26.06.01 NeMo Container"), Some((26, 6, 1)));
         assert_eq!(container_version("26.08 NeMo Container"), Some((26, 8, 0)));
         assert_eq!(container_version("Performance"), None);
+    }
+
+    #[test]
+    fn interleaved_deepseek_v3_rows_run_the_recipes_pipeline_layouts() {
+        use crate::llm::config::Recompute;
+        use crate::llm::cuda_graphs::CudaGraphs;
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+        let mut out = E2eData::default();
+        nemo_moe(&data, &mut out).unwrap();
+        let row = |line: &str, system: &str| {
+            out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
+        };
+        let layout = |r: &E2eRow| r.request.parallelism.pipeline_model_parallel_layout.clone();
+        // 26.08 GB300 (performance-summary.md line 45): pp 2 · vp 8 = 16 chunks, "Et*4|(t*4|)*14tmL" (4 + 14·4 + 1 =
+        // 61 layers); GBS 4096 · 4096 tokens at 6,288 tokens/s/GPU on 256 GPUs → 16,777,216 / 1,609,728 = 10.42 s.
+        // Its full-iteration MXFP8 recipe (PR #3983) runs without recomputation.
+        let r = row("45", "DGX-GB300");
+        assert_eq!(layout(r).as_deref(), Some("Et*4|(t*4|)*14tmL"));
+        assert!((r.measured_s - 16_777_216.0 / 1_609_728.0).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.parallelism.cuda_graphs, Some(CudaGraphs::FullIteration));
+        assert_eq!(r.request.parallelism.recompute, Recompute::None);
+        // 26.08 GB200 (line 46): pp 4 · vp 4 = 16 chunks, the same layout; GB200 keeps mla_up_proj (PR #4226).
+        let r = row("46", "DGX-GB200");
+        assert_eq!(layout(r).as_deref(), Some("Et*4|(t*4|)*14tmL"));
+        assert_eq!(r.request.parallelism.recompute, Recompute::Selective);
+        // 25.11 GB300 without MTP (archive line 555): pp 2 · vp 4 = 8 chunks, layout_map's 8-chunk layout with the
+        // loss alone in the last chunk: 8 + 6·8 + 5 = 61 layers.
+        assert_eq!(layout(row("555", "DGX-GB300")).as_deref(), Some("Et*8|(t*8|)*6t*5L"));
+        // 25.11 GB200 fp8 (line 569): pp 8 · vp 4 = 32 chunks, the H100 recipe's "Et|(tt|)*30mL" without its m.
+        assert_eq!(layout(row("569", "DGX-GB200")).as_deref(), Some("Et|(tt|)*30L"));
+        // Without interleaving the uneven first/last options stay (B300 line 115: pp 8 → 8 and 5 layers).
+        let r = row("115", "DGX-B300");
+        assert_eq!(layout(r), None);
+        assert_eq!(r.request.parallelism.num_layers_in_first_pipeline_stage, Some(8));
     }
 }
