@@ -80,7 +80,7 @@ pub struct ChunkWork {
     /// Of those, MoE layers.
     pub moe_layers: u32,
     /// Multi-token-prediction layers the chunk runs after its head ([`Decomposition::mtp`]; the last chunk of the
-    /// last stage).
+    /// last stage, or the chunk the custom pipeline layout names: [`TrainingConfig::chunk_mtp_layers`]).
     pub mtp: u32,
     /// The chunk runs [`Decomposition::embedding`] (chunk 0 of stage 0).
     pub embedding: bool,

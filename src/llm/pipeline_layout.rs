@@ -10,7 +10,7 @@
 //! (final norm, LM head and loss). The string lists the virtual stages in order 0 … pp·vp − 1; virtual stage i is
 //! model chunk i / pp of pipeline stage i mod pp (`__init__`'s `layout[vpp_rank * pp + pp_rank]`).
 
-use super::config::{bad, ConfigError};
+use super::config::{bad, ConfigError, LayerSplit, ModelSpec, ParallelSpec};
 
 /// The request field this module validates.
 pub const FIELD: &str = "parallelism.pipeline_model_parallel_layout";
@@ -229,6 +229,26 @@ pub fn validate_layout(
     }
     let chunks = (0..pp * v).map(|i| stages[((i % v) * pp + i / v) as usize]).collect();
     Ok(PipelineLayout { pp, v, chunks })
+}
+
+/// Megatron-Core's custom pipeline layout of the request, validated for its model and pipeline
+/// ([`validate_layout`]); `None` without one. Errors (field
+/// `parallelism.pipeline_model_parallel_layout`): [`validate_layout`]'s, and the layout given with
+/// `num_layers_in_first/last_pipeline_stage` or `account_for_*` (Megatron-Core's `get_num_layers_to_build` reads
+/// the layout and ignores them, so a request giving both is ambiguous) or with `layer_split` `s1`.
+pub fn request_layout(model: &ModelSpec, par: &ParallelSpec) -> Result<Option<PipelineLayout>, ConfigError> {
+    let Some(layout) = &par.pipeline_model_parallel_layout else { return Ok(None) };
+    if !par.megatron_split().is_even() {
+        return Err(bad(
+            FIELD,
+            "the layout places every layer itself: give it without num_layers_in_first/last_pipeline_stage and \
+             account_for_embedding/loss_in_pipeline_split",
+        ));
+    }
+    if par.layer_split == Some(LayerSplit::S1) {
+        return Err(bad(FIELD, "the layout is Megatron-Core's split: use layer_split uniform (or leave it out)"));
+    }
+    validate_layout(layout, par.pp, par.virtual_stages, model.layers, model.mtp_layers).map(Some)
 }
 
 /// The layers of the unrolled layout in order (separators and commas dropped; a layout that does not unroll is

@@ -100,3 +100,29 @@ fn random_strings_never_panic() {
         }
     }
 }
+
+#[test]
+fn the_layout_is_not_taken_with_megatrons_other_split_options() {
+    let model: ModelSpec = serde_json::from_value(serde_json::json!({"layers": 2, "hidden": 64, "heads": 4,
+        "seq_len": 32, "vocab": 100}))
+    .unwrap();
+    let par = |extra: serde_json::Value| -> ParallelSpec {
+        let mut p = serde_json::json!({"pp": 2, "pipeline_model_parallel_layout": "Et|tL"});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        serde_json::from_value(p).unwrap()
+    };
+    // "Et|tL" on pp 2: 1 + 1 = 2 layers, one chunk per stage.
+    let l = request_layout(&model, &par(serde_json::json!({}))).unwrap().unwrap();
+    assert_eq!(l.layers(), vec![1, 1]);
+    for extra in [
+        serde_json::json!({"layer_split": "s1"}),
+        serde_json::json!({"account_for_loss_in_pipeline_split": true}),
+        serde_json::json!({"num_layers_in_last_pipeline_stage": 1}),
+    ] {
+        assert_eq!(request_layout(&model, &par(extra.clone())).unwrap_err().field, FIELD, "{extra}");
+    }
+    let none: ParallelSpec = serde_json::from_value(serde_json::json!({"pp": 2})).unwrap();
+    assert_eq!(request_layout(&model, &none).unwrap(), None);
+}

@@ -242,3 +242,26 @@ fn deepseek_v3_pipeline_layout_places_layers_and_mtp_by_hand() {
     let e = validate(&req.model, &req.parallelism, req.precision, 256).unwrap_err();
     assert_eq!(e.field, "parallelism.pipeline_model_parallel_layout");
 }
+
+#[test]
+fn a_standalone_mtp_chunk_runs_where_the_layout_puts_it() {
+    // 8 layers (3 dense) and 1 MTP layer over pp 4 · vp 2 with "Et|tt|tt|t|t|t|m|L": virtual stages 0–7, the t
+    // count 1 + 2 + 2 + 1 + 1 + 1 = 8; the m in virtual stage 6 = chunk 6 / 4 = 1 of stage 6 mod 4 = 2 (a stage's
+    // last chunk, as Megatron-Core requires), the loss alone in virtual stage 7 = chunk 1 of stage 3.
+    let c = cfg(
+        serde_json::json!({"layers": 8, "hidden": 256, "heads": 4, "seq_len": 256, "vocab": 1000,
+            "norm": "rmsnorm", "activation": "swiglu", "attention": "flash", "mtp_layers": 1,
+            "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 128, "dense_layers": 3}}),
+        serde_json::json!({"pp": 4, "virtual_stages": 2, "grad_accum": 4,
+            "pipeline_model_parallel_layout": "Et|tt|tt|t|t|t|m|L"}),
+        8,
+    );
+    let d = crate::llm::decompose::decompose(&c, &system("dgx-h100", 1));
+    let mtp: Vec<Vec<u32>> = d.stages.iter().map(|s| s.chunks.iter().map(|c| c.mtp).collect()).collect();
+    assert_eq!(mtp, vec![vec![0, 0], vec![0, 0], vec![0, 1], vec![0, 0]]);
+    // Stage s holds virtual stages s and s + 4: stage 0 "Et" + "t" = 2 layers, 1: 2 + 1, 2: 2 + 0, 3: 1 + 0.
+    let layers: Vec<u32> = d.stages.iter().map(|s| s.encoders).collect();
+    assert_eq!(layers, vec![2, 3, 2, 1]);
+    assert!(d.stages[3].chunks[1].head && d.stages[3].chunks[1].layers == 0);
+    assert!(predict(&c, &AnalyticBackend::new(system("dgx-h100", 1))).is_ok());
+}

@@ -32,7 +32,9 @@ use crate::hw::Precision;
 /// `parallelism.sequence_parallel` with seq_len/cp not divisible by tp; `parallelism.virtual_stages` with pp = 1 or
 /// micro-batches not divisible by pp (Narayanan et al. 2021's interleaved schedule); `parallelism.layer_split` `s1`
 /// with interleaving or with Megatron-Core's split options; Megatron-Core's split refusing the layers
-/// (`parallelism.virtual_stages`, `parallelism.layer_split`, or the option at fault: [`megatron_split`]).
+/// (`parallelism.virtual_stages`, `parallelism.layer_split`, or the option at fault: [`megatron_split`]); the
+/// custom pipeline layout refused (`parallelism.pipeline_model_parallel_layout`:
+/// [`crate::llm::pipeline_layout::request_layout`]).
 pub fn validate(
     model: &ModelSpec,
     par: &ParallelSpec,
@@ -55,7 +57,7 @@ struct Derived {
     /// The layer split and the Megatron-Core split options kept with it ([`pipeline_split`]).
     layer_split: LayerSplit,
     split: MegatronSplit,
-    /// Megatron-Core's custom pipeline layout, when given ([`pipeline_layout`]).
+    /// Megatron-Core's custom pipeline layout, when given ([`crate::llm::pipeline_layout::request_layout`]).
     pipeline_layout: Option<crate::llm::pipeline_layout::PipelineLayout>,
     /// Micro-batches per step ([`grad_accum`]).
     grad_accum: u32,
@@ -82,7 +84,7 @@ fn check(
     let cp_comm = cp_comm(model, par)?;
     check_sequence_parallel(model, par)?;
     let (layer_split, split) = pipeline_split(model, par)?;
-    let pipeline_layout = pipeline_layout(model, par)?;
+    let pipeline_layout = crate::llm::pipeline_layout::request_layout(model, par)?;
     validate_overlaps(par)?;
     check_gpus(par, system_gpus)?;
     let grad_accum = grad_accum(par)?;
@@ -159,7 +161,7 @@ fn cp_comm(model: &ModelSpec, par: &ParallelSpec) -> Result<crate::llm::cp::CpCo
 fn pipeline_split(model: &ModelSpec, par: &ParallelSpec) -> Result<(LayerSplit, MegatronSplit), ConfigError> {
     let split = par.megatron_split();
     if par.pipeline_model_parallel_layout.is_some() {
-        // The layout ([`pipeline_layout`]) replaces Megatron-Core's split; it still needs pp ≥ 2 to interleave.
+        // The layout (`pipeline_layout::request_layout`) replaces Megatron-Core's split; it still needs pp ≥ 2 to interleave.
         if par.virtual_stages > 1 && par.pp < 2 {
             return Err(bad("parallelism.virtual_stages", "interleaving needs at least two pipeline stages (pp ≥ 2)"));
         }
@@ -167,30 +169,6 @@ fn pipeline_split(model: &ModelSpec, par: &ParallelSpec) -> Result<(LayerSplit, 
     }
     let layer_split = layer_split(model, par, &split)?;
     Ok((layer_split, if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() }))
-}
-
-/// Megatron-Core's custom pipeline layout of the request, validated for its model and pipeline
-/// ([`crate::llm::pipeline_layout::validate_layout`]); `None` without one. Errors (field
-/// `parallelism.pipeline_model_parallel_layout`): `validate_layout`'s, and the layout given with
-/// `num_layers_in_first/last_pipeline_stage` or `account_for_*` (Megatron-Core's `get_num_layers_to_build` reads
-/// the layout and ignores them, so a request giving both is ambiguous) or with `layer_split` `s1`.
-fn pipeline_layout(
-    model: &ModelSpec,
-    par: &ParallelSpec,
-) -> Result<Option<crate::llm::pipeline_layout::PipelineLayout>, ConfigError> {
-    use crate::llm::pipeline_layout::{validate_layout, FIELD};
-    let Some(layout) = &par.pipeline_model_parallel_layout else { return Ok(None) };
-    if !par.megatron_split().is_even() {
-        return Err(bad(
-            FIELD,
-            "the layout places every layer itself: give it without num_layers_in_first/last_pipeline_stage and \
-             account_for_embedding/loss_in_pipeline_split",
-        ));
-    }
-    if par.layer_split == Some(LayerSplit::S1) {
-        return Err(bad(FIELD, "the layout is Megatron-Core's split: use layer_split uniform (or leave it out)"));
-    }
-    validate_layout(layout, par.pp, par.virtual_stages, model.layers, model.mtp_layers).map(Some)
 }
 
 /// The MoE, MLA, MTP and recompute-module options resolved for the request's parallel shape. Errors:
