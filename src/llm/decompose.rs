@@ -80,7 +80,7 @@ pub struct ChunkWork {
     /// Of those, MoE layers.
     pub moe_layers: u32,
     /// Multi-token-prediction layers the chunk runs after its head ([`Decomposition::mtp`]; the last chunk of the
-    /// last stage).
+    /// last stage, or the chunk the custom pipeline layout names: [`TrainingConfig::chunk_mtp_layers`]).
     pub mtp: u32,
     /// The chunk runs [`Decomposition::embedding`] (chunk 0 of stage 0).
     pub embedding: bool,
@@ -202,7 +202,7 @@ fn chunk_work(
     ChunkWork {
         layers: n,
         moe_layers: moe_counts[(s * v + c) as usize],
-        mtp: if head { cfg.model.mtp_layers } else { 0 },
+        mtp: cfg.chunk_mtp_layers(s, c),
         embedding: s == 0 && c == 0,
         head,
         send_fwd: send(Phase::Fwd),
@@ -347,19 +347,27 @@ pub fn stage_params(cfg: &TrainingConfig, s: u32, layers: &[u32], moe_layers: &[
     let v = cfg.virtual_stages.max(1);
     let n: u32 = (0..v).map(|c| layers[(s * v + c) as usize]).sum();
     let moe: u32 = (0..v).map(|c| moe_layers.get((s * v + c) as usize).copied().unwrap_or(0)).sum();
-    stage_params_of(cfg, StageRole::of(s, cfg.pp), n as u64, moe as u64, v_padded)
+    stage_params_of(cfg, StageRole::of(s, cfg.pp), n as u64, moe as u64, v_padded) + mtp_moved_params(cfg, s)
 }
 
-/// Routed-expert parameters on one GPU of stage s with `moe_layers` MoE layers (and, on the last stage, its MTP
-/// layers'): [`crate::llm::moe::params`]; 0 for a dense model.
+/// The MTP layers' dense-like parameters a custom pipeline layout moves onto stage s from the last stage, where
+/// [`stage_params_of`] counts them (positive on the stage that gains them, negative on the last stage; 0 without a
+/// layout or with the MTP layers on the last stage, as in Megatron-Bridge's DeepSeek-V3 layouts for pp 8).
+fn mtp_moved_params(cfg: &TrainingConfig, s: u32) -> f64 {
+    let counted = if s + 1 == cfg.pp { cfg.model.mtp_layers } else { 0 };
+    let placed = cfg.stage_mtp_layers(s);
+    if placed == counted {
+        return 0.0;
+    }
+    (placed as f64 - counted as f64) * crate::llm::moe::params::mtp_layer(cfg).dense
+}
+
+/// Routed-expert parameters on one GPU of stage s with `moe_layers` MoE layers (and its MTP layers', on the last
+/// stage or where the custom pipeline layout puts them: [`TrainingConfig::stage_mtp_layers`]): [`crate::llm::moe::params`]; 0 for a dense model.
 pub fn stage_expert_params(cfg: &TrainingConfig, s: u32, moe_layers: u32) -> f64 {
     let Some(moe) = &cfg.moe else { return 0.0 };
     let per_layer = crate::llm::moe::params::moe_layer(cfg, moe).expert;
-    let mtp = if s + 1 == cfg.pp {
-        cfg.model.mtp_layers as f64 * crate::llm::moe::params::mtp_layer(cfg).expert
-    } else {
-        0.0
-    };
+    let mtp = cfg.stage_mtp_layers(s) as f64 * crate::llm::moe::params::mtp_layer(cfg).expert;
     moe_layers as f64 * per_layer + mtp
 }
 

@@ -202,10 +202,12 @@ pub fn stage_memory(
     let moe_layers = st.moe_layers.min(st.layers) as f64;
     let per_chunk = ((st.layers as f64 - moe_layers) * facts.per_layer + moe_layers * facts.per_moe_layer) / v as f64;
     let mut act = in_flight as f64 * per_chunk + facts.working;
-    if st.last && cfg.model.mtp_layers > 0 {
-        // The MTP layers run on the last chunk: one layer's activations each (an MoE one when the last layer is).
+    let mtp = cfg.stage_mtp_layers(st.stage);
+    if mtp > 0 {
+        // The MTP layers run on the last chunk (or the chunk the custom pipeline layout names): one layer's
+        // activations each (an MoE one when the last layer is).
         let per = if crate::llm::moe::params::last_layer_is_moe(cfg) { facts.per_moe_layer } else { facts.per_layer };
-        act += cfg.model.mtp_layers as f64 * per;
+        act += mtp as f64 * per;
     }
     act += crate::llm::moe::memory::dispatch_buffer_bytes(cfg);
     let m = &cfg.model;

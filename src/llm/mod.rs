@@ -22,6 +22,7 @@ pub mod moe;
 pub mod operators;
 pub mod partition;
 pub mod pipeline;
+pub mod pipeline_layout;
 pub mod predict;
 pub mod recipe;
 pub mod report;

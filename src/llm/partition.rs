@@ -65,7 +65,9 @@ pub fn partition(e: u32, pp: u32) -> Vec<u32> {
 /// Layers of every model chunk, indexed `stage · v + chunk` (v = virtual stages, chunk c of stage s is virtual
 /// stage c·pp + s in Narayanan et al.'s interleaved order): S1's [`partition`] for `LayerSplit::S1` (v = 1), or
 /// Megatron-Core's [`megatron_split`] for `LayerSplit::Uniform` (validated upstream; a configuration validation
-/// would refuse gets the layers spread as evenly as possible instead of a panic).
+/// would refuse gets the layers spread as evenly as possible instead of a panic), or the request's custom pipeline
+/// layout's `t` per chunk when it gives one ([`crate::llm::pipeline_layout`]; `get_num_layers_to_build` reads the
+/// layout first).
 pub fn chunk_layers(cfg: &TrainingConfig) -> Vec<u32> {
     let mut out = Vec::new();
     fill_chunk_layers(cfg, &mut out);
@@ -76,6 +78,10 @@ pub fn chunk_layers(cfg: &TrainingConfig) -> Vec<u32> {
 pub fn fill_chunk_layers(cfg: &TrainingConfig, out: &mut Vec<u32>) {
     out.clear();
     let (layers, pp, v) = (cfg.model.layers, cfg.pp.max(1), cfg.virtual_stages.max(1));
+    if let Some(layout) = &cfg.pipeline_layout {
+        out.extend(layout.chunks.iter().map(|c| c.layers));
+        return;
+    }
     match cfg.layer_split {
         LayerSplit::S1 => out.extend(partition(layers, pp)),
         LayerSplit::Uniform => match megatron_split(layers, pp, v, &cfg.split) {

@@ -151,3 +151,40 @@ async fn deepseek_v3_under_torchtitan_runs_its_eager_experts_and_reduces_in_fp32
     let mega = app.post_json("/v1/predictions/training", &deepseek_v3()).await.json();
     assert!(mega["iteration_time_s"].as_f64() < p["iteration_time_s"].as_f64(), "{mega} {p}");
 }
+
+/// Issue 29: DeepSeek-V3 on 256 H100 at tp 2, pp 8 · vp 4, ep 32 with DeepEP, as Megatron-Bridge's `deepseek.py`
+/// `layout_map` lays out pp 8 · vp 4: "Et|(tt|)*30mL". Megatron-Core's uneven first/last options cannot split 61
+/// layers into 32 chunks (61 is prime), the layout can.
+#[tokio::test]
+async fn deepseek_v3_with_an_interleaved_pipeline_layout_is_answered_with_a_timeline() {
+    let app = TestApp::new().await;
+    let mut req = deepseek_v3();
+    let par = &mut req["parallelism"];
+    par.as_object_mut().unwrap().remove("num_layers_in_first_pipeline_stage");
+    par.as_object_mut().unwrap().remove("num_layers_in_last_pipeline_stage");
+    par["virtual_stages"] = json!(4);
+    // Without a layout: 61 layers over pp·v = 32 chunks are refused.
+    let p = app.post_json("/v1/predictions/training", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "parallelism.virtual_stages", "{p}");
+    req["parallelism"]["pipeline_model_parallel_layout"] = json!("Et|(tt|)*30mL");
+    let r = app.post_json("/v1/predictions/training", &req).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let p = r.json();
+    assert_eq!(p["config"]["gpus"], 256);
+    let t = app.post_json("/v1/predictions/training/timeline", &req).await;
+    assert_eq!(t.status, 200, "{}", String::from_utf8_lossy(&t.body));
+    let trace = t.json();
+    let x = spans(&trace);
+    let last = x.iter().map(|e| end(e)).fold(0.0, f64::max);
+    let iteration_us = p["iteration_time_s"].as_f64().unwrap() * 1e6;
+    assert!(((last - iteration_us) / iteration_us).abs() < 1e-6, "{last} vs {iteration_us}");
+    // Every one of the 8 stages runs. A 32-chunk layout of 1 + 29·2 + 1 = 60 layers, "Et|(tt|)*29,t|mL", for the
+    // model's 61 is refused, naming the field.
+    for stage in 0..8 {
+        assert!(x.iter().any(|e| e["pid"] == stage), "stage {stage} has no span");
+    }
+    req["parallelism"]["pipeline_model_parallel_layout"] = json!("Et|(tt|)*29,t|mL");
+    let p = app.post_json("/v1/predictions/training", &req).await.problem(422);
+    assert_eq!(p["errors"][0]["field"], "parallelism.pipeline_model_parallel_layout", "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("60 transformer layers"), "{p}");
+}

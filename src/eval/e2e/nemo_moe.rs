@@ -10,13 +10,16 @@
 //! Qwen3-235B-A22B `alltoall` on H100, B200 and B300 (with `moe_a2a_overlap`, Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, on H100) and HybridEP on GB200/GB300, Qwen3-30B-A3B HybridEP everywhere,
 //! DeepSeek-V3 HybridEP (DeepEP with the 1F1B overlap for the B200 pp 8 · vp 2 · ep 32 rows) with `recompute_modules`
-//! [mla_up_proj, mlp] on H100 and B200 at ep 32, [mla_up_proj] otherwise; Transformer Engine's TP overlap except
+//! [mla_up_proj, mlp] on H100 and B200 at ep 32, none for the GB300 full-iteration MXFP8 recipe (PR #3983),
+//! [mla_up_proj] otherwise; Transformer Engine's TP overlap except
 //! for Qwen3-235B-A22B on H100; DeepSeek-V3 with its MTP layer unless the row says "w/o MTP". The NeMo overlap
 //! defaults of the dense rows ([`super::nemo::nemo_parallelism`]) apply too, and the rows run as `framework: nemo`
 //! (the performance recipes set `cfg.ddp.grad_reduce_in_fp32 = False`, expert gradients included). A DGX-H100
 //! row whose precision cell says only `FP8` runs the presets' `FP8_CS`, tensorwise current scaling
-//! (`h100_fp8_recipe`). An MXFP8 Qwen3 row on GB200, GB300 or B300 from the 26.06 container on runs the
-//! full-iteration CUDA graph and the expert all-to-all overlap its recipe switched to (`full_iteration_mxfp8`).
+//! (`h100_fp8_recipe`). An MXFP8 Qwen3 row on GB200, GB300 or B300 (DeepSeek-V3: GB200 or GB300) from the 26.06
+//! container on runs the full-iteration CUDA graph and the expert all-to-all overlap its recipe switched to
+//! (`full_iteration_mxfp8`). DeepSeek-V3's pipeline runs the recipe's layout: uneven first and last stages without
+//! interleaving (`deepseek_split`), Megatron-Core's `pipeline_model_parallel_layout` with it (`deepseek_layout`).
 //! Assumption: rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
@@ -95,7 +98,11 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
         p["tp_comm_overlap"] = json!(false);
     }
     if model == "DeepSeek-V3" {
-        let modules = if h100 || ep == 32 { json!(["mla_up_proj", "mlp"]) } else { json!(["mla_up_proj"]) };
+        let modules = if h100 || (gpu == "DGX-B200" && ep == 32) {
+            json!(["mla_up_proj", "mlp"])
+        } else {
+            json!(["mla_up_proj"])
+        };
         p["recompute"] = json!("selective");
         p["recompute_modules"] = modules;
     }
@@ -133,13 +140,17 @@ fn container_version(heading: &str) -> Option<(u32, u32, u32)> {
 /// `set_full_iter_cg_configs`) and on B300 (PR #4606 on the r0.5.0 branch: "the same optimization path already
 /// used by GB200/GB300") to `cuda_graph_impl="full_iteration"` with `moe_a2a_overlap` and the CuTeDSL fused
 /// grouped MLP. The BF16 / FP8-CS recipes and H100's keep their TE-scoped graphs and dispatch. DeepSeek-V3's
-/// GB200 / GB300 recipes made the same switch (PRs #3983, #4226), but those rows' interleaved layouts are skipped
-/// ([`deepseek_split`]), and its B300 recipe's (PR #4498) is listed for the 0.5.1 release, of which the table has
-/// no B300 row: DeepSeek-V3 rows keep their recipe.
+/// GB200 / GB300 recipes made the same switch (PRs #3983, #4226; those rows run their interleaved layouts,
+/// [`deepseek_layout`]); its B300 recipe's (PR #4498) is listed for the 0.5.1 release, of which the table has no
+/// B300 row: DeepSeek-V3's B300 rows keep their recipe.
 fn full_iteration_mxfp8(model: &str, system: &str, recipe: Option<&str>, container: &str) -> bool {
-    model.starts_with("Qwen3")
-        && recipe == Some("mxfp8")
-        && matches!(system, "DGX-GB200" | "DGX-GB300" | "DGX-B300")
+    let systems: &[&str] = match model {
+        "DeepSeek-V3" => &["DGX-GB200", "DGX-GB300"],
+        m if m.starts_with("Qwen3") => &["DGX-GB200", "DGX-GB300", "DGX-B300"],
+        _ => &[],
+    };
+    recipe == Some("mxfp8")
+        && systems.contains(&system)
         && container_version(container).is_some_and(|v| v >= (26, 6, 0))
 }
 
@@ -160,8 +171,7 @@ fn full_iteration_options(p: &mut Value) {
 /// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
 /// `layout_map`: the first stage the embedding and L/pp layers, the last stage the rest, its MTP layer and the
 /// loss): (num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage). `None` for an interleaved
-/// layout (pp 8 · vp 2: "Et*4|(t*4|)*14tmL"; pp 8 · vp 4: "Et|(tt|)*30mL"), whose chunks Megatron-Core's
-/// uneven first/last options cannot express.
+/// layout ([`deepseek_layout`]), whose chunks Megatron-Core's uneven first/last options cannot express.
 fn deepseek_split(pp: u64, vp: u64) -> Option<(u64, u64)> {
     match (pp, vp) {
         (1, _) => Some((0, 0)),
@@ -170,6 +180,23 @@ fn deepseek_split(pp: u64, vp: u64) -> Option<(u64, u64)> {
         (16, 1) => Some((4, 1)),
         _ => None,
     }
+}
+
+/// DeepSeek-V3's interleaved pipeline layout (`pipeline_model_parallel_layout`) for pp · vp model chunks as
+/// Megatron-Bridge's recipes set it: `deepseek.py` `set_deepseek_v3_pipeline_model_parallel_layout`'s
+/// `layout_map` gives one layout per chunk count ((4, 2) the same 8 chunks as (8, 1): E + 8 layers, 6 × 8, 5 + MTP +
+/// loss; (8, 2) and (4, 4) the same 16: "Et*4|(t*4|)*14tmL"), the GB300 recipes pass the 16-chunk one for pp 2 ·
+/// vp 8 (`deepseek_v3_pretrain_256gpu_gb300_*_config`), the H100 recipes "Et|(tt|)*30mL" for pp 8 · vp 4
+/// (`deepseek_v3_pretrain_config_h100`). Without the MTP layer ("w/o MTP" rows) the last chunk holds the loss alone
+/// (`layout_map`'s `last_layer = ["mtp"] * mtp_layers + ["loss"]`). `None` for a chunk count without a recipe layout.
+fn deepseek_layout(pp: u64, vp: u64, mtp: bool) -> Option<String> {
+    let layout = match pp * vp {
+        8 => "Et*8|(t*8|)*6t*5mL",
+        16 => "Et*4|(t*4|)*14tmL",
+        32 => "Et|(tt|)*30mL",
+        _ => return None,
+    };
+    Some(if mtp { layout.to_string() } else { layout.replace('m', "") })
 }
 
 /// The MoE pre-training rows of the NeMo / Megatron-Bridge tables on DGX H100, B200, B300 and GB200 / GB300 NVL72
@@ -234,10 +261,13 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
                     p["num_layers_in_first_pipeline_stage"] = json!(first);
                     p["num_layers_in_last_pipeline_stage"] = json!(last);
                 }
-                None => {
-                    out.skip("nemo-moe", "DeepSeek-V3's interleaved pipeline layout (pipeline_model_parallel_layout)");
-                    continue;
-                }
+                None => match deepseek_layout(pp, vp, mtp) {
+                    Some(layout) => p["pipeline_model_parallel_layout"] = json!(layout),
+                    None => {
+                        out.skip("nemo-moe", "DeepSeek-V3's pipeline layout for this pp·vp has no recipe");
+                        continue;
+                    }
+                },
             }
         }
         if let Some(recipe) = recipe.or_else(|| h100_fp8_recipe(system_name, precision)) {
@@ -246,6 +276,14 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
         let container = if g("h2").is_empty() { g("h1") } else { g("h2") };
         if full_iteration_mxfp8(model, system_name, recipe, container) {
             full_iteration_options(&mut p);
+            // DeepSeek-V3's GB300 full-iteration recipe runs without recomputation (PR #3983: "recompute
+            // disabled"); GB200's keeps mla_up_proj for its smaller HBM (PR #4226).
+            if model == "DeepSeek-V3" && system_name == "DGX-GB300" {
+                p["recompute"] = json!("none");
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("recompute_modules");
+                }
+            }
         }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision, "nemo") else {
@@ -353,5 +391,39 @@ mod tests {
         assert_eq!(container_version("26.06.01 NeMo Container"), Some((26, 6, 1)));
         assert_eq!(container_version("26.08 NeMo Container"), Some((26, 8, 0)));
         assert_eq!(container_version("Performance"), None);
+    }
+
+    #[test]
+    fn interleaved_deepseek_v3_rows_run_the_recipes_pipeline_layouts() {
+        use crate::llm::config::Recompute;
+        use crate::llm::cuda_graphs::CudaGraphs;
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+        let mut out = E2eData::default();
+        nemo_moe(&data, &mut out).unwrap();
+        let row = |line: &str, system: &str| {
+            out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
+        };
+        let layout = |r: &E2eRow| r.request.parallelism.pipeline_model_parallel_layout.clone();
+        // 26.08 GB300 (performance-summary.md line 45): pp 2 · vp 8 = 16 chunks, "Et*4|(t*4|)*14tmL" (4 + 14·4 + 1 =
+        // 61 layers); GBS 4096 · 4096 tokens at 6,288 tokens/s/GPU on 256 GPUs → 16,777,216 / 1,609,728 = 10.42 s.
+        // Its full-iteration MXFP8 recipe (PR #3983) runs without recomputation.
+        let r = row("45", "DGX-GB300");
+        assert_eq!(layout(r).as_deref(), Some("Et*4|(t*4|)*14tmL"));
+        assert!((r.measured_s - 16_777_216.0 / 1_609_728.0).abs() < 1e-9, "{}", r.measured_s);
+        assert_eq!(r.request.parallelism.cuda_graphs, Some(CudaGraphs::FullIteration));
+        assert_eq!(r.request.parallelism.recompute, Recompute::None);
+        // 26.08 GB200 (line 46): pp 4 · vp 4 = 16 chunks, the same layout; GB200 keeps mla_up_proj (PR #4226).
+        let r = row("46", "DGX-GB200");
+        assert_eq!(layout(r).as_deref(), Some("Et*4|(t*4|)*14tmL"));
+        assert_eq!(r.request.parallelism.recompute, Recompute::Selective);
+        // 25.11 GB300 without MTP (archive line 555): pp 2 · vp 4 = 8 chunks, layout_map's 8-chunk layout with the
+        // loss alone in the last chunk: 8 + 6·8 + 5 = 61 layers.
+        assert_eq!(layout(row("555", "DGX-GB300")).as_deref(), Some("Et*8|(t*8|)*6t*5L"));
+        // 25.11 GB200 fp8 (line 569): pp 8 · vp 4 = 32 chunks, the H100 recipe's "Et|(tt|)*30mL" without its m.
+        assert_eq!(layout(row("569", "DGX-GB200")).as_deref(), Some("Et|(tt|)*30L"));
+        // Without interleaving the uneven first/last options stay (B300 line 115: pp 8 → 8 and 5 layers).
+        let r = row("115", "DGX-B300");
+        assert_eq!(layout(r), None);
+        assert_eq!(r.request.parallelism.num_layers_in_first_pipeline_stage, Some(8));
     }
 }

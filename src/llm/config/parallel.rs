@@ -169,6 +169,16 @@ with_training_options! {
         /// Needs precision fp8 and `distributed_optimizer` or `zero_stage` 3. Default `false`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         pub fp8_param_gather: bool = false,
+        /// Megatron-Core's `pipeline_model_parallel_layout` (Megatron-LM `--pipeline-model-parallel-layout`;
+        /// `pipeline_parallel_layer_layout.py` `PipelineParallelLayerLayout`): what every virtual pipeline stage
+        /// builds, `E` embedding, `t` transformer layer, `m` MTP layer, `L` loss, `|` between virtual stages (listed
+        /// 0 … pp·virtual_stages − 1; virtual stage i is chunk i / pp of stage i mod pp), `(…)*N` and `x*N` repeats,
+        /// commas cosmetic; e.g. DeepSeek-V3 on pp 8 · virtual_stages 4 `"Et|(tt|)*30mL"`
+        /// ([`crate::llm::pipeline_layout`]). Needs pp·virtual_stages virtual stages, the model's layers and MTP
+        /// layers, E first and L last; not with `num_layers_in_first/last_pipeline_stage`, `account_for_*` or
+        /// `layer_split` `s1`. Default: none (Megatron-Core's split).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pipeline_model_parallel_layout: Option<String> = None,
     }
 }
 

@@ -62,6 +62,9 @@ pub struct TrainingConfig {
     pub moe: Option<crate::llm::moe::MoeTraining>,
     /// Megatron-Core's uneven-split options (with `LayerSplit::Uniform`; all unset otherwise).
     pub split: MegatronSplit,
+    /// Megatron-Core's custom pipeline layout, when the request gives one (with `LayerSplit::Uniform`): every
+    /// chunk's layers, MTP layers, embedding and loss ([`crate::llm::pipeline_layout`]).
+    pub pipeline_layout: Option<crate::llm::pipeline_layout::PipelineLayout>,
     /// What the framework that runs it does ([`FrameworkTraits`]; Megatron's unless the request names another).
     pub framework: FrameworkTraits,
     /// The request's framework options, kept so the framework can be set after validation.
@@ -69,6 +72,21 @@ pub struct TrainingConfig {
 }
 
 impl TrainingConfig {
+    /// MTP layers on chunk `c` of stage `s`: where the custom pipeline layout puts them, else all on the last chunk
+    /// of the last stage (Megatron-Core's `mtp_on_this_rank` without a layout).
+    pub fn chunk_mtp_layers(&self, s: u32, c: u32) -> u32 {
+        match &self.pipeline_layout {
+            Some(l) => l.chunk(s, c).mtp,
+            None if s + 1 == self.pp.max(1) && c + 1 == self.virtual_stages.max(1) => self.model.mtp_layers,
+            None => 0,
+        }
+    }
+
+    /// MTP layers on stage `s` (all its chunks; [`TrainingConfig::chunk_mtp_layers`]).
+    pub fn stage_mtp_layers(&self, s: u32) -> u32 {
+        (0..self.virtual_stages.max(1)).map(|c| self.chunk_mtp_layers(s, c)).sum()
+    }
+
     /// GPUs used: tp · cp · pp · dp.
     pub fn gpus(&self) -> u64 {
         self.tp as u64 * self.cp as u64 * self.pp as u64 * self.dp as u64

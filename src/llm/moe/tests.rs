@@ -217,3 +217,51 @@ fn hybridep_permute_runs_on_the_communication_stream_under_ep_overlap() {
     // 200 + 30 + 30 = 260 µs, the backward's behind the forward's 150 + 60 = 210 µs; the permutes keep their 30 µs.
     assert_eq!(charged(false), vec![0.0, 30.0, 150.0, 30.0, 0.0, 30.0, 200.0, 30.0]);
 }
+
+#[test]
+fn deepseek_v3_pipeline_layout_places_layers_and_mtp_by_hand() {
+    // Megatron-Bridge deepseek.py layout_map, pp 8 · vp 4: "Et|(tt|)*30mL" on 256 GPUs (tp 2, dp 16, ep 32).
+    let par = serde_json::json!({"tp": 2, "pp": 8, "dp": 16, "ep": 32, "expert_tp": 1, "virtual_stages": 4,
+        "global_batch": 1024, "sequence_parallel": true, "pipeline_model_parallel_layout": "Et|(tt|)*30mL"});
+    let c = cfg(serde_json::json!("DeepSeek-V3"), par.clone(), 256);
+    let layers = crate::llm::partition::chunk_layers(&c);
+    // Index s·4 + c is virtual stage c·8 + s: index 0 (vs 0) 1 layer, index 31 (vs 31: "mL") none, the rest 2.
+    assert_eq!((layers.len(), layers[0], layers[1], layers[31], layers.iter().sum::<u32>()), (32, 1, 2, 0, 61));
+    // Layers in virtual-stage order: vs 0 holds layer 0, vs 1 (index 4) layers 1–2, vs 2 (index 8) layers 3–4: the
+    // 3 dense layers are 0–2, so indexes 0 and 4 hold no MoE layer, index 8 two.
+    let moe = chunk_moe_layers(&c, &layers);
+    assert_eq!((moe[0], moe[4], moe[8], moe.iter().sum::<u32>()), (0, 0, 2, 58));
+    // The MTP layer on chunk 3 of stage 7 (vs 31), nowhere else.
+    assert_eq!((c.chunk_mtp_layers(7, 3), c.stage_mtp_layers(7), c.stage_mtp_layers(6)), (1, 1, 0));
+    // With Megatron-Core's uneven-split options as well: refused, naming the layout.
+    let mut both = par;
+    both["num_layers_in_first_pipeline_stage"] = 8.into();
+    let req: TrainingRequest = serde_json::from_value(serde_json::json!({"system": "dgx-h100",
+        "model": "DeepSeek-V3", "parallelism": both, "precision": "bf16"}))
+    .unwrap();
+    let e = validate(&req.model, &req.parallelism, req.precision, 256).unwrap_err();
+    assert_eq!(e.field, "parallelism.pipeline_model_parallel_layout");
+}
+
+#[test]
+fn a_standalone_mtp_chunk_runs_where_the_layout_puts_it() {
+    // 8 layers (3 dense) and 1 MTP layer over pp 4 · vp 2 with "Et|tt|tt|t|t|t|m|L": virtual stages 0–7, the t
+    // count 1 + 2 + 2 + 1 + 1 + 1 = 8; the m in virtual stage 6 = chunk 6 / 4 = 1 of stage 6 mod 4 = 2 (a stage's
+    // last chunk, as Megatron-Core requires), the loss alone in virtual stage 7 = chunk 1 of stage 3.
+    let c = cfg(
+        serde_json::json!({"layers": 8, "hidden": 256, "heads": 4, "seq_len": 256, "vocab": 1000,
+            "norm": "rmsnorm", "activation": "swiglu", "attention": "flash", "mtp_layers": 1,
+            "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 128, "dense_layers": 3}}),
+        serde_json::json!({"pp": 4, "virtual_stages": 2, "grad_accum": 4,
+            "pipeline_model_parallel_layout": "Et|tt|tt|t|t|t|m|L"}),
+        8,
+    );
+    let d = crate::llm::decompose::decompose(&c, &system("dgx-h100", 1));
+    let mtp: Vec<Vec<u32>> = d.stages.iter().map(|s| s.chunks.iter().map(|c| c.mtp).collect()).collect();
+    assert_eq!(mtp, vec![vec![0, 0], vec![0, 0], vec![0, 1], vec![0, 0]]);
+    // Stage s holds virtual stages s and s + 4: stage 0 "Et" + "t" = 2 layers, 1: 2 + 1, 2: 2 + 0, 3: 1 + 0.
+    let layers: Vec<u32> = d.stages.iter().map(|s| s.encoders).collect();
+    assert_eq!(layers, vec![2, 3, 2, 1]);
+    assert!(d.stages[3].chunks[1].head && d.stages[3].chunks[1].layers == 0);
+    assert!(predict(&c, &AnalyticBackend::new(system("dgx-h100", 1))).is_ok());
+}

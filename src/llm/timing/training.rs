@@ -263,7 +263,7 @@ pub fn chunk_times(
                 &ChunkInputs {
                     layers: n,
                     moe_layers: moe_layers.get((s * v + c) as usize).copied().unwrap_or(0),
-                    mtp: if s + 1 == pp && c + 1 == v { cfg.model.mtp_layers } else { 0 },
+                    mtp: cfg.chunk_mtp_layers(s, c),
                     embedding: s == 0 && c == 0,
                     head: s + 1 == pp && c + 1 == v,
                     send_fwd_s,

@@ -32,7 +32,9 @@ use crate::hw::Precision;
 /// `parallelism.sequence_parallel` with seq_len/cp not divisible by tp; `parallelism.virtual_stages` with pp = 1 or
 /// micro-batches not divisible by pp (Narayanan et al. 2021's interleaved schedule); `parallelism.layer_split` `s1`
 /// with interleaving or with Megatron-Core's split options; Megatron-Core's split refusing the layers
-/// (`parallelism.virtual_stages`, `parallelism.layer_split`, or the option at fault: [`megatron_split`]).
+/// (`parallelism.virtual_stages`, `parallelism.layer_split`, or the option at fault: [`megatron_split`]); the
+/// custom pipeline layout refused (`parallelism.pipeline_model_parallel_layout`:
+/// [`crate::llm::pipeline_layout::request_layout`]).
 pub fn validate(
     model: &ModelSpec,
     par: &ParallelSpec,
@@ -55,6 +57,8 @@ struct Derived {
     /// The layer split and the Megatron-Core split options kept with it ([`pipeline_split`]).
     layer_split: LayerSplit,
     split: MegatronSplit,
+    /// Megatron-Core's custom pipeline layout, when given ([`crate::llm::pipeline_layout::request_layout`]).
+    pipeline_layout: Option<crate::llm::pipeline_layout::PipelineLayout>,
     /// Micro-batches per step ([`grad_accum`]).
     grad_accum: u32,
     /// The MoE, MLA and recompute-module options ([`moe_options`]).
@@ -80,12 +84,24 @@ fn check(
     let cp_comm = cp_comm(model, par)?;
     check_sequence_parallel(model, par)?;
     let (layer_split, split) = pipeline_split(model, par)?;
+    let pipeline_layout = crate::llm::pipeline_layout::request_layout(model, par)?;
     validate_overlaps(par)?;
     check_gpus(par, system_gpus)?;
     let grad_accum = grad_accum(par)?;
     let moe = moe_options(model, par)?;
     let fp8_recipe = fp8_recipe(par, precision)?;
-    Ok(Derived { head_dim, kv_heads, ffn_hidden, cp_comm, layer_split, split, grad_accum, moe, fp8_recipe })
+    Ok(Derived {
+        head_dim,
+        kv_heads,
+        ffn_hidden,
+        cp_comm,
+        layer_split,
+        split,
+        pipeline_layout,
+        grad_accum,
+        moe,
+        fp8_recipe,
+    })
 }
 
 /// The [`TrainingConfig`] of a checked request: its own fields, and the defaults and options `d` derived from it.
@@ -121,6 +137,7 @@ fn assemble(model: &ModelSpec, par: &ParallelSpec, precision: Precision, d: Deri
         recompute_modules: d.moe.recompute_modules,
         moe: d.moe.moe,
         split: d.split,
+        pipeline_layout: d.pipeline_layout,
         framework: FrameworkTraits::of(Framework::Megatron, &par.framework_options(), precision == Precision::Bf16),
         framework_options: par.framework_options(),
     }
@@ -143,6 +160,13 @@ fn cp_comm(model: &ModelSpec, par: &ParallelSpec) -> Result<crate::llm::cp::CpCo
 /// request's with the uniform split, none otherwise (S1 has its own). Errors: [`layer_split`]'s.
 fn pipeline_split(model: &ModelSpec, par: &ParallelSpec) -> Result<(LayerSplit, MegatronSplit), ConfigError> {
     let split = par.megatron_split();
+    if par.pipeline_model_parallel_layout.is_some() {
+        // The layout (`pipeline_layout::request_layout`) replaces Megatron-Core's split; it still needs pp ≥ 2 to interleave.
+        if par.virtual_stages > 1 && par.pp < 2 {
+            return Err(bad("parallelism.virtual_stages", "interleaving needs at least two pipeline stages (pp ≥ 2)"));
+        }
+        return Ok((LayerSplit::Uniform, MegatronSplit::default()));
+    }
     let layer_split = layer_split(model, par, &split)?;
     Ok((layer_split, if layer_split == LayerSplit::Uniform { split } else { MegatronSplit::default() }))
 }
