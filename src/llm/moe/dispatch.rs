@@ -98,20 +98,7 @@ mod tests {
     use crate::llm::moe::spec::qwen3_235b_a22b;
 
     fn qwen235(ep: u32, dispatcher: Dispatcher) -> MoeTraining {
-        MoeTraining {
-            config: qwen3_235b_a22b(),
-            ep,
-            etp: 1,
-            edp: 32 / ep,
-            dispatcher,
-            overlap_ep_comm: false,
-            shared_expert_overlap: false,
-            force_load_balancing: true,
-            imbalance: 1.0,
-            capacity_factor: None,
-            pad_to_capacity: false,
-            grouped_gemm: true,
-        }
+        MoeTraining::balanced(qwen3_235b_a22b(), (ep, 1, 32 / ep), dispatcher)
     }
 
     #[test]

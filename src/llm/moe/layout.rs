@@ -50,20 +50,7 @@ mod tests {
     use crate::llm::moe::spec::qwen3_235b_a22b;
 
     fn moe(ep: u32, etp: u32, edp: u32) -> MoeTraining {
-        MoeTraining {
-            config: qwen3_235b_a22b(),
-            ep,
-            etp,
-            edp,
-            dispatcher: Dispatcher::Alltoall,
-            overlap_ep_comm: false,
-            shared_expert_overlap: false,
-            force_load_balancing: true,
-            imbalance: 1.0,
-            capacity_factor: None,
-            pad_to_capacity: false,
-            grouped_gemm: true,
-        }
+        MoeTraining::balanced(qwen3_235b_a22b(), (ep, etp, edp), Dispatcher::Alltoall)
     }
 
     #[test]

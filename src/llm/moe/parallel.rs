@@ -149,6 +149,26 @@ pub struct MoeTraining {
 }
 
 impl MoeTraining {
+    /// Tests' MoE layout: `config` on `ep` × `etp` ranks, expert data parallelism `edp`, `dispatcher`, force-balanced
+    /// routing (imbalance 1), grouped GEMMs, no overlaps, no capacity factor.
+    #[cfg(test)]
+    pub(crate) fn balanced(config: MoeConfig, (ep, etp, edp): (u32, u32, u32), dispatcher: Dispatcher) -> MoeTraining {
+        MoeTraining {
+            config,
+            ep,
+            etp,
+            edp,
+            dispatcher,
+            overlap_ep_comm: false,
+            shared_expert_overlap: false,
+            force_load_balancing: true,
+            imbalance: 1.0,
+            capacity_factor: None,
+            pad_to_capacity: false,
+            grouped_gemm: true,
+        }
+    }
+
     /// Experts on one GPU, E/ep.
     pub fn local_experts(&self) -> u32 {
         self.config.experts / self.ep.max(1)

@@ -130,20 +130,7 @@ mod tests {
         let system = crate::hw::presets().into_iter().find(|p| p.name == "dgx-h100").unwrap().resolve().unwrap();
         // DGX H100: 8 ConnectX-7 at 400 Gb/s per node, 8 GPUs communicating: 50 GB/s each.
         assert_eq!(GroupLinks::on(&system, 8).inter_gbs_per_gpu, 50.0);
-        let moe = MoeTraining {
-            config: crate::llm::moe::spec::qwen3_235b_a22b(),
-            ep: 16,
-            etp: 1,
-            edp: 1,
-            dispatcher: Dispatcher::Hybridep,
-            overlap_ep_comm: false,
-            shared_expert_overlap: false,
-            force_load_balancing: true,
-            imbalance: 1.0,
-            capacity_factor: None,
-            pad_to_capacity: false,
-            grouped_gemm: true,
-        };
+        let moe = MoeTraining::balanced(crate::llm::moe::spec::qwen3_235b_a22b(), (16, 1, 1), Dispatcher::Hybridep);
         // The RDMA part, 1e8 B of node copies among 2 nodes, and the NVLink forwarding beside it (3,000 µs).
         let rdma = Group { ranks: 2, nodes: 2, ranks_per_node: 1 };
         let nvl = Group { ranks: 8, nodes: 1, ranks_per_node: 8 };
