@@ -134,10 +134,19 @@ fn repeat_into(out: &mut Vec<char>, part: &[char], n: u64) -> Result<(), ConfigE
 /// (see the module doc). Errors (field [`FIELD`]): a character other than `E`, `L`, `t`, `m` after unrolling
 /// (Megatron-Core: "Invalid layer character"), a layout unrolling past [`MAX_UNROLLED`] characters.
 pub fn parse_layout(layout: &str) -> Result<Vec<ChunkLayout>, ConfigError> {
+    stages_of(&unroll(layout)?)
+}
+
+/// `layout` with its commas removed and its repeats unrolled ([`unroll_groups`], then [`unroll_chars`]).
+fn unroll(layout: &str) -> Result<Vec<char>, ConfigError> {
     let chars: Vec<char> = layout.chars().filter(|&c| c != ',').collect();
-    let unrolled = unroll_chars(&unroll_groups(&chars)?)?;
+    unroll_chars(&unroll_groups(&chars)?)
+}
+
+/// The virtual stages of an unrolled layout ([`parse_layout`]'s errors for a character it does not know).
+fn stages_of(unrolled: &[char]) -> Result<Vec<ChunkLayout>, ConfigError> {
     let mut stages = vec![ChunkLayout::default()];
-    for c in unrolled {
+    for &c in unrolled {
         let Some(cur) = stages.last_mut() else { continue };
         match c {
             '|' => stages.push(ChunkLayout::default()),
@@ -177,7 +186,8 @@ pub fn validate_layout(
     layers: u32,
     mtp_layers: u32,
 ) -> Result<PipelineLayout, ConfigError> {
-    let stages = parse_layout(layout)?;
+    let unrolled = unroll(layout)?;
+    let stages = stages_of(&unrolled)?;
     let pp = pp.max(1);
     let n = stages.len() as u64;
     if n % pp as u64 != 0 {
@@ -190,7 +200,7 @@ pub fn validate_layout(
         ));
     }
     // The layers in order, separators dropped: Megatron-Core's `flatten_layout`.
-    let flat = flatten(layout);
+    let flat: Vec<char> = unrolled.into_iter().filter(|&c| c != '|').collect();
     let count = |x: char| flat.iter().filter(|&&c| c == x).count();
     let (e, l) = (count('E'), count('L'));
     if e != 1 || l != 1 {
@@ -249,16 +259,6 @@ pub fn request_layout(model: &ModelSpec, par: &ParallelSpec) -> Result<Option<Pi
         return Err(bad(FIELD, "the layout is Megatron-Core's split: use layer_split uniform (or leave it out)"));
     }
     validate_layout(layout, par.pp, par.virtual_stages, model.layers, model.mtp_layers).map(Some)
-}
-
-/// The layers of the unrolled layout in order (separators and commas dropped; a layout that does not unroll is
-/// empty: [`parse_layout`] has refused it already).
-fn flatten(layout: &str) -> Vec<char> {
-    let chars: Vec<char> = layout.chars().filter(|&c| c != ',').collect();
-    unroll_groups(&chars)
-        .and_then(|g| unroll_chars(&g))
-        .map(|u| u.into_iter().filter(|&c| c != '|').collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
