@@ -31,6 +31,8 @@ mod allreduce_tests;
 mod decode_tests;
 mod fit;
 pub mod intervals;
+#[cfg(test)]
+mod moe_source_tests;
 pub mod recipes;
 mod report;
 pub mod rows;

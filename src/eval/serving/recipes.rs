@@ -23,6 +23,29 @@ pub fn sglang_recv_interval(
         .then_some(if concurrency >= 16 { 30 } else { 10 })
 }
 
+/// The `--kv-cache-dtype` InferenceX's SGLang fp8 recipes start the server with: `fp8_e4m3` (perfcast's `fp8`) in
+/// `benchmarks/dsr1_fp8_b200.sh` (DeepSeek-R1; `--quantization fp8 --moe-runner-backend flashinfer_trtllm
+/// --attention-backend trtllm_mla --kv-cache-dtype fp8_e4m3`) and `benchmarks/glm5_fp8_b200.sh` (GLM-5,
+/// `--quantization fp8 --kv-cache-dtype fp8_e4m3`); `None` — the engine's `auto`, a 16-bit cache for these
+/// self-quantized checkpoints, which name no KV-cache quantization — for every other run: other engines and
+/// precisions (fp4 checkpoints already default to fp8), disaggregated runs (their recipes are not InferenceX's
+/// single-node scripts) and the shapes InferenceX does not run ([`INFERENCEX_SHAPES`]). The runs read as those
+/// recipes are the ones [`sglang_recv_interval`] reads (DeepSeek-V3's SGLang rows repeat R1's), plus GLM-5's.
+/// `precision` is the row's (`fp8`, `fp4`, `bf16`).
+pub fn sglang_kv_cache_dtype(
+    engine: Engine,
+    mode: &str,
+    model: &str,
+    precision: &str,
+    shape: (u32, u32),
+) -> Option<&'static str> {
+    let recipe = model.starts_with("deepseek-ai/DeepSeek-R1")
+        || model.starts_with("deepseek-ai/DeepSeek-V3")
+        || model.starts_with("zhipuai/GLM-5");
+    (engine == Engine::Sglang && mode == "agg" && precision == "fp8" && recipe && INFERENCEX_SHAPES.contains(&shape))
+        .then_some("fp8")
+}
+
 /// Which worker of a deployment a TensorRT-LLM budget is for ([`trtllm_max_num_tokens`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkerRole {
@@ -78,5 +101,21 @@ mod tests {
         assert_eq!(sglang_recv_interval(Engine::Sglang, "disagg", r1, (1024, 1024), 4), None);
         assert_eq!(sglang_recv_interval(Engine::Sglang, "agg", "zhipuai/GLM-5", (1024, 1024), 4), None);
         assert_eq!(sglang_recv_interval(Engine::Sglang, "agg", r1, (4000, 1000), 4), None);
+    }
+
+    #[test]
+    fn inferencexs_sglang_fp8_recipes_set_an_fp8_kv_cache() {
+        // dsr1_fp8_b200.sh and glm5_fp8_b200.sh: `--kv-cache-dtype fp8_e4m3`.
+        let kv = |model, mode, precision, shape| sglang_kv_cache_dtype(Engine::Sglang, mode, model, precision, shape);
+        assert_eq!(kv("deepseek-ai/DeepSeek-R1", "agg", "fp8", (1024, 1024)), Some("fp8"));
+        assert_eq!(kv("deepseek-ai/DeepSeek-V3", "agg", "fp8", (8192, 1024)), Some("fp8"));
+        assert_eq!(kv("zhipuai/GLM-5", "agg", "fp8", (1024, 8192)), Some("fp8"));
+        // Not those recipes: fp4 and bf16 rows, disaggregated runs, Qwen3.5, another shape, another engine.
+        assert_eq!(kv("deepseek-ai/DeepSeek-R1", "agg", "fp4", (1024, 1024)), None);
+        assert_eq!(kv("deepseek-ai/DeepSeek-R1", "disagg", "fp8", (1024, 1024)), None);
+        assert_eq!(kv("Qwen/Qwen3.5-397B-A17B", "agg", "fp8", (1024, 1024)), None);
+        assert_eq!(kv("deepseek-ai/DeepSeek-R1", "agg", "fp8", (4000, 1000)), None);
+        let trt = sglang_kv_cache_dtype(Engine::Trtllm, "agg", "deepseek-ai/DeepSeek-R1", "fp8", (1024, 1024));
+        assert_eq!(trt, None);
     }
 }

@@ -21,7 +21,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::recipes::{sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
+use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -291,6 +291,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
                 "concurrency": instance_clients,
                 "num_requests": num_requests(instance_clients, out_len.max(1))},
         });
+        if let Some(kv) = sglang_kv_cache_dtype(engine, &mode, &model, &precision, (in_len, out_len)) {
+            req["kv_cache_dtype"] = json!(kv);
+        }
         if client == Client::InferenceX && INFERENCEX_SHAPES.contains(&(in_len, out_len)) {
             req["workload"]["min_length_ratio"] = json!(INFERENCEX_MIN_LENGTH_RATIO);
         }

@@ -144,6 +144,25 @@ fn sglang_moe_rows_are_moe_samples() {
 }
 
 #[test]
+fn sglangs_blackwell_fp8_block_moe_row_is_the_flashinfer_trtllm_kernel_at_ep_8() {
+    // b200_sxm/sglang/moe_perf.csv.gz, line 23,336: DeepSeek-V3's experts (7168 → 2048, top-8 of 256) in fp8_block on
+    // FlashInfer's TensorRT-LLM kernel, 64 tokens at moe tp 1, ep 8, balanced, 0.34464767456054685 ms. This GPU holds
+    // 256 / 8 = 32 experts and receives the copies of ⌈64 / 8⌉ = 8 tokens' worth (64 · 8 / 8 = 64 routed copies).
+    let p = parse_csv(
+        "gpu,backend,backend_version,framework,version,device,op_name,kernel_source,moe_dtype,num_tokens,\
+         hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
+         b200_sxm,sglang,0.5.14,SGLang,0.5.14,NVIDIA B200,moe,sglang_flashinfer_trtllm_moe,fp8_block,64,7168,2048,8,\
+         256,1,8,balanced,0.34464767456054685\n",
+    );
+    let m = ops(&p)[0];
+    assert_eq!((m.op, m.dtype, m.dims), (OpClass::Moe, Precision::Fp8Block, [8, 7168, 2048, 32, 8]));
+    assert!(close(m.time_us, 344.647_674_560_546_85));
+    assert_eq!(m.kernel_family(), Some(KernelFamily::Sglang));
+    assert_eq!(m.attributes.get("kernel_source").map(String::as_str), Some("sglang_flashinfer_trtllm_moe"));
+    assert_eq!(m.attributes.get("num_tokens").map(String::as_str), Some("64"));
+}
+
+#[test]
 fn quantization_tables_are_quantize_and_quantize_scale_samples() {
     // h100_sxm/trtllm/scale_matrix_perf.csv.gz and computescale_perf.csv.gz, row 1 each: m 32768, k 51200, fp8;
     // static quantization 1.6843626658121746 ms, the dynamic scale's share 2.540670903523763 ms. A scale floored at

@@ -118,3 +118,25 @@ fn vllm_holds_all_64_clients_of_an_nvfp4_llama_3_1_70b_on_one_b200_only_with_the
     let m = memory::serving_memory(&req(json!("bf16")), &gpu);
     assert_eq!((m.kv_capacity_tokens, m.max_concurrency), (390_496, 42));
 }
+
+#[test]
+fn sglangs_fp8_experts_are_block_scaled_and_every_other_engines_keep_the_requests_precision() {
+    // aiconfigurator's runs: SGLang fp8 → moe_quant_mode fp8_block (638 of 638 rows), vLLM and TensorRT-LLM fp8 →
+    // fp8; fp4 → nvfp4 and bf16 → bf16 under every engine.
+    let experts = |engine: &str, precision: &str| {
+        let cfg = config(json!({"system": "dgx-b200", "model": "DeepSeek-V3", "precision": precision,
+            "engine": engine, "parallelism": {"tp": 8, "ep": 8},
+            "workload": {"input_tokens": 128, "output_tokens": 128, "concurrency": 1}}))
+        .unwrap();
+        (cfg.precision, cfg.expert_precision())
+    };
+    assert_eq!(experts("sglang", "fp8"), (Precision::Fp8, Precision::Fp8Block));
+    assert_eq!(experts("vllm", "fp8"), (Precision::Fp8, Precision::Fp8));
+    assert_eq!(experts("trtllm", "fp8"), (Precision::Fp8, Precision::Fp8));
+    for engine in ["vllm", "sglang", "trtllm"] {
+        assert_eq!(experts(engine, "fp4"), (Precision::Nvfp4, Precision::Nvfp4), "{engine}");
+        assert_eq!(experts(engine, "bf16"), (Precision::Bf16, Precision::Bf16), "{engine}");
+    }
+    // Block scales add no weight bytes perfcast counts: fp8_block is 1 B per element like fp8.
+    assert_eq!(Precision::Fp8Block.bytes(), Precision::Fp8.bytes());
+}

@@ -318,7 +318,7 @@ fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, n: f6
     let Some(moe) = &m.moe else {
         return;
     };
-    let (w, act, d) = (cfg.precision, cfg.activation_precision, m.hidden as u64);
+    let (act, d) = (cfg.activation_precision, m.hidden as u64);
     let (group, active) = tp_group(cfg, system);
     let ep = cfg.ep as u64;
     let f = moe.expert_ffn_hidden as u64 / (cfg.tp as u64 / ep);
@@ -332,7 +332,7 @@ fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, n: f6
         let bytes = (t * moe.top_k as u64 * d) as f64 * act.bytes();
         collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
     }
-    compute(out, OpName::Moe, OpClass::Moe, w, &dims, n);
+    compute(out, OpName::Moe, OpClass::Moe, cfg.expert_precision(), &dims, n);
     mlp(out, cfg, t, moe.shared_ffn_hidden as u64 / cfg.attn_tp() as u64, n);
 }
 

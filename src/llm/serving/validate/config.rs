@@ -52,6 +52,27 @@ pub struct ServingConfig {
 }
 
 impl ServingConfig {
+    /// The precision the routed experts (the fused MoE operator) run in: `fp8_block` for SGLang's fp8 (FP8 E4M3
+    /// weights with one fp32 scale per 128×128 block, activations quantized per token and group of 128 inside the
+    /// kernel), [`Self::precision`] for every other engine and precision.
+    ///
+    /// Why SGLang's fp8 experts are block-scaled: `--quantization fp8` on a block-quantized checkpoint (DeepSeek-V3's
+    /// and R1's config.json: `quantization_config.weight_block_size: [128, 128]`) builds SGLang's `Fp8MoEMethod` with
+    /// `block_quant = weight_block_size is not None` (`python/sglang/srt/layers/quantization/fp8.py`), and on Blackwell the
+    /// `--moe-runner-backend flashinfer_trtllm` of InferenceX's recipes (`benchmarks/dsr1_fp8_b200.sh`) runs
+    /// FlashInfer's `trtllm_fp8_block_scale_moe`. aiconfigurator's SGLang MoE tables measure fp8 experts only as
+    /// `fp8_block` (`sglang/moe_perf`: `sglang_flashinfer_trtllm_moe` and `sglang_fused_moe_triton`, no per-tensor
+    /// `fp8`), and its serving runs label every SGLang fp8 run `moe_quant_mode = fp8_block` (638 of 638 rows of
+    /// `serving_runs_blackwell.csv`; its vLLM and TensorRT-LLM fp8 runs say `fp8`). The dense GEMMs stay
+    /// [`Self::precision`] (the same rows' `gemm_quant_mode` is `fp8`). Weight bytes are the same (the scales add
+    /// 0.02 %, [`Precision::bytes`]); the cost models time `fp8_block` at the fp8 peak.
+    pub fn expert_precision(&self) -> Precision {
+        match (self.engine, self.precision) {
+            (Engine::Sglang, Precision::Fp8) => Precision::Fp8Block,
+            (_, p) => p,
+        }
+    }
+
     /// GPUs of one serving instance: tp·pp.
     pub fn gpus(&self) -> u32 {
         self.tp * self.pp
