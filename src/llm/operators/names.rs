@@ -177,4 +177,9 @@ pub enum OpName {
     /// quantization, index-cache write, head gates) and its top-k selection.
     #[serde(rename = "DSA_Indexer_Elementwise")]
     DsaIndexerElementwise,
+    /// Serving, TensorRT-LLM: an RMSNorm (with its residual add) applied inside the tensor-parallel all-reduce
+    /// before it (`AllReduceFusionOp.RESIDUAL_RMS_NORM`; [`crate::llm::serving::fusion`]): the norm's traffic, no
+    /// kernel of its own.
+    #[serde(rename = "AllReduce_Residual_RMSNorm")]
+    AllreduceRmsNorm,
 }

@@ -1,6 +1,6 @@
 //! Hand-counted kernels of a decode step: what a CUDA graph replay costs per analytic kernel
 //! ([`ServingConstants::graph_kernel_us`]) and which RMSNorms TensorRT-LLM runs inside its all-reduces
-//! ([`step::norms_fused_into_allreduce`]), and what an eager step launched from Python costs the host
+//! ([`super::fusion`]), and what an eager step launched from Python costs the host
 //! ([`ServingConstants::python_kernel_us`]).
 
 use serde_json::json;
@@ -43,6 +43,7 @@ fn tensorrt_llm_runs_the_rmsnorms_inside_its_tensor_parallel_all_reduces() {
     // all-reduces stay 161.
     let trt = config("Llama-3.1-70B", "trtllm", 4);
     assert_eq!((calls(&trt, OpName::RMSNorm), calls(&trt, OpName::MpAllReduce)), (1.0, 161.0));
+    assert_eq!(calls(&trt, OpName::AllreduceRmsNorm), 160.0);
     // At tp 1 there is no all-reduce to ride: 161 norms again.
     assert_eq!(calls(&config("Llama-3.1-70B", "trtllm", 1), OpName::RMSNorm), 161.0);
     // Llama-3.1-8B (32 layers, hidden 4,096 ≤ 4,096: Llama's layer keeps the fusion off): 2·32 + 1 = 65.

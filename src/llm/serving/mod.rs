@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod derate;
 pub mod disagg;
 pub mod engine;
+pub mod fusion;
 pub mod hf;
 pub mod interval;
 pub mod memory;
@@ -35,6 +36,8 @@ pub mod workload;
 
 #[cfg(test)]
 mod dsa_tests;
+#[cfg(test)]
+mod fusion_tests;
 #[cfg(test)]
 mod kernel_cost_tests;
 #[cfg(test)]

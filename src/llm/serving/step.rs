@@ -21,7 +21,8 @@
 //!   tensor-parallel all-reduce combines them;
 //! - two tensor-parallel all-reduces of T·d 16-bit activations (after attention and after the MLP; vLLM's custom
 //!   all-reduce or NCCL through the backend's collective model); under TensorRT-LLM they also apply the residual
-//!   add and the next RMSNorm ([`norms_fused_into_allreduce`]): no norm kernels of their own;
+//!   add and the next RMSNorm where the model's decoder layer fuses them ([`super::fusion`]): those norms are
+//!   `AllReduce_Residual_RMSNorm` rows, their traffic without a kernel of their own;
 //! - with data-parallel attention (`parallelism.attention_dp_size` ranks, or `dp_attention`: one per GPU) each rank
 //!   runs attention and the dense layers tensor-parallel over its tp/attention_dp GPUs on its share of the step's
 //!   tokens (all-reduces within the rank's group only), and every MoE layer adds two all-to-alls (`EP_Alltoall`,
@@ -41,7 +42,8 @@
 //! of (kv_r + D_rope)/2 dims so its bytes equal the latent cache's, read once for all local query heads as the MLA
 //! kernels read it ([`mla_decode`]).
 
-use super::request::{Engine, MlaSpec, TrtllmBackend};
+use super::fusion::{allreduce_fusion, fused_charge, stage_norms};
+use super::request::{Engine, MlaSpec};
 use super::validate::ServingConfig;
 use crate::comm::Group;
 use crate::cost::Timed;
@@ -124,27 +126,6 @@ pub fn attention_group(cfg: &ServingConfig, system: &System) -> (Group, u32) {
     (Group::new(a, a.min(gpn)), cfg.tp.min(gpn))
 }
 
-/// Whether the layers' RMSNorms run inside the tensor-parallel all-reduces: TensorRT-LLM's PyTorch models fuse the
-/// all-reduce after attention with the residual add and the post-attention RMSNorm, and the one after the MLP with the
-/// residual add and the next layer's input RMSNorm (the last layer's: the final norm), quantizing the output to
-/// fp8/nvfp4 for the next GEMM where the weights are — one kernel where vLLM runs an all-reduce and a fused
-/// add-and-norm kernel (`AllReduceFusionOp.RESIDUAL_RMS_NORM[_QUANT_FP8|_QUANT_NVFP4]`; `LlamaDecoderLayer`,
-/// `PRE_MLP_FUSION`/`POST_MLP_FUSION = mapping.has_tp() and enable_fusion`, `tensorrt_llm/_torch/models/
-/// modeling_llama.py`; Qwen3's and DeepSeek-V3's layers do the same, `PRE_MOE_FUSION`/`POST_MOE_FUSION`, on by default:
-/// `TRTLLM_{LLAMA,QWEN3,DEEPSEEK}_EAGER_FUSION_DISABLED` = 0). Off with attention data parallelism (no tensor-parallel
-/// all-reduce to fuse into) and, as Llama's layer does it (`enable_fusion &= hidden_size > 4096`), for hidden sizes up
-/// to 4,096, and in `trtllm-build` engines (`engine_options.trtllm_backend: tensorrt`), whose `reduce_fusion` plugin
-/// option is off by default (`PluginConfig`, `tensorrt_llm/plugin/plugin.py`). The fused kernel is timed as the
-/// all-reduce: the norm adds T·d reads and writes to a kernel that already moves (tp − 1)/tp · 2·T·d over NVLink [rec].
-pub fn norms_fused_into_allreduce(cfg: &ServingConfig) -> bool {
-    cfg.engine == Engine::Trtllm
-        && cfg.settings.trtllm_backend == TrtllmBackend::Pytorch
-        && cfg.attn_tp() > 1
-        && cfg.dp() == 1
-        && cfg.model.hidden > 4096
-        && cfg.model.norm == Norm::Rmsnorm
-}
-
 /// The operators one pipeline stage runs in one step with `load`, holding `dense_layers` dense and `moe_layers`
 /// MoE layers, as a list.
 pub fn stage_ops(
@@ -199,18 +180,14 @@ pub fn for_each_op(
         Norm::Rmsnorm => (OpName::RMSNorm, OpClass::RmsNorm),
         Norm::Layernorm => (OpName::LayerNorm, OpClass::LayerNorm),
     };
-    // Fused into the all-reduces, only the first layer's input norm runs on its own (it has no all-reduce before
-    // it; `LlamaDecoderLayer.forward` with `residual is None`).
-    let fused_norms = norms_fused_into_allreduce(cfg);
-    let norms = if !fused_norms {
-        2.0 * layers
-    } else if role.first {
-        1.0
-    } else {
-        0.0
-    };
+    // TensorRT-LLM runs some norms inside the tensor-parallel all-reduces (`super::fusion`): they launch nothing.
+    let fusion = allreduce_fusion(cfg);
+    let (norms, in_allreduce, final_alone) = stage_norms(dense_layers, moe_layers, fusion, role.first, role.last);
     if norms > 0.0 {
         compute(out, norm.0, norm.1, act, &[t, d], norms);
+    }
+    if in_allreduce > 0.0 {
+        compute(out, OpName::AllreduceRmsNorm, norm.1, act, &[t, d], in_allreduce);
     }
     let (rope_dim, v_dim) = qkv_projections(out, cfg, t, layers);
     // TensorRT-LLM applies RoPE inside its attention op (`TrtllmAttention.support_fused_rope()`, negotiated in
@@ -232,7 +209,7 @@ pub fn for_each_op(
         let bytes = (t * d) as f64 * act.bytes();
         collective(out, OpName::MpAllReduce, Collective::AllReduce, bytes, agroup, aactive, 2.0 * layers);
     }
-    stage_ends(out, cfg, system, load, role, (!fused_norms).then_some(norm));
+    stage_ends(out, cfg, system, load, role, final_alone.then_some(norm));
 }
 
 /// The query/key/value projections of `layers` layers over `t` tokens, and (RoPE width, value head width): one
@@ -482,10 +459,18 @@ pub struct TimedStep {
 pub fn time_step(ops: Vec<StepOp>, timer: &mut Timer) -> Result<TimedStep, ConfigError> {
     let stage: Vec<StageOp> = ops.iter().map(|o| o.op.clone()).collect();
     let timed = time_ops(&stage, timer)?;
-    let (mut gpu_us, mut kernels) = (0.0, 0.0);
-    for (o, t) in ops.iter().zip(&timed) {
-        gpu_us += o.per_step * t.charged_us;
-        kernels += o.per_step * f64::from(t.time.kernels.max(1));
+    let kernel_us = timer.backend().efficiency().map_or(0.0, |e| e.kernel_us);
+    let (mut gpu_us, mut kernels, mut times) = (0.0, 0.0, Vec::with_capacity(ops.len()));
+    for (o, t) in ops.iter().zip(timed) {
+        let (us, k) = fused_charge(o.op.name, t.charged_us, t.time.kernels, kernel_us);
+        gpu_us += o.per_step * us;
+        kernels += o.per_step * f64::from(k);
+        // A fused norm's row shows what it charges: its body, no kernel.
+        times.push(if o.op.name == OpName::AllreduceRmsNorm {
+            Timed { time_us: us, kernels: 0, ..t.time }
+        } else {
+            t.time
+        });
     }
-    Ok(TimedStep { ops, times: timed.into_iter().map(|t| t.time).collect(), gpu_s: gpu_us * 1e-6, kernels })
+    Ok(TimedStep { ops, times, gpu_s: gpu_us * 1e-6, kernels })
 }

@@ -5,7 +5,8 @@ use super::op_times::OpKey;
 use super::Solver;
 use crate::cost::Source;
 use crate::llm::config::ConfigError;
-use crate::llm::operators::Work;
+use crate::llm::operators::{OpName, Work};
+use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
 /// One step of the whole running batch, timed.
@@ -73,7 +74,8 @@ impl Solver<'_> {
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
-        for_each_op(cfg, system, micro, role, dense, moe, &mut |_, work, per_step, _| {
+        let kernel_us = self.consts.efficiency.kernel_us;
+        for_each_op(cfg, system, micro, role, dense, moe, &mut |name, work, per_step, _| {
             if err.is_some() {
                 return;
             }
@@ -83,6 +85,8 @@ impl Solver<'_> {
                     OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
                 }
             };
+            // A norm fused into an all-reduce (`fusion::fused_charge`) shares its shape with the norm that runs
+            // alone: it is timed through the same cache entry and charged apart.
             let (t, k, a) = match cache.get(&key) {
                 Some(v) => *v,
                 None => match timer.time(&work) {
@@ -98,6 +102,7 @@ impl Solver<'_> {
                     }
                 },
             };
+            let (t, k) = fused_charge(name, t, k, kernel_us);
             gpu_us += per_step * t;
             kernels += per_step * f64::from(k);
             if a {
@@ -178,7 +183,8 @@ impl Solver<'_> {
             let delta = self.graph_delta_us();
             let mut gpu_us = 0.0;
             for (o, t) in timed.ops.iter().zip(timed.times.iter_mut()) {
-                if matches!(o.op.work, Work::Compute { .. }) && t.source == Source::Analytic {
+                let fused = o.op.name == OpName::AllreduceRmsNorm;
+                if matches!(o.op.work, Work::Compute { .. }) && t.source == Source::Analytic && !fused {
                     t.time_us = (t.time_us + f64::from(t.kernels.max(1)) * delta).max(0.0);
                 }
                 gpu_us += o.per_step * t.time_us;
