@@ -76,8 +76,16 @@ pub fn push_system_samples(
         // differ (achieved only where the system says so).
         let calibrated = cal.links(s.collective, group.ranks_per_node, &declared);
         let datasheet = (declared, crate::cost::derate::achieved(system, group));
-        let rows: &[(GroupLinks, bool)] =
-            if calibrated == declared { &[datasheet] } else { &[(calibrated, true), datasheet] };
+        // Across nodes only the calibrated row: the multi-node train rows are the H100 cluster's node pairs, whose
+        // ratio to its declared InfiniBand would be taught to every uncalibrated multi-node group (vLLM's EP 16 over
+        // two DGX B200 came out 3× slower in `eval serving`).
+        let rows: &[(GroupLinks, bool)] = if calibrated == declared {
+            &[datasheet]
+        } else if group.nodes > 1 {
+            &[(calibrated, true)]
+        } else {
+            &[(calibrated, true), datasheet]
+        };
         for (links, achieved) in rows {
             let base = crate::comm::estimate(s.collective, s.bytes as f64, group, links).time_us;
             let x = comm_features(s.collective, s.bytes as f64, group, links, base, *achieved);
