@@ -48,14 +48,14 @@ pub type CommTrainingSets = BTreeMap<Collective, (TrainingSet, Domain)>;
 /// Adds the samples of one system (`name`, resolved as `system`, calibrated as `cal`) to `sets`; rows the training
 /// set rejects do not widen the domain.
 ///
-/// The regressor is asked in two situations ([`crate::learn::backend::LearnedBackend`]'s collectives), and each sample is a
-/// row of both (same label, same split key, so both sit on the same side of the hold-out):
+/// The regressor is asked in two situations ([`crate::learn::backend::LearnedBackend`]'s collectives), and each
+/// sample is a row of both (same label, same split key, so both sit on the same side of the hold-out):
 /// 1. over the system's **calibrated links** (a system with its own samples, a group it did not measure): the α–β
 ///    algorithms over the links `cal` fitted, never a measured group's own fit (which would leave nothing to learn),
 ///    marked achieved;
-/// 2. over its **declared links** (every preset and any system without samples, e.g. `dgx-b200`): the α–β
-///    algorithms over the datasheet links it declares, marked achieved only where the system's links are
-///    ([`crate::hw::Link::achieved`], e.g. `dgx-h100`'s 350 GB/s).
+/// 2. for groups within one node, over its **declared links** (every preset and any system without samples, e.g.
+///    `dgx-b200`): the α–β algorithms over the datasheet links it declares, marked achieved only where the
+///    system's links are ([`crate::hw::Link::achieved`], e.g. `dgx-h100`'s 350 GB/s).
 ///
 /// Trained on the first alone, the model only saw baselines that already match the measurement (the single-node
 /// links are fitted to the largest group of the same collective), and answered a declared-links baseline with
