@@ -29,6 +29,11 @@ pub(super) enum ModelsWhat {
         /// Hyper-parameter grid of the retrain: full, fast or minimal.
         #[arg(long, default_value = "full")]
         grid: String,
+        /// Retrain only these keys (comma-separated, exact: `comm.all_to_all,comm.all_reduce`) and ship every other
+        /// key's models from the bundle embedded in this binary; refused when the samples differ from its
+        /// `samples.tar` (the retrain is deterministic: a full build would train the same models for them).
+        #[arg(long, value_delimiter = ',')]
+        keys: Option<Vec<String>>,
     },
     /// Print the manifest of the bundle embedded in this binary (version, commit, parts, per-key models).
     Show,
@@ -40,7 +45,7 @@ pub const DEFAULT_MAX_ROWS_PER_KEY: usize = 12_000;
 /// Runs a models command. Exit codes: 2 for a bad `--grid`; 1 when the build fails.
 pub(super) async fn run(what: ModelsWhat, config: &Config, progress: super::progress::Mode) -> ExitCode {
     match what {
-        ModelsWhat::Bundle { data, out, max_rows_per_key, grid } => {
+        ModelsWhat::Bundle { data, out, max_rows_per_key, grid, keys } => {
             let Some(grid) = super::eval::parse_grid(&grid) else { return ExitCode::from(2) };
             let opts = crate::eval::bundle::Options {
                 data,
@@ -50,6 +55,14 @@ pub(super) async fn run(what: ModelsWhat, config: &Config, progress: super::prog
                 per_gpu_min_samples: config.per_gpu_min_samples,
                 max_training_rows: config.max_training_rows,
                 commit: super::stamp::git_commit(Path::new("."), "--short=12"),
+                carry: match keys.is_some().then(crate::bundle::Bundle::embedded).transpose() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+                keys,
             };
             let steps: &mut Steps = &mut progress.steps();
             match crate::eval::bundle::build(&opts, &mut |m| steps.step(m)).await {

@@ -62,6 +62,12 @@ pub struct Options {
     pub max_training_rows: usize,
     /// Git commit of the tree building it (`-dirty` when it has changes).
     pub commit: Option<String>,
+    /// Retrain only these keys (exact, e.g. `comm.all_to_all`) and ship every other key's models from `carry`,
+    /// which must have been built from the same samples (`samples.tar` byte for byte): the retrain is
+    /// deterministic, so a full build would train the same models for them. `None`: train every key.
+    pub keys: Option<Vec<String>>,
+    /// The bundle whose other keys' models `keys` keeps (the one embedded in this binary).
+    pub carry: Option<Bundle>,
 }
 
 /// The aiconfigurator GPU folders (DATA.md: all six are train data for a shipped model).
@@ -145,11 +151,57 @@ pub async fn build(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Man
     store.close().await;
     let _ = std::fs::remove_dir_all(&tmp);
     let (models, created_at) = result?;
+    let (models, created_at) = match (&opts.keys, &opts.carry) {
+        (Some(keys), Some(carry)) => carry_other_keys(keys, carry, &samples_tar, models, created_at, &mut manifest)?,
+        _ => (models, created_at),
+    };
     let json = serde_json::to_vec(&models).map_err(|e| e.to_string())?;
     let models_zst = compress_models(&json).map_err(|e| e.to_string())?;
     manifest.created_at = created_at;
     manifest.build_seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
     write_dir(&opts.out, manifest, &samples_tar, &models_zst).map_err(|e| format!("{}: {e}", opts.out.display()))
+}
+
+/// The shipped models of a `--keys` build: `carry`'s models of every other key (in `carry`'s order, the retrained
+/// keys' new versions where their old ones stood) with their manifest entries, and the newest training time.
+/// Errors: `carry` built from other samples (its models of the other keys would not be what these samples train).
+fn carry_other_keys(
+    keys: &[String],
+    carry: &Bundle,
+    samples_tar: &[u8],
+    trained: Vec<ShippedModel>,
+    created_at: String,
+    manifest: &mut Manifest,
+) -> Result<(Vec<ShippedModel>, String), String> {
+    if carry.samples_tar != samples_tar {
+        return Err("the samples differ from the carried bundle's: rebuild every key (no --keys)".into());
+    }
+    let retrained = |k: &str| keys.iter().any(|w| w == k);
+    let entries = std::mem::take(&mut manifest.models);
+    let mut models = Vec::new();
+    let mut entries_out = Vec::new();
+    let mut newest = created_at;
+    let mut placed = std::collections::BTreeSet::new();
+    for (m, e) in carry.models().map_err(|e| e.to_string())?.into_iter().zip(carry.manifest.models.iter()) {
+        if !retrained(&m.key) {
+            newest = newest.max(m.trained_at.clone());
+            models.push(m);
+            entries_out.push(e.clone());
+        } else if placed.insert(m.key.clone()) {
+            for (t, te) in trained.iter().zip(entries.iter()).filter(|(t, _)| t.key == m.key) {
+                models.push(t.clone());
+                entries_out.push(te.clone());
+            }
+        }
+    }
+    for (t, te) in trained.into_iter().zip(entries) {
+        if !placed.contains(&t.key) {
+            models.push(t);
+            entries_out.push(te);
+        }
+    }
+    manifest.models = entries_out;
+    Ok((models, newest))
 }
 
 /// Installs the training set into `store`, calibrates its systems, retrains every key and returns the active
@@ -179,7 +231,7 @@ async fn train(
         time_limit: std::time::Duration::from_secs(24 * 3600),
         ..WorkerConfig::default()
     };
-    let params = RetrainParams { force: true, grid: Some(opts.grid), keys: None };
+    let params = RetrainParams { force: true, grid: Some(opts.grid), keys: opts.keys.clone() };
     let result = retrain(store, &registry::shared(), &cfg, job.id, &params).await.map_err(|e| e.to_string())?;
     progress(&format!(
         "trained {} versions, {} active, in {:.0} s",

@@ -103,3 +103,7 @@ pub(super) fn thin_comm(set: &mut CommSet, max: usize) {
         set.samples.extend(thin_by_key(rows, max, content_key));
     }
 }
+
+#[cfg(test)]
+#[path = "comm_parts_tests.rs"]
+mod tests;

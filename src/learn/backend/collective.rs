@@ -70,7 +70,10 @@ impl LearnedBackend {
                     && m.trained_max("max_ranks").is_none_or(|r| group.ranks as f64 <= r)
             };
             if let Some(m) = self.registry.get(&comm_key(c)).filter(|m| within(m)) {
-                let x = comm_features(c, bytes, group, &links, base.time_us);
+                // Calibrated links were measured; declared ones are achieved only where the system says so.
+                let achieved = matches!(source, Source::Calibrated { .. })
+                    || crate::cost::derate::achieved(self.analytic.system(), group);
+                let x = comm_features(c, bytes, group, &links, base.time_us, achieved);
                 if let Ok(r) = m.model.predict(&x) {
                     let t = base.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp();
                     // Learned on other machines, the correction may not make this system's links faster than they
@@ -106,7 +109,8 @@ mod tests {
             let links = GroupLinks::on(&system, 4);
             for bytes in [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9] {
                 let base = comm::estimate(Collective::AllReduce, bytes, group, &links).time_us;
-                set.push(&comm_features(Collective::AllReduce, bytes, group, &links, base), base, base * 0.25, key);
+                let x = comm_features(Collective::AllReduce, bytes, group, &links, base, false);
+                set.push(&x, base, base * 0.25, key);
                 key += 1;
             }
         }
