@@ -76,29 +76,15 @@ fn the_learned_all_to_all_reproduces_its_blackwell_and_h100_train_rows_on_the_pr
     assert!(on("dgx-h100").time_us >= 671.08, "the NVLink bound");
 }
 
-/// Residuals of a bundle's communication models on aiconfigurator's NCCL train rows, per GPU (on the preset of
-/// that machine, uncalibrated, as training predictions see it) and collective: MAPE and signed mean error of all
-/// rows and of those ≥ 32 MiB. `PERFCAST_BUNDLE_DIR` names the bundle (default: the embedded one). Diagnostic:
-/// `cargo test --release --locked --lib nccl_train_row_residuals -- --ignored --nocapture`.
+/// The shipped bundle's collective models reproduce aiconfigurator's one-node NCCL train rows on the Blackwell presets
+/// (uncalibrated, as a training prediction sees them): for every collective and group size, rows of at least 32 MiB,
+/// the mean signed error (predicted / measured − 1) is within ±5 %. Before the declared-links rows these presets were
+/// answered 20–39 % fast (B200 all-to-all 8 × 268,435,456 B: 272.9 µs against the measured 435.67 µs).
 #[test]
-#[ignore]
-fn nccl_train_row_residuals() {
-    let bundle = match std::env::var("PERFCAST_BUNDLE_DIR") {
-        Ok(dir) => crate::bundle::Bundle::read_dir(Path::new(&dir)).unwrap(),
-        Err(_) => crate::bundle::Bundle::embedded().unwrap(),
-    };
+fn the_shipped_collectives_reproduce_their_blackwell_train_rows_on_the_presets() {
+    let bundle = crate::bundle::Bundle::embedded().unwrap();
     let registry = Arc::new(crate::bundle::registry(&bundle).unwrap());
-    println!("bundle {}", bundle.manifest.version);
-    println!("| GPU (preset) | collective | ranks | rows | MAPE | signed | rows ≥ 32 MiB | MAPE | signed |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
-    let presets_of = [
-        ("a100_sxm", "dgx-a100-80g"),
-        ("h100_sxm", "dgx-h100"),
-        ("b200_sxm", "dgx-b200"),
-        ("b300_sxm", "dgx-b300"),
-        ("gb200", "gb200-nvl72"),
-    ];
-    for (gpu, preset) in presets_of {
+    for (gpu, preset) in [("b200_sxm", "dgx-b200"), ("b300_sxm", "dgx-b300"), ("gb200", "gb200-nvl72")] {
         let system = presets().into_iter().find(|p| p.name == preset).unwrap().resolve().unwrap();
         let backend = LearnedBackend::new(system, registry.clone());
         let rows = nccl_rows(gpu);
@@ -107,23 +93,21 @@ fn nccl_train_row_residuals() {
             ranks.sort();
             ranks.dedup();
             for p in ranks {
-                let errs: Vec<(u64, f64)> = rows
+                let errs: Vec<f64> = rows
                     .iter()
-                    .filter(|s| s.collective == c && s.ranks == p)
-                    .map(|s| {
-                        let t = backend.collective(c, s.bytes as f64, Group::new(p, p), p).time_us;
-                        (s.bytes, t / s.time_us - 1.0)
-                    })
+                    .filter(|s| s.collective == c && s.ranks == p && s.bytes >= 32 << 20)
+                    .map(|s| backend.collective(c, s.bytes as f64, Group::new(p, p), p).time_us / s.time_us - 1.0)
                     .collect();
-                let stats = |big: bool| {
-                    let e: Vec<f64> = errs.iter().filter(|(b, _)| !big || *b >= 32 << 20).map(|x| x.1).collect();
-                    let n = e.len().max(1) as f64;
-                    (e.len(), 100.0 * e.iter().map(|x| x.abs()).sum::<f64>() / n, 100.0 * e.iter().sum::<f64>() / n)
-                };
-                let ((n, m, s), (nb, mb, sb)) = (stats(false), stats(true));
-                println!(
-                    "| {gpu} ({preset}) | {} | {p} | {n} | {m:.1} % | {s:+.1} % | {nb} | {mb:.1} % | {sb:+.1} % |",
-                    c.as_str()
+                if errs.is_empty() {
+                    continue;
+                }
+                let signed = errs.iter().sum::<f64>() / errs.len() as f64;
+                assert!(
+                    signed.abs() <= 0.05,
+                    "{gpu} on {preset}: {} over {p} ranks, {} rows: mean signed error {:+.1} %",
+                    c.as_str(),
+                    errs.len(),
+                    100.0 * signed
                 );
             }
         }
