@@ -28,16 +28,22 @@ fn decode_ops(engine: &str) -> Vec<crate::llm::serving::step::StepOp> {
     stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 80, 0)
 }
 
-/// Per-step µs of the step's four weight GEMMs (`Linear1`–`Linear4`) through the bundled models as `engine`'s
-/// request would time them, with each GEMM's source.
-fn gemm_us(engine: KernelFamily, ops: &[crate::llm::serving::step::StepOp]) -> (f64, Vec<String>) {
+/// The bundled models a fresh install serves, on a DGX B200, choosing `engine`'s measured kernels, derated with the
+/// calibrated serving constants: what an `engine` request's operators are timed by.
+pub(super) fn bundled_b200(engine: KernelFamily) -> ServingDerated<LearnedBackend> {
     let bundle = crate::bundle::Bundle::embedded().unwrap();
     let registry = Arc::new(crate::bundle::registry(&bundle).unwrap());
     let system = presets().into_iter().find(|p| p.name == "dgx-b200").unwrap().resolve().unwrap();
-    let backend = ServingDerated::new(
+    ServingDerated::new(
         LearnedBackend::new(system, registry).with_kernels(KernelChoice::Engine(engine)),
         ServingConstants::CALIBRATED,
-    );
+    )
+}
+
+/// Per-step µs of the step's four weight GEMMs (`Linear1`–`Linear4`) through the bundled models as `engine`'s
+/// request would time them, with each GEMM's source.
+fn gemm_us(engine: KernelFamily, ops: &[crate::llm::serving::step::StepOp]) -> (f64, Vec<String>) {
+    let backend = bundled_b200(engine);
     let (mut total, mut sources) = (0.0, Vec::new());
     for o in ops
         .iter()

@@ -3,16 +3,13 @@
 //! tables), not the engine-neutral per-tensor fp8 model that stood in for it before
 //! ([`crate::llm::serving::ServingConfig::expert_precision`]).
 
-use std::sync::Arc;
-
 use serde_json::json;
 
-use crate::cost::{CostBackend, KernelChoice, Timed};
+use crate::cost::{CostBackend, Timed};
 use crate::hw::{presets, Precision};
-use crate::learn::backend::LearnedBackend;
 use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::step::{stage_ops, StageRole, StepLoad};
-use crate::llm::serving::{validate, InferenceRequest, ServingConstants, ServingDerated};
+use crate::llm::serving::{validate, InferenceRequest};
 use crate::op::{KernelFamily, OpShape};
 
 /// The MoE operator and the dtypes of the GEMMs of one decode step of DeepSeek-V3 fp8 at tp 8, ep 8 on a DGX B200
@@ -38,14 +35,7 @@ fn decode_moe(engine: &str) -> (OpShape, Precision, Vec<Precision>) {
 
 /// `shape` in `dtype` on a B200 as a request of `engine` times it, through the bundled models.
 fn timed(engine: KernelFamily, shape: &OpShape, dtype: Precision) -> Timed {
-    let bundle = crate::bundle::Bundle::embedded().unwrap();
-    let registry = Arc::new(crate::bundle::registry(&bundle).unwrap());
-    let system = presets().into_iter().find(|p| p.name == "dgx-b200").unwrap().resolve().unwrap();
-    let backend = ServingDerated::new(
-        LearnedBackend::new(system, registry).with_kernels(KernelChoice::Engine(engine)),
-        ServingConstants::CALIBRATED,
-    );
-    backend.compute(shape, dtype).unwrap()
+    super::decode_tests::bundled_b200(engine).compute(shape, dtype).unwrap()
 }
 
 #[test]
