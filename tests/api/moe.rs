@@ -14,6 +14,18 @@ fn end(e: &Value) -> f64 {
     e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap()
 }
 
+/// The timeline of training request `req`, after asserting that it is answered and that its last span ends at
+/// `prediction`'s `iteration_time_s` (to 1e-6 relative).
+async fn timeline_spanning(app: &TestApp, req: &Value, prediction: &Value) -> Value {
+    let t = app.post_json("/v1/predictions/training/timeline", req).await;
+    assert_eq!(t.status, 200, "{} {}", req["model"], String::from_utf8_lossy(&t.body));
+    let trace = t.json();
+    let last = spans(&trace).iter().map(|e| end(e)).fold(0.0, f64::max);
+    let iteration_us = prediction["iteration_time_s"].as_f64().unwrap() * 1e6;
+    assert!(((last - iteration_us) / iteration_us).abs() < 1e-6, "{}: {last} vs {iteration_us}", req["model"]);
+    trace
+}
+
 /// DeepSeek-V3 on 256 H100 as Megatron-Bridge's `deepseek_v3_pretrain_config_32nodes` lays it out (tp 2, pp 8,
 /// ep 32; its pipeline layout puts the embedding and 8 layers on the first stage, 5 layers, the MTP layer and the
 /// loss on the last), DeepEP, the distributed optimizer with overlapped reduction, MLA's up-projections and the
@@ -70,13 +82,8 @@ async fn deepseek_v3_and_qwen3_235b_on_256_h100_are_answered_with_timelines() {
             assert_eq!(present, op != "EDP_Allgather", "{name}: {op}");
         }
         // The timeline spans the prediction; every stage's dispatch and combine are on the ep all-to-all track.
-        let t = app.post_json("/v1/predictions/training/timeline", &req).await;
-        assert_eq!(t.status, 200, "{name}: {}", String::from_utf8_lossy(&t.body));
-        let trace = t.json();
+        let trace = timeline_spanning(&app, &req, &p).await;
         let x = spans(&trace);
-        let last = x.iter().map(|e| end(e)).fold(0.0, f64::max);
-        let iteration_us = p["iteration_time_s"].as_f64().unwrap() * 1e6;
-        assert!(((last - iteration_us) / iteration_us).abs() < 1e-6, "{name}: {last} vs {iteration_us}");
         let events = trace["traceEvents"].as_array().unwrap();
         let track = events
             .iter()
@@ -171,13 +178,8 @@ async fn deepseek_v3_with_an_interleaved_pipeline_layout_is_answered_with_a_time
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let p = r.json();
     assert_eq!(p["config"]["gpus"], 256);
-    let t = app.post_json("/v1/predictions/training/timeline", &req).await;
-    assert_eq!(t.status, 200, "{}", String::from_utf8_lossy(&t.body));
-    let trace = t.json();
+    let trace = timeline_spanning(&app, &req, &p).await;
     let x = spans(&trace);
-    let last = x.iter().map(|e| end(e)).fold(0.0, f64::max);
-    let iteration_us = p["iteration_time_s"].as_f64().unwrap() * 1e6;
-    assert!(((last - iteration_us) / iteration_us).abs() < 1e-6, "{last} vs {iteration_us}");
     // Every one of the 8 stages runs. A 32-chunk layout of 1 + 29·2 + 1 = 60 layers, "Et|(tt|)*29,t|mL", for the
     // model's 61 is refused, naming the field.
     for stage in 0..8 {

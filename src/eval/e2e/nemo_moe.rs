@@ -309,11 +309,22 @@ mod tests {
     use super::*;
     use crate::llm::recipe::Fp8Recipe;
 
-    #[test]
-    fn h100_fp8_rows_train_with_current_scaling() {
+    /// The NeMo MoE rows of ../shared/data, as the evaluation reads them.
+    fn loaded() -> E2eData {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
         let mut out = E2eData::default();
         nemo_moe(&data, &mut out).unwrap();
+        out
+    }
+
+    /// The row of the archive's `line` on `system` (e.g. "130", "DGX-GB200").
+    fn row<'a>(out: &'a E2eData, line: &str, system: &str) -> &'a E2eRow {
+        out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
+    }
+
+    #[test]
+    fn h100_fp8_rows_train_with_current_scaling() {
+        let out = loaded();
         // The 26.06 container's Qwen3-30B-A3B on 16 H100 (line 132): GBS 1024 · 4096 tokens at 8,826 tokens/s/GPU
         // on 16 GPUs → 4,194,304 / 141,216 = 29.701 s per step, with the FP8_CS preset's tensorwise scaling.
         let r = out.rows.iter().find(|r| r.id.contains("line 132 ") && r.id.contains("DGX-H100")).unwrap();
@@ -332,9 +343,7 @@ mod tests {
 
     #[test]
     fn line_593_reads_micro_batch_2_with_one_layer_per_virtual_stage() {
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-        let mut out = E2eData::default();
-        nemo_moe(&data, &mut out).unwrap();
+        let out = loaded();
         // The 25.11 container's Qwen3-30B-A3B on 16 DGX-H100 GPUs (archive line 593): FP8-CS, GBS 512, MBS 2,
         // TP 1, PP 2, VP 24, EP 8 at 5,275 tokens/s/GPU → 512 · 4096 / (5,275 · 16) = 2,097,152 / 84,400
         // = 24.8478 s per step; dp = 16 / (1 · 2 · 1) = 8, so grad_accum = 512 / (2 · 8) = 32 micro-batches.
@@ -361,12 +370,8 @@ mod tests {
     #[test]
     fn mxfp8_rows_from_26_06_run_full_iteration_graphs() {
         use crate::llm::cuda_graphs::CudaGraphs;
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-        let mut out = E2eData::default();
-        nemo_moe(&data, &mut out).unwrap();
-        let row = |line: &str, system: &str| {
-            out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
-        };
+        let out = loaded();
+        let row = |line: &str, system: &str| row(&out, line, system);
         // The 26.06 container's Qwen3-30B-A3B on 8 GB200 (archive line 130): GBS 512 · 4096 tokens at 40,706
         // tokens/s/GPU on 8 GPUs → 2,097,152 / 325,648 = 6.43988 s per step; PR #4249's MXFP8 recipe captures the
         // whole iteration and overlaps the expert all-to-all (pp 1).
@@ -397,12 +402,8 @@ mod tests {
     fn interleaved_deepseek_v3_rows_run_the_recipes_pipeline_layouts() {
         use crate::llm::config::Recompute;
         use crate::llm::cuda_graphs::CudaGraphs;
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-        let mut out = E2eData::default();
-        nemo_moe(&data, &mut out).unwrap();
-        let row = |line: &str, system: &str| {
-            out.rows.iter().find(|r| r.id.contains(&format!("line {line} ")) && r.id.contains(system)).unwrap()
-        };
+        let out = loaded();
+        let row = |line: &str, system: &str| row(&out, line, system);
         let layout = |r: &E2eRow| r.request.parallelism.pipeline_model_parallel_layout.clone();
         // 26.08 GB300 (performance-summary.md line 45): pp 2 · vp 8 = 16 chunks, "Et*4|(t*4|)*14tmL" (4 + 14·4 + 1 =
         // 61 layers); GBS 4096 · 4096 tokens at 6,288 tokens/s/GPU on 256 GPUs → 16,777,216 / 1,609,728 = 10.42 s.

@@ -84,7 +84,11 @@ impl TrtllmLayer {
 /// attention), `post` the next layer's input norm (in the all-reduce after the MLP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LayerFusion {
+    /// The post-attention RMSNorm runs inside the all-reduce after attention (TensorRT-LLM's `PRE_MLP_FUSION` /
+    /// `PRE_MOE_FUSION`).
     pub pre: bool,
+    /// The next layer's input RMSNorm (the last layer's: the final norm) runs inside the all-reduce after the MLP or
+    /// MoE (`POST_MLP_FUSION` / `POST_MOE_FUSION`).
     pub post: bool,
 }
 

@@ -37,6 +37,15 @@ fn prefill(cfg: &ServingConfig) -> (f64, f64, f64) {
     (detail.kernels, step.launch_s * 1e6, step.gpu_s * 1e6)
 }
 
+/// Asserts that `cfg`'s prefill step launches `kernels` kernels taking `launch_us` µs of launches (both worked by
+/// hand in the caller), and returns its GPU µs.
+fn assert_prefill(cfg: &ServingConfig, kernels: f64, launch_us: f64) -> f64 {
+    let (k, l, gpu_us) = prefill(cfg);
+    assert_eq!(k, kernels, "{}", cfg.model.name);
+    assert!((l - launch_us).abs() < 1e-6, "{}: {l} µs of launches", cfg.model.name);
+    gpu_us
+}
+
 /// Calls per step of `name` in `cfg`'s single-stage prefill step.
 fn calls(cfg: &ServingConfig, name: OpName) -> f64 {
     let moe = cfg.model.moe_layers();
@@ -60,15 +69,11 @@ fn gpt_oss_at_tp_4_runs_its_72_layer_norms_inside_the_all_reduces() {
     let cfg = config("gpt-oss-120b", 4, "fp4");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (1.0, 72.0));
     assert_eq!(calls(&cfg, OpName::MpAllReduce), 73.0);
-    let (k, launch_us, gpu_us) = prefill(&cfg);
-    assert_eq!(k, 510.0);
-    assert!((launch_us - 35_751.0).abs() < 1e-6, "{launch_us}");
+    let gpu_us = assert_prefill(&cfg, 510.0, 35_751.0);
     // Before: the same model under a name whose decoder layer is not read here (no fusion counted).
     let mut unfused = cfg.clone();
     unfused.model.name = "unread-moe".into();
-    let (k0, launch0_us, gpu0_us) = prefill(&unfused);
-    assert_eq!(k0, 582.0);
-    assert!((launch0_us - 40_798.2).abs() < 1e-6, "{launch0_us}");
+    let gpu0_us = assert_prefill(&unfused, 582.0, 40_798.2);
     // GPU: a fused norm keeps its traffic and loses only its per-kernel cost, kernel_us 7.40 µs: 72 · 7.40 = 532.8
     // µs less. The final norm, alone over the one sampled row (11,520 B: 0.0018 µs at B200's 8 TB/s · 0.8), now
     // rides the last all-reduce over all 1,024 rows, as `model.norm` does there (2 · 1,024 · 2,880 · 2 B =
@@ -84,18 +89,14 @@ fn a_dense_llama_at_tp_1_has_no_all_reduce_and_at_tp_8_fuses_both_norms() {
     let tp1 = config("Llama-3.1-70B", 1, "bf16");
     assert_eq!(allreduce_fusion(&tp1), (LayerFusion::default(), LayerFusion::default()));
     assert_eq!((calls(&tp1, OpName::RMSNorm), calls(&tp1, OpName::AllreduceRmsNorm)), (161.0, 0.0));
-    let (k, launch_us, _) = prefill(&tp1);
-    assert_eq!(k, 724.0);
-    assert!((launch_us - 50_752.4).abs() < 1e-6, "{launch_us}");
+    assert_prefill(&tp1, 724.0, 50_752.4);
     // At tp 8 (`LlamaDecoderLayer`: PRE_MLP_FUSION and POST_MLP_FUSION on): per layer the two norms ride the two
     // all-reduces, QKV 1, attention 2, output 1, all-reduce 1, gate+up 1, SwiGLU 1, down 1, all-reduce 1 = 9; × 80 =
     // 720; layer 0's input norm, embedding and its all-reduce, LM head, all-gather, sampler: 726 kernels, 726 · 70.1
     // = 50,892.6 µs (unchanged from main, which fused Llama's norms already).
     let tp8 = config("Llama-3.1-70B", 8, "bf16");
     assert_eq!((calls(&tp8, OpName::RMSNorm), calls(&tp8, OpName::AllreduceRmsNorm)), (1.0, 160.0));
-    let (k, launch_us, _) = prefill(&tp8);
-    assert_eq!(k, 726.0);
-    assert!((launch_us - 50_892.6).abs() < 1e-6, "{launch_us}");
+    assert_prefill(&tp8, 726.0, 50_892.6);
 }
 
 #[test]
@@ -109,14 +110,10 @@ fn a_dense_qwen3_keeps_its_norms_at_tp_8() {
     // = 582 kernels, 40,798.2 µs.
     let cfg = config("Qwen3-32B", 8, "bf16");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (129.0, 0.0));
-    let (k, launch_us, _) = prefill(&cfg);
-    assert_eq!(k, 710.0);
-    assert!((launch_us - 49_771.0).abs() < 1e-6, "{launch_us}");
+    assert_prefill(&cfg, 710.0, 49_771.0);
     let mut as_llama = cfg.clone();
     as_llama.model.name = "Llama-like".into();
-    let (k0, launch0_us, _) = prefill(&as_llama);
-    assert_eq!(k0, 582.0);
-    assert!((launch0_us - 40_798.2).abs() < 1e-6, "{launch0_us}");
+    assert_prefill(&as_llama, 582.0, 40_798.2);
 }
 
 #[test]
