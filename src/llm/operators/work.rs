@@ -24,6 +24,9 @@ pub enum Work {
         /// GPUs per node communicating at the same time (they share the NICs).
         active_per_node: u32,
     },
+    /// One of SGLang's wide expert-parallel kernels (DeepEP dispatch and combine, DeepGEMM grouped experts), timed
+    /// from SGLang's own measurements ([`crate::llm::serving::wideep`]).
+    WideEp(crate::llm::serving::wideep::WideEpOp),
 }
 
 /// One operator: runs `calls` times per micro-batch (per step for the update operators) in the pass `phase` it

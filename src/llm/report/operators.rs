@@ -42,6 +42,7 @@ impl OperatorTable {
                 precision: match op.work {
                     Work::Compute { dtype, .. } => Some(dtype),
                     Work::Collective { .. } => None,
+                    Work::WideEp(op) => op.precision(),
                 },
                 recompute: op.recompute,
             });

@@ -32,6 +32,7 @@ pub mod sim;
 pub mod steady;
 pub mod step;
 pub mod validate;
+pub mod wideep;
 pub mod workload;
 
 #[cfg(test)]

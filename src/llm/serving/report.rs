@@ -183,6 +183,7 @@ pub fn step_report(s: &StepResult, stage: &TimedStep) -> StepReport {
             precision: match o.op.work {
                 Work::Compute { dtype, .. } => Some(dtype),
                 Work::Collective { .. } => None,
+                Work::WideEp(op) => op.precision(),
             },
         })
         .collect();

@@ -202,7 +202,7 @@ pub fn for_each_op(
     compute(out, OpName::Linear2, OpClass::Linear, w, &[1, t, d, a * v_dim], layers);
     mlp(out, cfg, t, m.ffn_hidden as u64 / tp, dense_layers as f64);
     if moe_layers > 0 {
-        moe_block(out, cfg, system, t, moe_layers as f64);
+        moe_block(out, cfg, system, t, load.prefill_tokens > 0, moe_layers as f64);
     }
     let (agroup, aactive) = attention_group(cfg, system);
     if tp > 1 {
@@ -289,8 +289,9 @@ fn mlp(out: &mut Emit, cfg: &ServingConfig, t: u64, width: u64, n: f64) {
 
 /// The mixture-of-experts part of `n` MoE layers (nothing for a dense model): the router GEMM, the expert-parallel
 /// all-to-all dispatch and combine with data-parallel attention and ep > 1, the grouped experts of this GPU
-/// (T·dp/ep tokens' worth of routed copies), and the shared experts' MLP.
-fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, n: f64) {
+/// (T·dp/ep tokens' worth of routed copies), and the shared experts' MLP. SGLang's wide expert parallelism (DeepEP
+/// around DeepGEMM, [`super::wideep::plan`]) replaces the all-to-all and the fused experts with its measured kernels.
+fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, extend: bool, n: f64) {
     let m = &cfg.model;
     let Some(moe) = &m.moe else {
         return;
@@ -304,12 +305,22 @@ fn moe_block(out: &mut Emit, cfg: &ServingConfig, system: &System, t: u64, n: f6
     // every rank's) that chose them: on average T·K/ep copies, T/ep tokens' worth.
     let t_experts = (t * cfg.dp() as u64).div_ceil(ep);
     let dims = [t_experts, d, f, moe.experts as u64 / ep, moe.top_k as u64];
-    if cfg.dp() > 1 && cfg.ep > 1 {
+    let wide = super::wideep::plan(cfg, system, t, extend);
+    if let Some(p) = wide {
+        let features = [p.experts.tokens, d, f, dims[3], dims[4]];
+        out(OpName::Moe, Work::WideEp(p.experts), n, &features);
+        if let Some(a2a) = p.dispatch_combine {
+            out(OpName::EpAllToAll, Work::WideEp(a2a), n, &[t, d, dims[4]]);
+        }
+    }
+    if cfg.dp() > 1 && cfg.ep > 1 && wide.is_none_or(|p| p.dispatch_combine.is_none()) {
         // Dispatch this rank's T·K routed copies of d activations to their experts' GPUs, and combine back.
         let bytes = (t * moe.top_k as u64 * d) as f64 * act.bytes();
         collective(out, OpName::EpAllToAll, Collective::AllToAll, bytes, group, active, 2.0 * n);
     }
-    compute(out, OpName::Moe, OpClass::Moe, cfg.expert_precision(), &dims, n);
+    if wide.is_none() {
+        compute(out, OpName::Moe, OpClass::Moe, cfg.expert_precision(), &dims, n);
+    }
     mlp(out, cfg, t, moe.shared_ffn_hidden as u64 / cfg.attn_tp() as u64, n);
 }
 

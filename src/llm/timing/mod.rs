@@ -29,6 +29,7 @@ use crate::op::{OpShape, Phase};
 enum WorkKey {
     Compute(OpShape, crate::hw::Precision),
     Collective(Collective, u64, Group, u32),
+    WideEp(crate::llm::serving::wideep::WideEpOp),
 }
 
 /// A [`Timer`]'s memo table (each distinct piece of work's time), handed from one timer to the next over the same
@@ -162,6 +163,7 @@ impl<'a> Timer<'a> {
             Work::Collective { collective, bytes, group, active_per_node } => {
                 WorkKey::Collective(collective, bytes.to_bits(), group, active_per_node)
             }
+            Work::WideEp(op) => WorkKey::WideEp(op),
         };
         if let Some(t) = self.cache.get(&key) {
             return Ok(t.clone());
@@ -174,6 +176,10 @@ impl<'a> Timer<'a> {
             Work::Collective { collective, bytes, group, active_per_node } => {
                 self.backend.collective(collective, bytes, group, active_per_node)
             }
+            // The serving step emits this work only where a table answers (`serving::step`'s `moe_block`).
+            Work::WideEp(op) => crate::llm::serving::wideep::timed(&op, self.backend.system()).ok_or_else(|| {
+                ConfigError { field: "parallelism.ep".into(), message: format!("no SGLang wide-EP table times {op:?}") }
+            })?,
         };
         self.cache.insert(key, t.clone());
         Ok(t)

@@ -13,6 +13,7 @@ use crate::op::{Collective, OpShape};
 pub(super) enum OpKey {
     Compute(OpShape, Precision),
     Collective(Collective, u64, Group, u32),
+    WideEp(crate::llm::serving::wideep::WideEpOp),
 }
 
 /// Operator times of the serving step model, memoized per operator's work: per operator its time, µs; its

@@ -84,6 +84,7 @@ impl Solver<'_> {
                 Work::Collective { collective, bytes, group, active_per_node } => {
                     OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
                 }
+                Work::WideEp(op) => OpKey::WideEp(op),
             };
             // A norm fused into an all-reduce (`fusion::fused_charge`) shares its shape with the norm that runs
             // alone: it is timed through the same cache entry and charged apart.

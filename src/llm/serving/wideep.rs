@@ -1,0 +1,304 @@
+//! SGLang's wide expert parallelism, as SGLang measured it: DeepEP dispatch and combine around DeepGEMM's grouped
+//! expert GEMMs, read off aiconfigurator's SGLang `wideep_*` tables (train split, DATA.md) instead of the fused-MoE
+//! regressor and the all-to-all collective model.
+//!
+//! **When SGLang runs this path.** SGLang's large-scale expert parallelism is `--moe-a2a-backend deepep` with
+//! `--enable-dp-attention` (data-parallel attention, ep > 1) and DeepGEMM as the expert runner
+//! (`--moe-runner-backend deep_gemm`; aiconfigurator's collector `collector/sglang/collect_wideep_deepep_moe.py` builds
+//! exactly that `ServerArgs`). The dispatcher picks its kernels per step: `DeepEPMode.resolve(is_extend_in_batch)`
+//! (`python/sglang/srt/layers/moe/utils.py`) turns `--deepep-mode auto` into NORMAL when any rank has a prefill
+//! (extend) in its batch and LOW_LATENCY otherwise. Low-latency mode's buffers hold at most
+//! `num_max_dispatch_tokens_per_rank` = 128 tokens per rank (the collector skips decode batches above it): a decode
+//! step of more tokens per rank than the table holds is timed as the normal kernels.
+//!
+//! **What the tables time (no double count).** `wideep_generation_moe_perf` / `wideep_context_moe_perf` time only
+//! `moe_layer.experts.run_moe_core(dispatch_output)` on a fabricated dispatch output (the collector above): DeepGEMM's
+//! masked grouped GEMMs (decode) or contiguous grouped GEMMs (prefill), no dispatch or combine. Their `num_tokens` is
+//! the tokens of one rank × `moe_ep_size`. `wideep_deepep_ll_perf` and `wideep_deepep_normal_perf` time DeepEP's
+//! dispatch and combine alone (µs); aiconfigurator's SDK charges their sum once per MoE layer
+//! (`MoEDispatch.query`, `sdk/operations/moe.py`, `load_wideep_deepep_ll_data`). So one MoE layer here is one
+//! DeepGEMM call plus one dispatch+combine, and no [`crate::llm::operators::OpName::EpAllToAll`].
+//!
+//! **Lookup.** `wideep.csv` (written by `scripts/wideep-table`: kind, aiconfigurator's `device`, hidden, expert
+//! inter size, top-k, experts, ep, tokens per rank, µs per call) is read once. A curve is one kind, GPU, shape and
+//! ep; its time at `tokens` is the log-log interpolation between the two measured token counts around it, the
+//! smallest count's time below it (the latency floor) and nothing above the largest. The expert GEMMs were measured
+//! at ep 2, 4, 16, 32, 64, 128 and 256 (no 8): an ep between two measured ones is the log-log interpolation of the
+//! two curves at the same tokens per rank (the weights one GPU reads scale as 1/ep). DeepEP was measured on one node
+//! of 8 GPUs (`node_num` 1; aiconfigurator's adapter: ep = 8 · node_num): its per-rank kernels send this rank's
+//! T·K routed copies and receive as many, so within one NVLink domain the 8-rank curve answers every ep; across
+//! nodes (RDMA) nothing does. GPUs: the system's own, then a measured GPU of the same compute-capability major
+//! version, the same minor version first, then the nearest in DRAM bandwidth (GB300 → B300), as
+//! [`crate::comm::engine_allreduce`] chooses.
+
+use std::sync::OnceLock;
+
+use crate::cost::{Source, Timed};
+use crate::hw::{lookup, Precision, System};
+
+/// The tables, as `scripts/wideep-table` writes them.
+const TABLE_CSV: &str = include_str!("wideep.csv");
+
+/// Which measured kernel of the wide-EP path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WideEpKind {
+    /// DeepGEMM's masked grouped GEMMs of the low-latency layout (`wideep_generation_moe_perf`).
+    DeepGemmDecode,
+    /// DeepGEMM's contiguous grouped GEMMs of the normal layout (`wideep_context_moe_perf`).
+    DeepGemmPrefill,
+    /// DeepEP's low-latency dispatch + combine (`wideep_deepep_ll_perf`).
+    DeepEpLowLatency,
+    /// DeepEP's normal (high-throughput) dispatch + combine at 20 SMs (`wideep_deepep_normal_perf`).
+    DeepEpNormal,
+}
+
+impl WideEpKind {
+    /// The name in `wideep.csv` and in the answer's source.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WideEpKind::DeepGemmDecode => "deepgemm_decode",
+            WideEpKind::DeepGemmPrefill => "deepgemm_prefill",
+            WideEpKind::DeepEpLowLatency => "deepep_ll",
+            WideEpKind::DeepEpNormal => "deepep_normal",
+        }
+    }
+
+    fn parse(s: &str) -> Option<WideEpKind> {
+        [Self::DeepGemmDecode, Self::DeepGemmPrefill, Self::DeepEpLowLatency, Self::DeepEpNormal]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+
+    /// A DeepEP communication kernel pair (its curves hold for every ep of one NVLink domain).
+    pub fn is_deepep(self) -> bool {
+        matches!(self, WideEpKind::DeepEpLowLatency | WideEpKind::DeepEpNormal)
+    }
+
+    /// Kernels one call launches: DeepGEMM's gate/up GEMM, the SiLU-and-multiply with fp8 re-quantization, the down
+    /// GEMM (SGLang's `DeepEPMoE` DeepGEMM runner); DeepEP's dispatch and combine.
+    pub fn kernels(self) -> u32 {
+        if self.is_deepep() {
+            2
+        } else {
+            3
+        }
+    }
+}
+
+/// One wide-EP operator of one MoE layer on one GPU. `tokens`: the tokens one rank dispatches (the expert GEMMs:
+/// tokens' worth of routed copies the rank's experts receive, T·K copies); `inter`: the expert's MLP width (0 for
+/// DeepEP); `experts`: routed experts of the whole model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WideEpOp {
+    pub kind: WideEpKind,
+    pub hidden: u32,
+    pub inter: u32,
+    pub top_k: u32,
+    pub experts: u32,
+    pub ep: u32,
+    pub tokens: u64,
+}
+
+impl WideEpOp {
+    /// The precision the operator computes in: DeepGEMM's block-scaled fp8 (`fp8_block`, the tables' `moe_dtype`);
+    /// None for DeepEP's communication.
+    pub fn precision(&self) -> Option<Precision> {
+        (!self.kind.is_deepep()).then_some(Precision::Fp8Block)
+    }
+}
+
+/// One measured curve: a kind's time by tokens per rank for one GPU, shape and ep.
+#[derive(Debug, Clone)]
+struct Curve {
+    kind: WideEpKind,
+    gpu: String,
+    cc: Option<String>,
+    cc_major: Option<u32>,
+    memory_bandwidth_gbs: f64,
+    shape: [u32; 5],
+    /// (tokens per rank, µs), sorted by tokens.
+    points: Vec<(f64, f64)>,
+}
+
+fn curves() -> &'static [Curve] {
+    static CURVES: OnceLock<Vec<Curve>> = OnceLock::new();
+    CURVES.get_or_init(|| parse(TABLE_CSV))
+}
+
+/// The curves of a table in `scripts/wideep-table`'s format; rows of unknown kinds or GPUs, or that do not parse,
+/// are skipped (the committed table has none: a test holds every row).
+fn parse(csv: &str) -> Vec<Curve> {
+    let mut out: Vec<Curve> = Vec::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let [kind, device, hidden, inter, topk, experts, ep, tokens, us] = f[..] else { continue };
+        let (Some(kind), Some(gpu)) = (WideEpKind::parse(kind), lookup(device)) else { continue };
+        let ints: Vec<u32> = [hidden, inter, topk, experts, ep].iter().filter_map(|v| v.parse().ok()).collect();
+        let [h, i, k, e, p] = ints[..] else { continue };
+        let (Ok(tokens), Ok(us)) = (tokens.parse::<f64>(), us.parse::<f64>()) else { continue };
+        if !(tokens > 0.0 && us > 0.0) {
+            continue;
+        }
+        let (name, shape) = (&gpu.spec.name, [h, i, k, e, p]);
+        match out.iter_mut().find(|c| c.kind == kind && &c.gpu == name && c.shape == shape) {
+            Some(c) => c.points.push((tokens, us)),
+            None => out.push(Curve {
+                kind,
+                gpu: name.clone(),
+                cc: gpu.spec.compute_capability.clone(),
+                cc_major: gpu.spec.compute_major(),
+                memory_bandwidth_gbs: gpu.spec.memory_bandwidth_gbs,
+                shape,
+                points: vec![(tokens, us)],
+            }),
+        }
+    }
+    for c in &mut out {
+        c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+/// Log-log interpolation of `(x, y)` points at `x`: the smallest x's y below them, None above the largest.
+fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    let (first, last) = (points.first()?, points.last()?);
+    if x <= first.0 {
+        return Some(first.1);
+    }
+    if x > last.0 {
+        return None;
+    }
+    let i = points.partition_point(|p| p.0 < x);
+    let (hi, lo) = (points[i], points[i - 1]);
+    if hi.0 == x {
+        return Some(hi.1);
+    }
+    let w = (x / lo.0).ln() / (hi.0 / lo.0).ln();
+    Some((lo.1.ln() + w * (hi.1 / lo.1).ln()).exp())
+}
+
+/// The time of `op` from the curves of GPU `gpu` (module doc: ep interpolation for the expert GEMMs, the 8-rank
+/// curve for DeepEP).
+fn on_gpu(curves: &[Curve], op: &WideEpOp, gpu: &str) -> Option<f64> {
+    let same =
+        |c: &&Curve| c.kind == op.kind && c.gpu == gpu && c.shape[..4] == [op.hidden, op.inter, op.top_k, op.experts];
+    let tokens = op.tokens.max(1) as f64;
+    if op.kind.is_deepep() {
+        let c = curves.iter().filter(same).min_by_key(|c| c.shape[4].abs_diff(8))?;
+        return interpolate(&c.points, tokens);
+    }
+    // (ep, µs at these tokens) of every measured ep.
+    let mut by_ep: Vec<(f64, f64)> =
+        curves.iter().filter(same).filter_map(|c| Some((c.shape[4] as f64, interpolate(&c.points, tokens)?))).collect();
+    by_ep.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let ep = op.ep as f64;
+    if by_ep.first()?.0 > ep {
+        return None;
+    }
+    interpolate(&by_ep, ep)
+}
+
+/// A measured answer: µs per call and the GPU whose table answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WideEpTime {
+    /// Time of one call, µs.
+    pub time_us: f64,
+    /// The GPU the measurement ran on (the system's own, or a stand-in).
+    pub gpu: String,
+}
+
+/// The time of `op` on `system`'s GPU from SGLang's measured tables (module doc for the lookup); None where no
+/// table answers (another model's shape, an ep outside the measured range, tokens above the table, a GPU of a
+/// generation never measured).
+pub fn lookup_time(op: &WideEpOp, system: &System) -> Option<WideEpTime> {
+    lookup_in(curves(), op, system)
+}
+
+fn lookup_in(curves: &[Curve], op: &WideEpOp, system: &System) -> Option<WideEpTime> {
+    let gpu = &system.gpu;
+    if let Some(t) = on_gpu(curves, op, &gpu.name) {
+        return Some(WideEpTime { time_us: t, gpu: gpu.name.clone() });
+    }
+    let major = gpu.compute_major()?;
+    let mut others: Vec<&Curve> = curves.iter().filter(|c| c.gpu != gpu.name && c.cc_major == Some(major)).collect();
+    others.sort_by(|a, b| {
+        let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
+        let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
+        other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
+    });
+    others.dedup_by(|a, b| a.gpu == b.gpu);
+    others.into_iter().find_map(|c| Some(WideEpTime { time_us: on_gpu(curves, op, &c.gpu)?, gpu: c.gpu.clone() }))
+}
+
+/// `op` timed as a cost answer: the measured time (also its analytic baseline: no model stands behind it), the
+/// source `measured:sglang_wideep/<kind>/<GPU>`, [`WideEpKind::kernels`] kernels. None as [`lookup_time`].
+pub fn timed(op: &WideEpOp, system: &System) -> Option<Timed> {
+    let m = lookup_time(op, system)?;
+    let table = format!("sglang_wideep/{}/{}", op.kind.as_str(), m.gpu);
+    Some(Timed::new(m.time_us, m.time_us, Source::Measured { table, instead_of: None }).with_kernels(op.kind.kernels()))
+}
+
+/// Tokens per rank SGLang's low-latency DeepEP buffers hold: `num_max_dispatch_tokens_per_rank`, 128 by default
+/// (`SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK`; aiconfigurator's collector uses the same 128 and skips decode
+/// batches above it).
+pub const LL_MAX_TOKENS_PER_RANK: u64 = 128;
+
+/// The wide-EP operators of one MoE layer: DeepGEMM's grouped experts, and DeepEP's dispatch + combine (None when
+/// the expert-parallel group spans nodes: the tables hold one NVLink domain; the caller keeps its all-to-all model).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WideEpPlan {
+    pub experts: WideEpOp,
+    pub dispatch_combine: Option<WideEpOp>,
+}
+
+/// What one MoE layer of `cfg` on `system` runs when SGLang serves it with data-parallel attention and ep > 1 over
+/// fp8 (block-scaled) experts: `tokens` is this rank's tokens in the step, `extend_in_batch` whether the step
+/// holds a prefill (DeepEP's normal kernels; decode alone runs the low-latency ones, up to
+/// [`LL_MAX_TOKENS_PER_RANK`] tokens per rank). The experts' `tokens` is ⌈tokens · dp / ep⌉ (the tokens' worth of
+/// routed copies one rank's experts receive, as the `moe` operator counts them); DeepEP's is this rank's tokens.
+/// None for every other engine, precision or parallelism (expert tensor parallelism included: the tables hold
+/// moe_tp 1), and where no table answers: the caller keeps the fused-MoE path.
+pub fn plan(cfg: &super::ServingConfig, system: &System, tokens: u64, extend_in_batch: bool) -> Option<WideEpPlan> {
+    let moe = cfg.model.moe.as_ref()?;
+    let wide = cfg.engine == super::request::Engine::Sglang && cfg.dp() > 1 && cfg.ep > 1 && cfg.tp == cfg.ep;
+    if !wide || cfg.expert_precision() != Precision::Fp8Block || tokens == 0 {
+        return None;
+    }
+    let one_domain = super::step::tp_group(cfg, system).0.nodes <= 1;
+    let low_latency = !extend_in_batch && tokens <= LL_MAX_TOKENS_PER_RANK;
+    let modes: &[(WideEpKind, WideEpKind)] = if low_latency {
+        &[
+            (WideEpKind::DeepGemmDecode, WideEpKind::DeepEpLowLatency),
+            (WideEpKind::DeepGemmPrefill, WideEpKind::DeepEpNormal),
+        ]
+    } else {
+        &[(WideEpKind::DeepGemmPrefill, WideEpKind::DeepEpNormal)]
+    };
+    let op = |kind, inter, tokens| WideEpOp {
+        kind,
+        hidden: cfg.model.hidden,
+        inter,
+        top_k: moe.top_k,
+        experts: moe.experts,
+        ep: cfg.ep,
+        tokens,
+    };
+    let expert_tokens = (tokens * cfg.dp() as u64).div_ceil(cfg.ep as u64);
+    modes.iter().find_map(|&(gemm, a2a)| {
+        let experts = op(gemm, moe.expert_ffn_hidden, expert_tokens);
+        lookup_time(&experts, system)?;
+        let dispatch_combine = match one_domain {
+            true => {
+                let d = op(a2a, 0, tokens);
+                lookup_time(&d, system)?;
+                Some(d)
+            }
+            false => None,
+        };
+        Some(WideEpPlan { experts, dispatch_combine })
+    })
+}
+
+#[cfg(test)]
+#[path = "wideep_tests.rs"]
+mod tests;
