@@ -27,6 +27,7 @@ use crate::cost::roofline::{self, UnsupportedPrecision};
 use crate::cost::{AnalyticBackend, CostBackend, KernelChoice, Source, Timed};
 use crate::hw::{Precision, System};
 use crate::learn::fit::MAX_ABS_LOG_RATIO;
+use crate::learn::registry::measured_sibling;
 use crate::learn::{features::op_features, ActiveRegressor, Registry};
 use crate::op::Collective;
 use crate::op::{KernelFamily, OpClass, OpShape, Phase};
@@ -100,7 +101,12 @@ impl LearnedBackend {
         let cost = roofline::estimate(shape, dtype, gpu)?;
         let (fitted, rows_scale) = within_fitted_rows(shape, model.trained_dim_max(LINEAR_M).unwrap_or(0));
         let fitted_cost = if rows_scale > 1.0 { roofline::estimate(&fitted, dtype, gpu)? } else { cost.clone() };
-        let x = op_features(&fitted, dtype, gpu, &fitted_cost);
+        // A model that never measured this GPU but measured a same-die sibling answers as for the sibling: r̂ at the
+        // sibling's features, applied to this GPU's roofline (`registry::measured_sibling`).
+        let x = match measured_sibling(model, gpu) {
+            Some(sibling) => op_features(&fitted, dtype, sibling, &roofline::estimate(&fitted, dtype, sibling)?),
+            None => op_features(&fitted, dtype, gpu, &fitted_cost),
+        };
         let time_us = match model.model.predict(&x) {
             Ok(r) => rows_scale * fitted_cost.time_us * r[0].clamp(-MAX_ABS_LOG_RATIO, MAX_ABS_LOG_RATIO).exp(),
             Err(e) => {
@@ -250,6 +256,55 @@ mod tests {
         assert!((g.time_us / g.analytic_us - 1.25).abs() < 0.01, "{g:?}");
         let ratio = g.time_us / b.time_us;
         assert!((0.9..0.92).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn a_cross_gpu_model_answers_a_gpu_it_never_saw_as_for_the_same_die_sibling_it_measured() {
+        // A cross-GPU NVFP4 GEMM model (no GPU in its key) whose rows are B300's only (`summary.gpus`), measured at
+        // 20 µs + 1.2 × the roofline: its correction r̂ = ln(t / t_roofline) falls with the size, so it depends on
+        // the roofline times among the features. Asked about GB300 (no rows, no model of its own, B300's die), it
+        // answers with B300's r̂ for the shape at GB300's roofline: the two answers then differ exactly by the
+        // rooflines' ratio. For m = n = k = 16,384 the rooflines share the tiling of 148 SMs and differ in the dense
+        // FP4 peak, 13,500 TFLOP/s (HGX B300) against 15,000 (GB300 NVL72): the GEMM's 2 · 16,384³ = 8.80e12 FLOP
+        // take 651.6 against 586.4 µs, while the input's quantization (16,384² elements read in 16 bits and
+        // written in 4 with a 1-byte scale per 16: 2.5625 B each, 688 MB ≈ 86 µs at the 8 TB/s of both) and the
+        // launches do not change: (586.4 + 86) / (651.6 + 86) ≈ 0.912.
+        let find = |name: &str| presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap();
+        let (b300, gb300) = (find("dgx-b300"), find("gb300-nvl72"));
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        let mut key = 0;
+        for m in [256u64, 1024, 2048, 4096, 8192, 16384] {
+            for n in [512u64, 1024, 4096, 8192, 16384] {
+                for k in [512u64, 1024, 4096, 8192, 16384] {
+                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
+                    let cost = roofline::estimate(&shape, Precision::Nvfp4, &b300.gpu).unwrap();
+                    let x = op_features(&shape, Precision::Nvfp4, &b300.gpu, &cost);
+                    set.push(&x, cost.time_us, 20.0 + 1.2 * cost.time_us, key);
+                    key += 1;
+                }
+            }
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let registry = Arc::new(Registry::new([ActiveRegressor {
+            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Nvfp4, None, None),
+            version: 1,
+            model: Model::from_text(&fitted.model_text).unwrap(),
+            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+            validation_mape: fitted.validation.mape,
+            summary: serde_json::json!({"gpus": {"B300": key}}),
+        }]));
+        let model = registry.get("linear.fwd.nvfp4").unwrap();
+        assert_eq!(measured_sibling(model, &gb300.gpu).map(|g| g.name.as_str()), Some("B300"));
+        assert!(measured_sibling(model, &b300.gpu).is_none());
+        let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 16384, 16384, 16384]);
+        let on =
+            |system: System| LearnedBackend::new(system, registry.clone()).compute_uncached(&shape, Precision::Nvfp4);
+        let (b, g) = (on(b300).unwrap(), on(gb300).unwrap());
+        assert_eq!(g.source.to_string(), "regressor:linear.fwd.nvfp4@v1");
+        // The same r̂ on both: the learned times scale exactly as the rooflines do.
+        assert!((g.time_us / b.time_us - g.analytic_us / b.analytic_us).abs() < 1e-12, "{g:?} {b:?}");
+        let ratio = g.time_us / b.time_us;
+        assert!((0.905..0.92).contains(&ratio), "{ratio}");
     }
 
     #[test]

@@ -236,6 +236,24 @@ impl Registry {
     }
 }
 
+/// The same-die GPU ([`same_die`]) whose measurements `model` answers `gpu` with: None when the model's rows
+/// (`summary.gpus`, canonical catalog names) hold `gpu` itself or name no GPU, else the first catalog GPU of the
+/// same die among them. A learned operator model predicts r̂ = ln(t_measured / t_roofline) from features that include
+/// the roofline's absolute times; asked at the features of a GPU it never saw, it answers for a GPU of another speed,
+/// not for this die. Asked at the sibling's features, r̂ is the efficiency the die measured for the shape, and
+/// t = t_roofline(`gpu`) · exp(r̂) carries it to this board's peaks — the rule [`Registry::op_on_family`]'s sibling
+/// models follow, now also for a cross-GPU model that holds the sibling's rows but not this GPU's (GB300's
+/// engine-neutral NVFP4 GEMMs: `linear.fwd.nvfp4` holds B200, GB200 and B300 rows, and B300's own model lost
+/// promotion to it; asked at GB300's features it ran GB300's GEMMs only 1.04× faster than B300's, against the
+/// 15,000 / 13,500 = 1.11× of their dense FP4 peaks).
+pub fn measured_sibling(model: &ActiveRegressor, gpu: &GpuSpec) -> Option<&'static GpuSpec> {
+    let gpus = model.summary.get("gpus")?.as_object()?;
+    if gpus.contains_key(&gpu.name) {
+        return None;
+    }
+    same_die(gpu).find(|o| gpus.contains_key(&o.name))
+}
+
 /// The catalog GPUs built from the same die with the same memory as `gpu` (same vendor, compute capability, SM
 /// count, L2 and DRAM bandwidth), `gpu` itself excluded, in catalog order: GB200 and B200, GB300 and B300 (also the
 /// V100 boards), whose datasheets carry their power difference as a clock difference ([`power_in_the_clock`]: not
