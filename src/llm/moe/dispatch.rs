@@ -18,6 +18,8 @@
 //!   all-to-all among the nodes, t·n̄_node·d·e·γ bytes per GPU through its NIC share, and the NVLink forwarding of
 //!   t·n̄_gpu·etp·d·e·γ bytes inside the node concurrently, charged only where it outlasts the RDMA part. The
 //!   RDMA part is timed at the kernels' own rate ([`super::rdma`]), not as an NCCL all-to-all.
+//!
+//! HybridEP also all-gathers the routing map before its dispatch ([`routing_map_gather`]): forward only.
 
 use super::layout::MoeLayout;
 use super::parallel::{Dispatcher, MoeTraining};
@@ -92,6 +94,31 @@ pub fn dispatch_comm(
     out
 }
 
+/// HybridEP's all-gather of the routing map over the expert-parallel (tp·ep) group before each dispatch, for
+/// `tokens` tokens entering the MoE layer on one GPU: each rank contributes its [tokens, experts] boolean map
+/// (one byte per entry), so ranks·tokens·experts bytes are gathered (nccl-tests' count). DeepEP's `hybrid_ep`
+/// `HybridEPBuffer.dispatch_with_permute` (`deep_ep/hybrid_ep_buffer.py`) runs `metadata_preprocessing`, which
+/// `all_gather_into_tensor`s the routing map (NCCL across nodes; within one node its NVLink kernel,
+/// `csrc/hybrid_ep/extension/allgather.cu`) and derives the dispatch's and permute's layout from the global map.
+/// Forward only: the combine's backward reuses the dispatch's `handle`. `calls` is 1. None without communication
+/// (a single-rank group) or for another dispatcher.
+pub fn routing_map_gather(moe: &MoeTraining, ml: &MoeLayout, tokens: u64) -> Option<DispatchComm> {
+    use crate::llm::operators::OpName;
+    let group = ml.tp_ep_group;
+    if moe.dispatcher != Dispatcher::Hybridep || group.ranks <= 1 {
+        return None;
+    }
+    let bytes = group.ranks as f64 * tokens as f64 * moe.config.experts as f64;
+    Some(DispatchComm {
+        name: OpName::EpAllGather,
+        collective: Collective::AllGather,
+        bytes,
+        group,
+        calls: 1,
+        beside_previous: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +163,19 @@ mod tests {
         assert_eq!((comm[0].group.nodes, comm[0].group.ranks_per_node), (4, 1));
         assert!(comm[0].bytes < 0.75 * 134_217_728.0);
         assert!(comm[1].beside_previous && comm[1].group.nodes == 1);
+    }
+
+    #[test]
+    fn hybridep_gathers_the_routing_map_over_the_ep_group() {
+        // ep 32 (tp 1) over 4 nodes, 2,048 tokens per GPU, 128 experts: each rank's [2048, 128] bool map is
+        // 262,144 B, 32 ranks gather 8,388,608 B, once per forward.
+        let moe = qwen235(32, Dispatcher::Hybridep);
+        let ml = MoeLayout::new(&moe, 8);
+        let ag = routing_map_gather(&moe, &ml, 2048).unwrap();
+        assert_eq!((ag.bytes, ag.calls, ag.collective), (8_388_608.0, 1, Collective::AllGather));
+        assert_eq!((ag.group.ranks, ag.group.nodes), (32, 4));
+        // No such all-gather for the other dispatchers.
+        let a2a = qwen235(32, Dispatcher::Alltoall);
+        assert!(routing_map_gather(&a2a, &MoeLayout::new(&a2a, 8), 2048).is_none());
     }
 }

@@ -43,7 +43,17 @@
 //!     for the received tokens per expert (`num_out_tokens=sum(tokens_per_expert)`, a host list);
 //!   - `hybridep` (`_HybridEPManager`, permuting inside `hybrid_ep_dispatch`): the probabilities' `.contiguous()`
 //!     expansion, the permuted tokens' sum and the tokens per expert's copy to the host for the grouped GEMM's
-//!     splits — 3. Backward: the expansion's gradient — 1. Synchronization: that copy;
+//!     splits — 3. Backward: the expansion's gradient — 1. Synchronizations: two with dynamic routing. Megatron-LM's
+//!     `fused_a2a.py` `HybridEPDispatch` passes `num_permuted_tokens` only when the receive size is known ("If not
+//!     provided, HybridEP obtains the size from a GPU tensor, which causes a D2H synchronization";
+//!     `_HybridEPManager.dispatch` passes None for dropless routing), and DeepEP's `hybrid_ep_buffer.py`
+//!     `dispatch_with_permute` with `executor.cu` `dispatch_postprocess` then waits twice: (A) on
+//!     `num_dispatched_tokens_tensor.cpu()` after the routing map's all-gather and `metadata_preprocessing`
+//!     ([`super::dispatch::routing_map_gather`]), and (B) on the blocking `tokens_per_expert` copy to pinned memory
+//!     and its `.sum().item()` after the dispatch kernel — so the host cannot issue the permute or the expert GEMMs
+//!     before the dispatch has finished. None when the receive size is known (`moe_pad_expert_input_to_capacity`);
+//!   - with `moe_pad_expert_input_to_capacity` (drop-and-pad) the all-to-all dispatcher's `preprocess` sizes
+//!     every buffer from the capacity and leaves `cuda_sync_point` at `no_sync`: no synchronization either;
 //! - **experts** (`experts.py` `TEGroupedMLP`): the probabilities' cast into the weighted activation — 1 forward,
 //!   its gradient's reduction — 1 backward; under fp8 or fp4 training the grouped input's padding to the
 //!   quantization's alignment and its removal (`Fp8Padding`, `Fp8Unpadding`) — 2 forward, 2 backward, and the
@@ -58,7 +68,11 @@
 //! time h_post) and then the next layer's part before it (attention, router, dispatcher bookkeeping: GPU time
 //! g_pre), so the next layer's pre-synchronization GPU work cannot start before h_post has been issued: the layer
 //! takes max(G + one launch, H, h_post + g_pre) rather than max(G, H) ([`synced_pass_us`]; G and H the pass's GPU
-//! and host time).
+//! and host time). With several synchronizations the forward is a sum of intervals between them, each timed so
+//! ([`SyncInterval`]), plus the GPU work queued after the host's last call before a synchronization (HybridEP's
+//! routing-map all-gather before (A)): the host waits for it, so it is no longer hidden behind the host time.
+//! Under CUDA graphs ([`crate::llm::cuda_graphs`]; the full-iteration recipes pre-size HybridEP's buffers with
+//! `moe_expert_rank_capacity_factor`) no synchronization is modelled.
 
 use super::parallel::{Dispatcher, MoeTraining};
 
@@ -98,7 +112,8 @@ pub struct MoeLaunches {
     pub dispatcher: [u32; 2],
     /// The experts' calls beyond their GEMMs and activation (`experts.py`), [forward, backward].
     pub experts: [u32; 2],
-    /// Device→host synchronizations in the forward (none in the backward: the splits are kept from the forward).
+    /// Device→host synchronizations in the forward (none in the backward: the splits are kept from the forward):
+    /// 2 for HybridEP with dynamic routing, 0 with drop-and-pad under the all-to-all or HybridEP dispatcher, else 1.
     pub fwd_syncs: u32,
 }
 
@@ -138,7 +153,35 @@ pub fn moe_launches(moe: &MoeTraining, tp_cp: u32, quantized: bool) -> MoeLaunch
     };
     let q = u32::from(quantized);
     let experts = if moe.grouped_gemm { [1 + 2 * q, 1 + 4 * q] } else { [1, 0] };
-    MoeLaunches { router, dispatcher, experts, fwd_syncs: 1 }
+    let fwd_syncs = match moe.dispatcher {
+        Dispatcher::Alltoall | Dispatcher::Hybridep if moe.pad_to_capacity => 0,
+        Dispatcher::Hybridep => 2,
+        _ => 1,
+    };
+    MoeLaunches { router, dispatcher, experts, fwd_syncs }
+}
+
+/// One interval of a forward pass between two device→host synchronizations (or, with one, the whole layer), µs:
+/// the GPU and host time issued in it, the GPU time of what runs before the first wait-free point
+/// (`pre_gpu_us`: the next layer's work before its synchronization) behind the host time of what is issued
+/// first (`post_host_us`: this layer's calls after the synchronization), and `tail_gpu_us`, the GPU work queued
+/// by the interval's last host call that the host must wait for at the synchronization closing it (HybridEP's
+/// routing-map all-gather; 0 where that is one launch's worth).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SyncInterval {
+    pub gpu_us: f64,
+    pub host_us: f64,
+    pub pre_gpu_us: f64,
+    pub post_host_us: f64,
+    pub tail_gpu_us: f64,
+}
+
+impl SyncInterval {
+    /// The interval's time, µs, with `launch_us` of GPU idle after the synchronization that opens it:
+    /// max(gpu + launch, host + tail, post_host + pre_gpu).
+    pub fn us(&self, launch_us: f64) -> f64 {
+        (self.gpu_us + launch_us).max(self.host_us + self.tail_gpu_us).max(self.post_host_us + self.pre_gpu_us)
+    }
 }
 
 /// One pass of an MoE layer with `syncs` device→host synchronizations, µs (see the module doc): `gpu_us` and
@@ -227,6 +270,22 @@ mod tests {
     }
 
     #[test]
+    fn hybridep_synchronizes_twice_and_drop_and_pad_never() {
+        // HybridEP with dropless routing (fused_a2a.py passes no num_permuted_tokens): (A) the host reads
+        // num_dispatched_tokens after the routing map's all-gather, (B) the tokens per expert after the dispatch.
+        assert_eq!(moe_launches(&toy("hybridep"), 1, false).fwd_syncs, 2);
+        // The all-to-all dispatcher's before_ep_alltoall and DeepEP's received-token counter: one each.
+        assert_eq!(moe_launches(&toy("alltoall"), 1, false).fwd_syncs, 1);
+        assert_eq!(moe_launches(&toy("deepep"), 1, false).fwd_syncs, 1);
+        // Drop-and-pad: the capacity sizes every buffer, the host never waits (cuda_sync_point stays no_sync).
+        for d in ["hybridep", "alltoall"] {
+            let mut m = toy(d);
+            (m.capacity_factor, m.pad_to_capacity) = (Some(1.0), true);
+            assert_eq!(moe_launches(&m, 1, false).fwd_syncs, 0, "{d}");
+        }
+    }
+
+    #[test]
     fn a_synchronization_serializes_the_next_layers_gpu_work_behind_this_layers_launches() {
         // GPU 1,000 µs, host 800 µs: without a sync max = 1,000. With one: the GPU idles one launch (67.9 µs) after
         // the wait → 1,067.9; if the next layer's pre-sync GPU work (700 µs) waits behind 500 µs of this layer's
@@ -254,6 +313,8 @@ mod tests {
 
     #[test]
     fn qwen3_30b_layer_at_micro_batch_1_is_host_bound_on_a_fast_gpu() {
+        use crate::llm::operators::OpName;
+        use crate::op::Phase;
         // Qwen3-30B-A3B (48 layers, 128 experts, top-8, expert width 768, hidden 2048) at micro-batch 1 of 4,096
         // tokens, ep 8 (16 local experts), HybridEP, grouped GEMM, forced balance — Megatron-Bridge's B200 row.
         let c = cfg(
@@ -263,9 +324,9 @@ mod tests {
             8,
         );
         let moe = c.moe.as_ref().unwrap();
-        // Extra calls: router 7 / 9; HybridEP 3 / 1; experts 1 / 1.
+        // Extra calls: router 7 / 9; HybridEP 3 / 1; experts 1 / 1. HybridEP with dropless routing: two syncs.
         let l = moe_launches(moe, 1, false);
-        assert_eq!((l.fwd(), l.bwd(), l.fwd_syncs), (11, 11, 1));
+        assert_eq!((l.fwd(), l.bwd(), l.fwd_syncs), (11, 11, 2));
         let layer = |scale: f64| {
             let sys = b200(scale);
             let backend = Derated::new(AnalyticBackend::new(sys.clone()), Efficiency::CALIBRATED);
@@ -274,28 +335,38 @@ mod tests {
             let timed = super::super::timing::time_layer(&c, &ops, &mut timer).unwrap();
             let [(gf, hf), (gb, hb)] = pass_sums(&ops, &timed);
             let secs = super::super::timing::layer_seconds(&c, &timer, &ops, &timed);
-            (secs, [(gf, hf), (gb, hb)])
+            // The routing map's all-gather (t_A) and one dispatch (D, one of the all-to-all's two calls).
+            let fwd = |name: OpName| {
+                ops.iter().zip(&timed).find(|(o, _)| o.name == name && o.phase == Phase::Fwd).unwrap().1.charged_us
+            };
+            (secs, [(gf, hf), (gb, hb)], [fwd(OpName::EpAllGather), fwd(OpName::EpAllToAll)])
         };
-        let ((f1, b1), _) = layer(1.0);
-        let ((f2, b2), [(gf, hf), (gb, hb)]) = layer(2.0);
+        let ((f1, b1), ..) = layer(1.0);
+        let ((f2, b2), [(gf, hf), (gb, hb)], [t_a, d]) = layer(2.0);
         // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, RoPE, flash attention,
-        // output projection, router GEMM, top-k, the dispatch and combine (2), FC1, SwiGLU, FC2 = 13; backward the
+        // output projection, router GEMM, top-k, the routing map's all-gather, the dispatch and combine (3), FC1,
+        // SwiGLU, FC2 = 14; backward the
         // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
-        // FC2 2 = 20, of which the dispatch and combine are collective calls at 44.7 µs (`cost::host`) and the rest
-        // counted kernels at 70.1 µs: 11 × 70.1 + 2 × 44.7 = 860.5 and 18 × 70.1 + 2 × 44.7 = 1,351.2 µs. The grouped
+        // FC2 2 = 20, of which the all-gather, dispatch and combine are collective calls at 44.7 µs (`cost::host`)
+        // and the rest counted kernels at 70.1 µs: 11 × 70.1 + 3 × 44.7 = 905.2 and 18 × 70.1 + 2 × 44.7 = 1,351.2 µs.
+        // The grouped
         // FC1 and FC2 run one GEMM per local expert (128/8 = 16): 15 further GEMMs at 25 µs per projection and GEMM
         // kind — forward 2 × 15 × 25 = 750 µs, backward (dgrad and wgrad) 2 × 2 × 15 × 25 = 1,500 µs. Plus 11 calls
-        // per pass at 70.1 µs (771.1 µs): 2,381.6 and 3,622.3 µs.
+        // per pass at 70.1 µs (771.1 µs): 2,426.3 and 3,622.3 µs.
         let host = Efficiency::CALIBRATED.host_us;
-        let calls = 2.0 * crate::cost::host::COLLECTIVE_HOST_US;
-        assert!((hf - (11.0 * host + calls + 750.0)).abs() < 1e-9, "{hf}");
-        assert!((hb - (18.0 * host + calls + 1500.0)).abs() < 1e-9, "{hb}");
+        let coll = crate::cost::host::COLLECTIVE_HOST_US;
+        assert!((hf - (11.0 * host + 3.0 * coll + 750.0)).abs() < 1e-9, "{hf}");
+        assert!((hb - (18.0 * host + 2.0 * coll + 1500.0)).abs() < 1e-9, "{hb}");
         let (fwd_host, bwd_host) = (hf + 11.0 * host, hb + 11.0 * host);
-        assert!((fwd_host - 2381.6).abs() < 1e-9 && (bwd_host - 3622.3).abs() < 1e-9);
-        // On the 2× GPU both passes run at the host's pace: longer than the GPU time (plus one call of idle after
-        // the forward's synchronization) and than the next layer's attention waiting behind the expert launches.
-        assert!(fwd_host > gf + host && bwd_host > gb, "{gf} {gb}");
-        assert!((f2 - fwd_host * 1e-6).abs() < 1e-12 && (b2 - bwd_host * 1e-6).abs() < 1e-12, "{f2} {b2}");
+        assert!((fwd_host - 2426.3).abs() < 1e-9 && (bwd_host - 3622.3).abs() < 1e-9);
+        // On the 2× GPU the backward runs at the host's pace. The forward's host waits at (A) for the all-gather it
+        // issued last and at (B) for the dispatch: (host − the dispatch's call 44.7 + t_A) + (70.1 + D) µs, which
+        // outlasts the GPU time plus one call per synchronization and the next layer's attention behind the
+        // expert launches.
+        assert!(fwd_host > gf + 2.0 * host && bwd_host > gb, "{gf} {gb}");
+        let fwd = fwd_host - coll + t_a + host + d;
+        assert!((f2 - fwd * 1e-6).abs() < 1e-12 && (b2 - bwd_host * 1e-6).abs() < 1e-12, "{f2} {b2} {fwd}");
+        assert!(t_a > 0.0 && d > 0.0);
         assert!((f2 + b2) / (f1 + b1) > 0.99, "{} → {}", f1 + b1, f2 + b2);
     }
 

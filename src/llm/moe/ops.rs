@@ -14,7 +14,9 @@
 //!   and written: DeepEP's `hybrid_ep` guide, "Executor": `dispatch_with_permute` = dispatch kernel + permute
 //!   kernel; Megatron-Core's `fused_a2a.py` `HybridEPDispatch` passes `fuse_permute_dispatch` only under its opt-in
 //!   `fused`, default off, and dispatches in bf16); the allgather dispatcher permutes the gathered tokens (R·d);
-//! - the dispatcher's collectives ([`super::dispatch`]), twice per pass (dispatch and combine);
+//! - the dispatcher's collectives ([`super::dispatch`]), twice per pass (dispatch and combine); HybridEP's
+//!   all-gather of the [t, E] boolean routing map over the tp·ep group before them, forward only
+//!   ([`super::dispatch::routing_map_gather`]);
 //! - the experts: with `moe_grouped_gemm` Megatron-Core's TEGroupedMLP, timed as one dense `Expert_FC1`
 //!   [R, d → 2F/etp] and `Expert_FC2` [R, F/etp → d] (learned or analytic GEMMs; backward dgrad and wgrad) and
 //!   one `MoE_SwiGLU` [R, F/etp]. Transformer Engine runs each projection as one cuBLAS GEMM per local expert on 4
@@ -99,6 +101,11 @@ pub fn moe_mlp_passes(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, 
             ops.extend(compute(OpName::MoePermute, OpClass::Elementwise, o, &[r, d, 1], vec![r, d], 1))
         }
         Dispatcher::Hybridep => {}
+    }
+    // HybridEP all-gathers the routing map before its dispatch (forward only): on the expert-parallel track.
+    if let Some(ag) = super::dispatch::routing_map_gather(moe, &ml, t) {
+        let f = vec![ag.bytes as u64, ag.group.nodes as u64, ag.group.ranks_per_node as u64];
+        ops.push(collective(ag.name, Phase::Fwd, ag.calls, ag.collective, ag.bytes, ag.group, a, f));
     }
     let comm = dispatch_comm(moe, &ml, t, d, elem);
     let mut shared_partner = None;

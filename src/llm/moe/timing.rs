@@ -13,7 +13,7 @@
 //! time counting the launches the MoE layer issues beyond its operators and the GPU time the idle its
 //! device→host synchronizations cause ([`super::launches`]).
 
-use super::launches::{grouped_gemm_host_us, moe_launches, synced_pass_us};
+use super::launches::{grouped_gemm_host_us, moe_launches, synced_pass_us, SyncInterval};
 use super::parallel::Dispatcher;
 use crate::llm::config::{ConfigError, TrainingConfig};
 use crate::llm::cuda_graphs::CudaGraphs;
@@ -103,7 +103,8 @@ pub fn apply_ep_overlap(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64, hybr
 /// Forward and backward seconds of one MoE (or MTP) layer's `ops` timed as `timed`: the host time counts the calls
 /// the MoE layer issues beyond its operators ([`moe_launches`] × [`Timer::host_us`]), and the forward pays for its
 /// device→host synchronization ([`synced_pass_us`]: what the forward issues before the first expert-parallel
-/// collective or expert GEMM is the part before it). Under CUDA graphs the host time is mapped as for a dense layer
+/// collective or expert GEMM is the part before it), HybridEP's two in intervals between them
+/// (`two_sync_forward_us`). Under CUDA graphs the host time is mapped as for a dense layer
 /// and the synchronization is not modelled. A layer without an MoE router (a dense MTP layer) is timed as a dense
 /// one; a recomputed MoE forward (`recompute_modules` `moe`, full recomputation) repeats its forward calls in the
 /// backward, and the GPU idles one call after its synchronization.
@@ -143,6 +144,108 @@ pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed
         .unwrap_or(ops.len());
     let [(pre_g, pre_h), _] = pass_sums(&ops[..split], &timed[..split]);
     let pre_h = pre_h + l.fwd_pre_sync() as f64 * launch_us;
-    let fwd = synced_pass_us(l.fwd_syncs, gf, hf, pre_g, hf - pre_h, launch_us);
+    let fwd = if l.fwd_syncs == 2 {
+        two_sync_forward_us(ops, timed, (gf, hf), (pre_g, pre_h), launch_us)
+    } else {
+        synced_pass_us(l.fwd_syncs, gf, hf, pre_g, hf - pre_h, launch_us)
+    };
     (fwd * 1e-6, gb.max(hb) * 1e-6)
+}
+
+/// HybridEP's forward of one MoE layer with its two synchronizations ([`super::launches`]), µs, in the two
+/// intervals between them ([`SyncInterval`]): from (B) to (A) everything but the dispatch — this layer's
+/// permute, experts, combine and unpermute (host `hf − pre_h − D_h`), then the next layer's attention, router and
+/// the routing map's all-gather (GPU `pre_g`), whose GPU time t_A the host waits for at (A); from (A) to (B) the
+/// dispatch kernel alone, issued by one call (host D_h) and waited for (GPU D). D and D_h are one call of the
+/// forward's dispatch collectives (each runs twice, dispatch and combine). `gf`, `hf` the pass's GPU and host
+/// time, `pre_g`, `pre_h` those of the part before the dispatch, `launch_us` one call's host time c:
+/// max(G − D + c, H − D_h + t_A, h_post + g_pre) + max(D + c, D_h + D); a GPU-bound layer pays exactly c per
+/// synchronization.
+fn two_sync_forward_us(
+    ops: &[StageOp],
+    timed: &[TimedOp],
+    (gf, hf): (f64, f64),
+    (pre_g, pre_h): (f64, f64),
+    launch_us: f64,
+) -> f64 {
+    let forward = |name: OpName| {
+        ops.iter().zip(timed).filter(move |(o, _)| o.phase == Phase::Fwd && !o.recompute && o.name == name)
+    };
+    let (d_g, d_h) =
+        forward(OpName::EpAllToAll).fold((0.0, 0.0), |(g, h), (_, t)| (g + t.charged_us, h + t.time.host_us));
+    let t_a: f64 = forward(OpName::EpAllGather).map(|(o, t)| o.calls as f64 * t.charged_us).sum();
+    let to_a = SyncInterval {
+        gpu_us: gf - d_g,
+        host_us: hf - d_h,
+        pre_gpu_us: pre_g,
+        post_host_us: hf - pre_h - d_h,
+        tail_gpu_us: t_a,
+    };
+    let to_b = SyncInterval { gpu_us: d_g, host_us: d_h, pre_gpu_us: d_g, post_host_us: d_h, tail_gpu_us: 0.0 };
+    to_a.us(launch_us) + to_b.us(launch_us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{Source, Timed};
+    use crate::hw::Precision;
+    use crate::llm::operators::Work;
+    use crate::op::{Collective, OpClass, OpShape};
+
+    /// A forward of attention, HybridEP's routing-map all-gather (263 µs GPU, 1 call), its dispatch and combine
+    /// (423 µs each, 2 calls) and the experts, with `attn` and `experts` as (GPU µs, host µs); collectives at
+    /// 44.7 µs of host time per call. A backward all-to-all that the forward must ignore.
+    fn layer(attn: (f64, f64), experts: (f64, f64)) -> (Vec<StageOp>, Vec<TimedOp>) {
+        let group = crate::comm::Group { ranks: 8, nodes: 1, ranks_per_node: 8 };
+        let op = |name, phase, calls, (us, host_us): (f64, f64)| {
+            let work = match name {
+                OpName::EpAllToAll | OpName::EpAllGather => {
+                    Work::Collective { collective: Collective::AllToAll, bytes: 1.0, group, active_per_node: 8 }
+                }
+                _ => Work::Compute {
+                    shape: OpShape::new(OpClass::Elementwise, phase, &[1, 1, 1]),
+                    dtype: Precision::Bf16,
+                },
+            };
+            let o = StageOp { name, phase, calls, work, features: vec![], recompute: false, overlaps: None };
+            let time = Timed { time_us: us, analytic_us: us, source: Source::Analytic, host_us, kernels: 1 };
+            (o, TimedOp { time, charged_us: us })
+        };
+        [
+            op(OpName::FlashAttention, Phase::Fwd, 1, attn),
+            op(OpName::EpAllGather, Phase::Fwd, 1, (263.0, 44.7)),
+            op(OpName::EpAllToAll, Phase::Fwd, 2, (423.0, 44.7)),
+            op(OpName::ExpertFc1, Phase::Fwd, 1, experts),
+            op(OpName::EpAllToAll, Phase::Bwd, 2, (999.0, 44.7)),
+        ]
+        .into_iter()
+        .unzip()
+    }
+
+    #[test]
+    fn hybridep_forward_waits_for_the_all_gather_and_the_dispatch_by_hand() {
+        // Host-bound: attention 1,000 µs GPU / 2,000 µs host, experts 800 / 1,000. Forward G = 1,000 + 263 +
+        // 2·423 + 800 = 2,909 µs, H = 2,000 + 44.7 + 2·44.7 + 1,000 = 3,134.1 µs; before the dispatch
+        // g_pre = 1,263, h_pre = 2,044.7; c = 70.1.
+        // (B)→(A): max(G − D + c = 2,486 + 70.1 = 2,556.1, H − D_h + t_A = 3,089.4 + 263 = 3,352.4,
+        // h_post + g_pre = (3,134.1 − 2,044.7 − 44.7) + 1,263 = 2,307.7) = 3,352.4;
+        // (A)→(B): max(D + c = 493.1, D_h + D = 467.7) = 493.1. Forward 3,845.5 µs.
+        let (ops, timed) = layer((1000.0, 2000.0), (800.0, 1000.0));
+        let fwd = two_sync_forward_us(&ops, &timed, (2909.0, 3134.1), (1263.0, 2044.7), 70.1);
+        assert!((fwd - 3845.5).abs() < 1e-9, "{fwd}");
+        // With one synchronization the pass ran at its host time, the all-gather and dispatch hidden:
+        // max(2,979.1, 3,134.1, 1,089.4 + 1,263 = 2,352.4) = 3,134.1 µs.
+        assert!((synced_pass_us(1, 2909.0, 3134.1, 1263.0, 1089.4, 70.1) - 3134.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_gpu_bound_hybridep_forward_pays_one_launch_per_synchronization() {
+        // Attention 3,000 / 500 µs, experts 2,000 / 500 µs: G = 3,000 + 263 + 846 + 2,000 = 6,109 µs, H = 1,134.1 µs,
+        // g_pre = 3,263, h_pre = 544.7. (B)→(A): max(5,686 + 70.1, 1,089.4 + 263, 544.7 + 3,263) = 5,756.1;
+        // (A)→(B): 493.1. Forward 6,249.2 = G + 2 × 70.1.
+        let (ops, timed) = layer((3000.0, 500.0), (2000.0, 500.0));
+        let fwd = two_sync_forward_us(&ops, &timed, (6109.0, 1134.1), (3263.0, 544.7), 70.1);
+        assert!((fwd - 6249.2).abs() < 1e-9, "{fwd}");
+    }
 }

@@ -97,8 +97,9 @@ pub enum OpName {
     /// back (training's alltoall, DeepEP and HybridEP dispatchers; serving's data-parallel attention).
     #[serde(rename = "EP_Alltoall")]
     EpAllToAll,
-    /// The allgather dispatcher's all-gather of hidden states over the tp·ep group, and the alltoall dispatcher's
-    /// all-gather of received tokens over the expert-tensor-parallel group.
+    /// The allgather dispatcher's all-gather of hidden states over the tp·ep group, the alltoall dispatcher's
+    /// all-gather of received tokens over the expert-tensor-parallel group, and HybridEP's all-gather of the
+    /// routing map over the tp·ep group before its dispatch (forward only).
     #[serde(rename = "EP_Allgather")]
     EpAllGather,
     /// The reduce-scatters mirroring [`OpName::EpAllGather`] in the combine.
