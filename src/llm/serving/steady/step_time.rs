@@ -23,7 +23,7 @@ use super::Solver;
 use crate::cost::Source;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::{OpName, Work};
-use crate::llm::serving::fusion::fused_charge;
+use crate::llm::serving::fusion::{cpp_launched, fused_charge};
 use crate::llm::serving::request::{Engine, VllmEngine};
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 use crate::op::OpClass;
@@ -58,6 +58,8 @@ struct StageTime {
     kernels: f64,
     analytic: f64,
     analytic_attention: f64,
+    /// Kernels a TensorRT-LLM C++ op launches past its first ([`cpp_launched`]).
+    cpp: f64,
 }
 
 /// The attention kernels vLLM runs eagerly between its piecewise graphs (its splitting ops).
@@ -105,7 +107,7 @@ impl Solver<'_> {
         dense: u32,
         moe: u32,
     ) -> Result<StageTime, ConfigError> {
-        let (mut gpu_us, mut kernels, mut analytic, mut analytic_attention) = (0.0, 0.0, 0.0, 0.0);
+        let (mut gpu_us, mut kernels, mut analytic, mut analytic_attention, mut cpp) = (0.0, 0.0, 0.0, 0.0, 0.0);
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
@@ -115,8 +117,12 @@ impl Solver<'_> {
                 return;
             }
             let attention = matches!(work, Work::Compute { shape, .. } if is_attention(shape.class));
+            let mut cpp_class = None;
             let key = match work {
-                Work::Compute { shape, dtype } => OpKey::Compute(shape, dtype),
+                Work::Compute { shape, dtype } => {
+                    cpp_class = Some(shape.class);
+                    OpKey::Compute(shape, dtype)
+                }
                 Work::Collective { collective, bytes, group, active_per_node } => {
                     OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
                 }
@@ -141,6 +147,9 @@ impl Solver<'_> {
             let (t, k) = fused_charge(name, t, k, kernel_us);
             gpu_us += per_step * t;
             kernels += per_step * f64::from(k);
+            if let Some(class) = cpp_class {
+                cpp += per_step * f64::from(cpp_launched(cfg, class, k));
+            }
             if a {
                 analytic += per_step * f64::from(k);
                 if attention {
@@ -150,7 +159,7 @@ impl Solver<'_> {
         });
         match err {
             Some(e) => Err(e),
-            None => Ok(StageTime { gpu_s: gpu_us * 1e-6, kernels, analytic, analytic_attention }),
+            None => Ok(StageTime { gpu_s: gpu_us * 1e-6, kernels, analytic, analytic_attention, cpp }),
         }
     }
 
@@ -214,7 +223,8 @@ impl Solver<'_> {
                     self.piecewise_host_us(dense + moe) * 1e-6,
                 )
             } else {
-                (t.gpu_s, t.kernels * eager_us * 1e-6)
+                // Kernels a TensorRT-LLM C++ op launches past its first cost the compiled launch, not Python's.
+                (t.gpu_s, ((t.kernels - t.cpp) * eager_us + t.cpp * self.consts.eager_kernel_us) * 1e-6)
             };
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
                 (slowest, gpu_s, launch_s) = (i, g, l);
