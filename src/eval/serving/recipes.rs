@@ -46,28 +46,6 @@ pub fn sglang_kv_cache_dtype(
         .then_some("fp8")
 }
 
-/// The `--max-cudagraph-capture-size` InferenceX's vLLM recipes start an aggregated server with, tokens: 2048 for
-/// gpt-oss-120b (fp4) on B200 (`benchmarks/gptoss_fp4_b200.sh` and `benchmarks/single_node/gptoss_fp4_b200.sh`:
-/// `max-cudagraph-capture-size: 2048` in the server's `config.yaml`) and for MiniMax-M2.5 fp8 on B300
-/// (`benchmarks/single_node/minimaxm2.5_fp8_b300.sh`: `--max-cudagraph-capture-size 2048`); `None` — vLLM's default,
-/// min(2·`max_num_seqs`, 512) — for every other run (MiniMax-M2.5 fp8 and fp4 and Kimi-K2.5 on B200 leave it to
-/// vLLM: `minimaxm2.5_fp8_b200.sh`, `minimaxm2.5_fp4_b200.sh`, `kimik2.5_fp4_b200.sh`). `gpu` is the file's system
-/// name (`b200_sxm`), `precision` its `fp4` / `fp8`. With 2,048, vLLM V1 replays piecewise CUDA graphs for the
-/// prefill steps of 1k prompts ([`crate::llm::serving::request::EngineOptions::max_cudagraph_capture_size`]).
-pub fn vllm_max_cudagraph_capture_size(
-    engine: Engine,
-    mode: &str,
-    model: &str,
-    gpu: &str,
-    precision: &str,
-) -> Option<u32> {
-    let recipe = matches!(
-        (model, gpu, precision),
-        ("openai/gpt-oss-120b", "b200_sxm", "fp4") | ("MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp8")
-    );
-    (engine == Engine::Vllm && mode == "agg" && recipe).then_some(2048)
-}
-
 /// Which worker of a deployment a TensorRT-LLM budget is for ([`trtllm_max_num_tokens`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkerRole {
@@ -107,18 +85,6 @@ mod tests {
         assert_eq!(trtllm_max_num_tokens(WorkerRole::Agg, 8192, 128), 9824);
         assert_eq!(trtllm_max_num_tokens(WorkerRole::Prefill, 1024, 1), 2528);
         assert_eq!(trtllm_max_num_tokens(WorkerRole::Decode, 1024, 48), 64);
-    }
-
-    #[test]
-    fn inferencexs_vllm_recipes_that_raise_the_cuda_graph_capture_size() {
-        // gpt-oss-120b on B200 and MiniMax-M2.5 fp8 on B300 set 2048; MiniMax fp8 on B200 leaves vLLM's default,
-        // as do the other engines and disaggregated runs.
-        let at = |e, mode, m, g, p| vllm_max_cudagraph_capture_size(e, mode, m, g, p);
-        assert_eq!(at(Engine::Vllm, "agg", "openai/gpt-oss-120b", "b200_sxm", "fp4"), Some(2048));
-        assert_eq!(at(Engine::Vllm, "agg", "MiniMaxAI/MiniMax-M2.5", "b300_sxm", "fp8"), Some(2048));
-        assert_eq!(at(Engine::Vllm, "agg", "MiniMaxAI/MiniMax-M2.5", "b200_sxm", "fp8"), None);
-        assert_eq!(at(Engine::Sglang, "agg", "openai/gpt-oss-120b", "b200_sxm", "fp4"), None);
-        assert_eq!(at(Engine::Vllm, "disagg", "openai/gpt-oss-120b", "b200_sxm", "fp4"), None);
     }
 
     #[test]

@@ -21,9 +21,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::recipes::{
-    sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, vllm_max_cudagraph_capture_size, WorkerRole,
-};
+use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -304,9 +302,6 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         // ([`trtllm_graph_max_batch`]).
         if let Some(r) = sglang_recv_interval(engine, &mode, &model, (in_len, out_len), conc) {
             req["engine_options"] = json!({"scheduler_recv_interval": r});
-        }
-        if let Some(c) = vllm_max_cudagraph_capture_size(engine, &mode, &model, &get(system_col), &precision) {
-            req["engine_options"] = json!({"max_cudagraph_capture_size": c});
         }
         if engine == Engine::Trtllm {
             let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });

@@ -3,10 +3,8 @@
 //! **Defaults** (each overridable under `engine_options`), as the engines' own code sets them:
 //! - **vLLM** (V1 engine, `EngineArgs.get_batch_defaults`, OpenAI server context; vLLM ≥ 0.8): on GPUs with
 //!   ≥ 70 GiB that are not A100s `max_num_batched_tokens` 8192 and `max_num_seqs` 1024, else 2048 and 256;
-//!   chunked prefill always on; `gpu_memory_utilization` 0.9; CUDA graphs captured up to
-//!   `max_cudagraph_capture_size` = min(2·`max_num_seqs`, 512) tokens, at most `max_num_batched_tokens`
-//!   (`VllmConfig._set_cudagraph_sizes`; set in `validate`): full graphs for decode batches, piecewise graphs for
-//!   steps with prefill ([`super::steady`]'s `step_time`); async scheduling on (`SchedulerConfig.async_scheduling` is `None` by default and
+//!   chunked prefill always on; `gpu_memory_utilization` 0.9; CUDA graphs captured for decode batches up to 512
+//!   (`max_capture_size`); async scheduling on (`SchedulerConfig.async_scheduling` is `None` by default and
 //!   `VllmConfig` turns it on unless an option is incompatible with it, `vllm/config/vllm.py`; the V0 engine,
 //!   `engine_options.vllm_engine: v0`, has none).
 //! - **SGLang** (`server_args.py`, v0.4–0.5): `chunked_prefill_size` 2048 below 35 GiB, 4096 below 60 GiB, 8192
@@ -60,8 +58,7 @@ pub struct EngineSettings {
     pub gpu_memory_utilization: f64,
     /// Decode steps replay CUDA graphs.
     pub cuda_graphs: bool,
-    /// Largest decode batch with a captured graph; vLLM: `max_cudagraph_capture_size`, the largest step in tokens
-    /// (decode-only, or with prefill as piecewise graphs).
+    /// Largest decode batch with a captured graph.
     pub cuda_graph_max_batch: u32,
     /// A decode batch between two captured sizes is padded up to the next one and replays its graph (vLLM and
     /// SGLang always; TensorRT-LLM's `cuda_graph_config.enable_padding`); off, only a batch of exactly a captured
@@ -241,10 +238,8 @@ impl ServingConstants {
     /// version of the same scaling is four PyTorch kernels (divide, clamp, cast, copy) and takes 5.0–5.7 µs, 1.3–1.4
     /// µs each. Measured from operator tables, not fitted on serving rows.
     ///
-    /// **An eager step run from Python.** SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs only for
-    /// decode batches, vLLM V1 also for steps with prefill up to `max_cudagraph_capture_size` tokens (piecewise, one
-    /// Python call per piece and per eager attention call, [`super::steady`]); any other step with prefill runs the
-    /// model's modules op by op from Python, and each counted
+    /// **An eager step run from Python.** vLLM, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs only
+    /// for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
     /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.1 µs), the training
     /// model's host time per counted kernel of an eager PyTorch pass (fitted on the training sources' train rows,
     /// folds 65.0–70.7 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the

@@ -43,8 +43,6 @@ mod kernel_cost_tests;
 #[cfg(test)]
 mod mla_tests;
 #[cfg(test)]
-mod piecewise_tests;
-#[cfg(test)]
 mod precision_tests;
 #[cfg(test)]
 mod solver_tests;

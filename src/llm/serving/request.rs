@@ -250,13 +250,6 @@ pub struct EngineOptions {
     /// under `trtllm-bench`). vLLM and SGLang always pad.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_padding: Option<bool>,
-    /// vLLM's `--max-cudagraph-capture-size` (`CompilationConfig.max_cudagraph_capture_size`), tokens: the largest
-    /// step vLLM V1 replays CUDA graphs for — full graphs for decode-only batches, piecewise graphs (attention run
-    /// eagerly between the pieces) for steps with prefill, each padded up to the next captured size. Default
-    /// min(2·`max_num_seqs`, 512), at most `max_num_batched_tokens` (`VllmConfig._set_cudagraph_sizes`,
-    /// `vllm/config/vllm.py`). vLLM's name for `cuda_graph_max_batch`, which it overrides; vLLM only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cudagraph_capture_size: Option<u32>,
     /// Which TensorRT-LLM entry point started the engine, for the defaults it sets ([`TrtllmLauncher`]): `serve`
     /// (`trtllm-serve` or the LLM API) or `bench` (`trtllm-bench throughput`). Default: `bench` for an offline
     /// workload (neither `concurrency` nor `request_rate`: every request at once, as `trtllm-bench throughput`
@@ -302,7 +295,6 @@ impl EngineOptions {
             cuda_graphs: over.cuda_graphs.or(self.cuda_graphs),
             cuda_graph_max_batch: over.cuda_graph_max_batch.or(self.cuda_graph_max_batch),
             cuda_graph_padding: over.cuda_graph_padding.or(self.cuda_graph_padding),
-            max_cudagraph_capture_size: over.max_cudagraph_capture_size.or(self.max_cudagraph_capture_size),
             trtllm_launcher: over.trtllm_launcher.or(self.trtllm_launcher),
             vllm_engine: over.vllm_engine.or(self.vllm_engine),
             trtllm_backend: over.trtllm_backend.or(self.trtllm_backend),

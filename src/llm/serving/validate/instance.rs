@@ -212,22 +212,13 @@ fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Preci
 fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
     let d = trtllm_defaults(req, defaults(req.engine, gpu, tp));
     let o = req.engine_options;
-    let max_num_seqs = o.max_num_seqs.unwrap_or(d.max_num_seqs);
-    let max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens);
     let settings = EngineSettings {
-        max_num_seqs,
-        max_num_batched_tokens,
+        max_num_seqs: o.max_num_seqs.unwrap_or(d.max_num_seqs),
+        max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
         chunked_prefill: o.chunked_prefill.unwrap_or(d.chunked_prefill),
         gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
         cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
-        cuda_graph_max_batch: match req.engine {
-            Engine::Vllm => vllm_max_cudagraph_capture_size(
-                o.max_cudagraph_capture_size.or(o.cuda_graph_max_batch),
-                max_num_seqs,
-                max_num_batched_tokens,
-            ),
-            _ => o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
-        },
+        cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
         cuda_graph_padding: o.cuda_graph_padding.unwrap_or(d.cuda_graph_padding),
         vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
         trtllm_backend: d.trtllm_backend,
@@ -238,12 +229,6 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
         ),
         scheduler_recv_interval: o.scheduler_recv_interval.unwrap_or(d.scheduler_recv_interval),
     };
-    if o.max_cudagraph_capture_size.is_some() && req.engine != Engine::Vllm {
-        return Err(bad(
-            "engine_options.max_cudagraph_capture_size",
-            "is vLLM's option: give it with engine vllm (cuda_graph_max_batch for the others)",
-        ));
-    }
     if o.trtllm_launcher.is_some() && req.engine != Engine::Trtllm {
         return Err(bad("engine_options.trtllm_launcher", "is TensorRT-LLM's option: give it with engine trtllm"));
     }
@@ -271,17 +256,6 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
         return Err(bad("engine_options.gpu_memory_utilization", format!("must be in (0, 1], got {u}")));
     }
     Ok(settings)
-}
-
-/// vLLM V1's largest CUDA-graph capture size, tokens (`VllmConfig._set_cudagraph_sizes`, `vllm/config/vllm.py`):
-/// `given` (`--max-cudagraph-capture-size`) or else min(2·`max_num_seqs`, 512), then at most
-/// `max_num_batched_tokens` (no step holds more tokens than that).
-pub(super) fn vllm_max_cudagraph_capture_size(
-    given: Option<u32>,
-    max_num_seqs: u32,
-    max_num_batched_tokens: u32,
-) -> u32 {
-    given.unwrap_or_else(|| max_num_seqs.saturating_mul(2).min(512)).min(max_num_batched_tokens)
 }
 
 /// TensorRT-LLM and vLLM refuse a prompt longer than their token budget when chunked prefill is off — TensorRT-LLM's
