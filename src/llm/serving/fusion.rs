@@ -40,7 +40,6 @@ use super::validate::ServingConfig;
 use crate::hw::Precision;
 use crate::llm::config::Norm;
 use crate::llm::operators::OpName;
-use crate::op::OpClass;
 
 /// The TensorRT-LLM decoder layer a model runs as (the table in the module doc), from its MLA latents and its name
 /// (the catalog name or the Hugging Face `architectures` entry, as TensorRT-LLM's `register_auto_model` dispatches).
@@ -152,27 +151,5 @@ pub fn fused_charge(name: OpName, time_us: f64, kernels: u32, kernel_us: f64) ->
         ((time_us - f64::from(kernels.max(1)) * kernel_us).max(0.0), 0)
     } else {
         (time_us, kernels.max(1))
-    }
-}
-
-/// Kernels of one call of an operator of `class` with `kernels` kernels that TensorRT-LLM's PyTorch backend launches
-/// from inside a C++ op past the one Python call that enters it: they cost the compiled runtime's launch
-/// (`ServingConstants::eager_kernel_us`), not `python_kernel_us`. 0 for every other engine and operator.
-/// - attention (`Attention_Prefill`, `Attention_Decode`): one `torch.ops.trtllm.attention` call
-///   (`TrtllmAttention.forward`, `tensorrt_llm/_torch/attention_backend/trtllm.py`), whose `AttentionOp::
-///   enqueueContext` (`cpp/tensorrt_llm/common/attentionOp.cpp`) launches the RoPE and KV-cache append
-///   (`invokeQKVPreprocessing`; MLA: `invokeMLARopeContext`) before the attention kernel: all but 1 of its kernels.
-/// - `MoE`: the routing runs from Python (`self.routing_method.apply(router_logits)`, `CutlassFusedMoE.forward_chunk`,
-///   `tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py`), then one `torch.ops.trtllm.fused_moe` call whose
-///   runner (`cpp/tensorrt_llm/thop/moeOp.cpp`) launches the expert GEMMs, the activation and the finalize
-///   (unpermute and weighted sum): all but 2 of its kernels (the routing and the op's first).
-pub fn cpp_launched(cfg: &ServingConfig, class: OpClass, kernels: u32) -> u32 {
-    if cfg.engine != Engine::Trtllm || cfg.settings.trtllm_backend != TrtllmBackend::Pytorch {
-        return 0;
-    }
-    match class {
-        OpClass::AttentionPrefill | OpClass::AttentionDecode => kernels.saturating_sub(1),
-        OpClass::Moe => kernels.saturating_sub(2),
-        _ => 0,
     }
 }

@@ -65,18 +65,15 @@ fn gpt_oss_at_tp_4_runs_its_72_layer_norms_inside_the_all_reduces() {
     // fusion_op=RESIDUAL_RMS_NORM, norm_weight=post_attention_layernorm.weight))` after attention and the same with
     // `next_layer_layernorm` after the MoE — the last layer's is `model.norm` (`post_load_weights`) — so 2 · 36 = 72
     // norms launch nothing; only layer 0's `input_layernorm` (`residual is None`) runs alone: 14 · 36 + 1 + 5 = 510
-    // kernels. Of those, each layer's attention launches its second kernel (the KV-cache append) and the MoE its
-    // last three (GEMMs, activation, finalize) from inside one C++ op (`fusion::cpp_launched`): 4 · 36 = 144 at
-    // 5 µs, the other 366 from Python at 70.1 µs: 25,656.6 + 720 = 26,376.6 µs (before that split: 35,751.0 µs).
+    // kernels, 510 · 70.1 = 35,751.0 µs.
     let cfg = config("gpt-oss-120b", 4, "fp4");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (1.0, 72.0));
     assert_eq!(calls(&cfg, OpName::MpAllReduce), 73.0);
-    let gpu_us = assert_prefill(&cfg, 510.0, 26_376.6);
-    // Before: the same model under a name whose decoder layer is not read here (no fusion counted): 582 kernels,
-    // 438 from Python, 144 from C++: 30,703.8 + 720 = 31,423.8 µs (40,798.2 µs all from Python).
+    let gpu_us = assert_prefill(&cfg, 510.0, 35_751.0);
+    // Before: the same model under a name whose decoder layer is not read here (no fusion counted).
     let mut unfused = cfg.clone();
     unfused.model.name = "unread-moe".into();
-    let gpu0_us = assert_prefill(&unfused, 582.0, 31_423.8);
+    let gpu0_us = assert_prefill(&unfused, 582.0, 40_798.2);
     // GPU: a fused norm keeps its traffic and loses only its per-kernel cost, kernel_us 7.40 µs: 72 · 7.40 = 532.8
     // µs less. The final norm, alone over the one sampled row (11,520 B: 0.0018 µs at B200's 8 TB/s · 0.8), now
     // rides the last all-reduce over all 1,024 rows, as `model.norm` does there (2 · 1,024 · 2,880 · 2 B =
@@ -88,19 +85,18 @@ fn gpt_oss_at_tp_4_runs_its_72_layer_norms_inside_the_all_reduces() {
 fn a_dense_llama_at_tp_1_has_no_all_reduce_and_at_tp_8_fuses_both_norms() {
     // Llama-3.1-70B (80 layers, hidden 8,192 > 4,096), bf16. At tp 1 (`PRE_MLP_FUSION = has_tp() and …`, false)
     // per layer: 2 norms, QKV 1, attention 2, output 1, gate+up 1, SwiGLU 1, down 1 = 9; × 80 = 720; embedding,
-    // final norm, LM head, sampler: 724 kernels; the attention's second kernel (80) from C++: 644 · 70.1 + 80 · 5 =
-    // 45,144.4 + 400 = 45,544.4 µs.
+    // final norm, LM head, sampler: 724 kernels, 724 · 70.1 = 50,752.4 µs.
     let tp1 = config("Llama-3.1-70B", 1, "bf16");
     assert_eq!(allreduce_fusion(&tp1), (LayerFusion::default(), LayerFusion::default()));
     assert_eq!((calls(&tp1, OpName::RMSNorm), calls(&tp1, OpName::AllreduceRmsNorm)), (161.0, 0.0));
-    assert_prefill(&tp1, 724.0, 45_544.4);
+    assert_prefill(&tp1, 724.0, 50_752.4);
     // At tp 8 (`LlamaDecoderLayer`: PRE_MLP_FUSION and POST_MLP_FUSION on): per layer the two norms ride the two
     // all-reduces, QKV 1, attention 2, output 1, all-reduce 1, gate+up 1, SwiGLU 1, down 1, all-reduce 1 = 9; × 80 =
-    // 720; layer 0's input norm, embedding and its all-reduce, LM head, all-gather, sampler: 726 kernels (as main,
-    // which fused Llama's norms already), 646 · 70.1 + 80 · 5 = 45,284.6 + 400 = 45,684.6 µs.
+    // 720; layer 0's input norm, embedding and its all-reduce, LM head, all-gather, sampler: 726 kernels, 726 · 70.1
+    // = 50,892.6 µs (unchanged from main, which fused Llama's norms already).
     let tp8 = config("Llama-3.1-70B", 8, "bf16");
     assert_eq!((calls(&tp8, OpName::RMSNorm), calls(&tp8, OpName::AllreduceRmsNorm)), (1.0, 160.0));
-    assert_prefill(&tp8, 726.0, 45_684.6);
+    assert_prefill(&tp8, 726.0, 50_892.6);
 }
 
 #[test]
@@ -110,14 +106,14 @@ fn a_dense_qwen3_keeps_its_norms_at_tp_8() {
     // their own and leaves the all-reduces inside `o_proj` and the MLP (`AllReduceParams(enable_allreduce=not
     // self.disable_allreduce)`): per layer 2 norms, QKV 1, attention 2, output 1, all-reduce 1, gate+up 1, SwiGLU 1,
     // down 1, all-reduce 1 = 11; × 64 = 704; embedding and its all-reduce, final norm, LM head, all-gather,
-    // sampler: 710 kernels, 646 · 70.1 + 64 · 5 = 45,284.6 + 320 = 45,604.6 µs. Main fused them by Llama's rule
-    // (hidden > 4,096): 9 · 64 + 6 = 582 kernels, 518 · 70.1 + 64 · 5 = 36,311.8 + 320 = 36,631.8 µs.
+    // sampler: 710 kernels, 710 · 70.1 = 49,771.0 µs. Main fused them by Llama's rule (hidden > 4,096): 9 · 64 + 6
+    // = 582 kernels, 40,798.2 µs.
     let cfg = config("Qwen3-32B", 8, "bf16");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (129.0, 0.0));
-    assert_prefill(&cfg, 710.0, 45_604.6);
+    assert_prefill(&cfg, 710.0, 49_771.0);
     let mut as_llama = cfg.clone();
     as_llama.model.name = "Llama-like".into();
-    assert_prefill(&as_llama, 582.0, 36_631.8);
+    assert_prefill(&as_llama, 582.0, 40_798.2);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use super::Solver;
 use crate::cost::Source;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::{OpName, Work};
-use crate::llm::serving::fusion::{cpp_launched, fused_charge};
+use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
 /// One step of the whole running batch, timed.
@@ -60,17 +60,17 @@ impl Solver<'_> {
         }
     }
 
-    /// GPU seconds, kernels, analytic compute kernels (those charged `kernel_us` each,
-    /// [`super::derate`](crate::llm::serving::derate)) and kernels a C++ op launches past its first
-    /// ([`cpp_launched`]) of one stage's micro-batch step, without allocating (operator times memoized).
+    /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each,
+    /// [`super::derate`](crate::llm::serving::derate)) of one stage's micro-batch step, without allocating (operator
+    /// times memoized).
     fn stage_time(
         &mut self,
         micro: &StepLoad,
         role: StageRole,
         dense: u32,
         moe: u32,
-    ) -> Result<(f64, f64, f64, f64), ConfigError> {
-        let (mut gpu_us, mut kernels, mut analytic, mut cpp) = (0.0, 0.0, 0.0, 0.0);
+    ) -> Result<(f64, f64, f64), ConfigError> {
+        let (mut gpu_us, mut kernels, mut analytic) = (0.0, 0.0, 0.0);
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
@@ -79,12 +79,8 @@ impl Solver<'_> {
             if err.is_some() {
                 return;
             }
-            let mut cpp_class = None;
             let key = match work {
-                Work::Compute { shape, dtype } => {
-                    cpp_class = Some(shape.class);
-                    OpKey::Compute(shape, dtype)
-                }
+                Work::Compute { shape, dtype } => OpKey::Compute(shape, dtype),
                 Work::Collective { collective, bytes, group, active_per_node } => {
                     OpKey::Collective(collective, bytes.to_bits(), group, active_per_node)
                 }
@@ -109,16 +105,13 @@ impl Solver<'_> {
             let (t, k) = fused_charge(name, t, k, kernel_us);
             gpu_us += per_step * t;
             kernels += per_step * f64::from(k);
-            if let Some(class) = cpp_class {
-                cpp += per_step * f64::from(cpp_launched(cfg, class, k));
-            }
             if a {
                 analytic += per_step * f64::from(k);
             }
         });
         match err {
             Some(e) => Err(e),
-            None => Ok((gpu_us * 1e-6, kernels, analytic, cpp)),
+            None => Ok((gpu_us * 1e-6, kernels, analytic)),
         }
     }
 
@@ -148,11 +141,9 @@ impl Solver<'_> {
         let eager_us = if graph { 0.0 } else { self.consts.eager_launch_us(cfg.engine, &cfg.settings) };
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
-            let (g, k, analytic, cpp) = self.stage_time(&micro, role, dense, moe)?;
+            let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
             let g = if graph { (g + analytic * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
-            // Kernels a TensorRT-LLM C++ op launches past its first cost the compiled launch, not Python's.
-            let cpp_us = if graph { 0.0 } else { self.consts.eager_kernel_us };
-            let l = ((k - cpp) * eager_us + cpp * cpp_us) * 1e-6;
+            let l = k * eager_us * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
                 (slowest, gpu_s, launch_s) = (i, g, l);
             }
