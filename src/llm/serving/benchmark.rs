@@ -56,6 +56,18 @@ pub fn frontend_s(cfg: &ServingConfig, consts: &ServingConstants) -> f64 {
     consts.host(cfg.engine, &cfg.settings).request_us * 1e-6
 }
 
+/// The simulation's options for `cfg` under `consts`: at most `max_steps` steps, the first `trace_steps` kept, the
+/// engine's front end per request and the tokenization per prompt token
+/// ([`ServingConstants::tokenize_us_per_token`]).
+fn sim_options(cfg: &ServingConfig, consts: &ServingConstants, max_steps: u64, trace_steps: usize) -> SimOptions {
+    SimOptions {
+        max_steps,
+        trace_steps,
+        frontend_s: frontend_s(cfg, consts),
+        tokenize_s_per_token: consts.tokenize_us_per_token * 1e-6,
+    }
+}
+
 /// Simulates `cfg`'s benchmark on one aggregated instance whose steps `timer` times (`consts` gives the engine's
 /// front-end time per request), keeping the first `trace_steps` steps.
 pub fn simulate_aggregated(
@@ -69,7 +81,7 @@ pub fn simulate_aggregated(
     let settings = instance_settings(cfg, memory, Role::Both);
     let reqs = requests(&cfg.traffic);
     let mut pools = [Pool { settings, workers: 1, timer }];
-    let options = SimOptions { max_steps: limits.max_steps, trace_steps, frontend_s: frontend_s(cfg, consts) };
+    let options = sim_options(cfg, consts, limits.max_steps, trace_steps);
     simulate(&mut pools, &reqs, cfg.traffic.concurrency, &|_| 0.0, options)
 }
 
@@ -99,7 +111,7 @@ pub fn simulate_disaggregated(
         },
         Pool { settings: instance_settings(&dcfg, &dmem, Role::Decode), workers: pools.decode.workers, timer: &mut ds },
     ];
-    let options = SimOptions { max_steps: limits.max_steps, trace_steps, frontend_s: frontend_s(cfg, &consts) };
+    let options = sim_options(cfg, &consts, limits.max_steps, trace_steps);
     let o = simulate(&mut sim_pools, &reqs, cfg.traffic.concurrency, &|i| transfers.time_s(i), options)?;
     let input = cfg.traffic.input_tokens;
     let report = DisaggReport {

@@ -146,9 +146,10 @@ pub struct HostCost {
     /// Per sequence in the step, µs (Python-side per-sequence work scales with the batch).
     pub seq_us: f64,
     /// Per request, µs: the serving front end's path of a request outside the engine's steps — the HTTP request,
-    /// tokenization and hand-off to the engine (vLLM's API server and `AsyncLLM`, SGLang's tokenizer manager,
-    /// `trtllm-serve`), and the first token's way back (detokenization, streaming). The simulated client sees it
-    /// in every TTFT: a request reaches the engine this long after it is sent.
+    /// hand-off to the engine (vLLM's API server and `AsyncLLM`, SGLang's tokenizer manager, `trtllm-serve`), and
+    /// the first token's way back (detokenization, streaming), beyond tokenization (which is per prompt token,
+    /// [`ServingConstants::tokenize_us_per_token`]). The simulated client sees it in every TTFT: a request reaches
+    /// the engine this long after it is tokenized. Shipped at 0: no cited constant exists for it.
     pub request_us: f64,
 }
 
@@ -180,6 +181,11 @@ pub struct ServingConstants {
     /// of the training model (the Python module call, the dispatcher and launch, and the element-wise kernels the
     /// operator list folds into its neighbours), the same physical effect; see [`ServingConstants::CALIBRATED`].
     pub python_kernel_us: f64,
+    /// CPU time the serving front end takes to tokenize one prompt token, µs: a request's prompt of n tokens
+    /// reaches the engine n × this after the front end starts on it. Every engine tokenizes on one thread, so
+    /// requests that arrive together are tokenized one after another ([`super::sim::SimOptions::tokenize_s_per_token`]).
+    /// See [`ServingConstants::CALIBRATED`] for its sources.
+    pub tokenize_us_per_token: f64,
     /// GPU time of one analytic kernel beyond its body when a decode step replays a CUDA graph, µs: it replaces
     /// `efficiency.kernel_us` there (a graph launches its kernels back to back from the GPU's own queue, with no
     /// host launch between them; learned and measured operator times carry their own in-graph cost and are
@@ -245,6 +251,19 @@ impl ServingConstants {
     /// of 1,024 tokens of DeepSeek-R1 at tp 8 (≈ 2,060 counted kernels) cannot finish in less than 146 ms of
     /// host time, gpt-oss-120b's (≈ 580) in less than 41 ms. Until 2026-11-28 every engine used the C++ launch
     /// cost `eager_kernel_us` 5 µs [rec], now TensorRT-LLM's C++ executor's only.
+    ///
+    /// **Tokenization.** `tokenize_us_per_token` 1.0 µs, every engine: the maintainers' own figures for a fast
+    /// (Rust) Hugging Face tokenizer on one thread — vLLM issue #19012 (simon-mo: "for concurrency=1, DGX H100's CPU
+    /// can do about only about 1k tokens/ms"; `tokenizer("hi " * 10000)` 10.7 ms), vLLM PR #10635 (256K tokens in "a
+    /// few hundred milliseconds"), SGLang PR #25265 (Kimi-K2.5, 80k tokens: `.encode` 47 ms, 0.59 µs a token) and
+    /// huggingface/tokenizers PR #1582/#1584 (Llama-3.1's tokenizer, one thread, 1.3–4.2 MB/s, ≈ 1–3 µs a token).
+    /// Not fitted. The engines tokenize on one thread: vLLM's API server on `ThreadPoolExecutor(max_workers=1)`
+    /// (`serving_engine.py` `_tokenizer_executor`, quoted in vLLM issue #25301; `renderer_num_workers` 1 in later
+    /// versions), SGLang's `TokenizerManager._tokenize_texts` inline on its process's asyncio loop
+    /// (`tokenizer_worker_num` 1 and `enable_dynamic_batch_tokenizer` off by default; SGLang issue #6553 on its
+    /// "single-core bottleneck"), `trtllm-serve` inside `LLM.generate_async` (`tensorrt_llm/llmapi/llm.py`, the
+    /// `input_processor` call) on the OpenAI server's event loop. The rest of the front end (HTTP, the hand-off to
+    /// the engine process, streaming the first token back) has no cited constant and stays 0 ([`HostCost::request_us`]).
     pub const CALIBRATED: ServingConstants = ServingConstants {
         efficiency: Efficiency {
             gemm_16bit: 0.8,
@@ -270,6 +289,7 @@ impl ServingConstants {
         trtllm: HostCost { step_us: 19.0, seq_us: 21.7, request_us: 0.0 },
         eager_kernel_us: 5.0,
         python_kernel_us: crate::cost::Efficiency::CALIBRATED.host_us,
+        tokenize_us_per_token: 1.0,
         graph_kernel_us: 1.75,
     };
 
@@ -284,6 +304,7 @@ impl ServingConstants {
         trtllm: HostCost { step_us: 0.0, seq_us: 0.0, request_us: 0.0 },
         eager_kernel_us: 0.0,
         python_kernel_us: 0.0,
+        tokenize_us_per_token: 0.0,
         graph_kernel_us: Efficiency::ROOFLINE.kernel_us,
     };
 

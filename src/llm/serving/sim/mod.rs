@@ -102,9 +102,14 @@ pub struct SimOptions {
     pub max_steps: u64,
     /// Keep at most this many [`StepRecord`]s (0: none).
     pub trace_steps: usize,
-    /// The front end's time per request, s: a request reaches its first instance this long after the client sent
-    /// it ([`crate::llm::serving::engine::HostCost::request_us`]).
+    /// The front end's time per request beyond tokenization, s: a request reaches its first instance this long
+    /// after its tokenization ends ([`crate::llm::serving::engine::HostCost::request_us`]).
     pub frontend_s: f64,
+    /// The front end's tokenization time per prompt token, s
+    /// ([`crate::llm::serving::engine::ServingConstants::tokenize_us_per_token`]). The deployment's front end
+    /// tokenizes on one thread (vLLM's API server, SGLang's `TokenizerManager`, `trtllm-serve`; sources there): a
+    /// request's tokenization starts when it is sent or when the previous request's ends, whichever is later.
+    pub tokenize_s_per_token: f64,
 }
 
 /// What the benchmark client measures, and what the engine saw.
@@ -211,6 +216,8 @@ pub fn simulate(
     let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
     let mut done: Vec<u32> = Vec::new();
     let mut scratch = RunScratch::default();
+    // When the front end's one tokenizer thread is free (SimOptions::tokenize_s_per_token).
+    let mut tokenizer_free = 0.0f64;
     while finished < n {
         // The next event: a send, a transfer's arrival, or an instance's step (sends and arrivals first on ties).
         let send_at = (next < n).then(|| {
@@ -235,8 +242,10 @@ pub fn simulate(
             let r = next;
             next += 1;
             reqs[r].sent_s = send_t;
-            if options.frontend_s > 0.0 {
-                transfers.push(Reverse((Time(send_t + options.frontend_s), r as u32, 0)));
+            if options.frontend_s > 0.0 || options.tokenize_s_per_token > 0.0 {
+                // Sends come in time order, so the tokenizer serves them first come, first served.
+                tokenizer_free = tokenizer_free.max(send_t) + reqs[r].input as f64 * options.tokenize_s_per_token;
+                transfers.push(Reverse((Time(tokenizer_free + options.frontend_s), r as u32, 0)));
                 continue;
             }
             let i = route(&mut turns[0], ranges[0].clone());

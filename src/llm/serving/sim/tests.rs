@@ -26,7 +26,8 @@ fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
     vec![SimRequest { input, output, arrival_s: 0.0 }; n]
 }
 
-const OPTS: SimOptions = SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0 };
+const OPTS: SimOptions =
+    SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
 const STEPS: ConstantSteps = ConstantSteps { decode_s: 0.010, prefill_s: 0.050 };
 
 fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
@@ -146,7 +147,7 @@ fn a_prompt_larger_than_the_cache_fails_instead_of_hanging_and_steps_are_capped(
         &same(10, 10, 100),
         Some(1),
         &|_| 0.0,
-        SimOptions { max_steps: 50, trace_steps: 0, frontend_s: 0.0 },
+        SimOptions { max_steps: 50, trace_steps: 0, ..OPTS },
     )
     .unwrap_err();
     assert_eq!(e.field, "workload.num_requests");
@@ -210,6 +211,49 @@ fn the_front_end_delays_every_request_and_its_ttft() {
     assert!((o.duration_s - 0.130).abs() < 1e-12);
 }
 
+#[test]
+fn simultaneous_requests_are_tokenized_one_after_another() {
+    // 4 clients send 1,024-token prompts at 0 to 4 vLLM instances (round robin: one each); 1 µs a token on one
+    // tokenizer thread: the requests reach their instances at 1.024, 2.048, 3.072 and 4.096 ms. Each instance is
+    // idle, so its prefill step (50 ms) starts then: first (and only) tokens at 51.024, 52.048, 53.072, 54.096 ms.
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 4, timer: &mut timer }];
+    let opts = SimOptions { tokenize_s_per_token: 1e-6, ..OPTS };
+    let o = simulate(&mut pools, &same(4, 1024, 1), Some(4), &|_| 0.0, opts).unwrap();
+    close(&o.ttft_s, &[0.051024, 0.052048, 0.053072, 0.054096]);
+    close(&o.e2e_s, &[0.051024, 0.052048, 0.053072, 0.054096]);
+    let starts: Vec<f64> = o.trace.iter().map(|s| s.start_s).collect();
+    close(&starts, &[0.001024, 0.002048, 0.003072, 0.004096]);
+}
+
+#[test]
+fn a_request_arriving_mid_step_waits_for_the_next_step() {
+    // The same 4 tokenized requests (2 output tokens) on one instance: request 1 arrives at 1.024 ms and prefills
+    // alone in step 1 [1.024, 51.024] (first token at 51.024); 2–4 arrive during it (2.048–4.096 ms) and wait for
+    // its end: step 2 [51.024, 101.024] decodes 1 (done) and prefills 2–4 (first tokens at 101.024, TTFT 101.024
+    // ms, not their arrival + 50 ms); step 3 [101.024, 111.024] decodes 2–4 (done). TTFT in order of completion:
+    // 51.024, then 101.024 × 3; end to end 101.024, then 111.024 × 3.
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let opts = SimOptions { tokenize_s_per_token: 1e-6, ..OPTS };
+    let o = simulate(&mut pools, &same(4, 1024, 2), Some(4), &|_| 0.0, opts).unwrap();
+    close(&o.ttft_s, &[0.051024, 0.101024, 0.101024, 0.101024]);
+    close(&o.e2e_s, &[0.101024, 0.111024, 0.111024, 0.111024]);
+}
+
+#[test]
+fn the_tokenizer_is_free_again_for_a_later_request() {
+    // One client, two 2,000-token prompts (1 output token), 1 µs a token and a 5 ms front end on top: request 1 is
+    // tokenized [0, 2] ms, reaches the engine at 7 ms, its prefill ends at 57 ms (TTFT 57). Request 2 is sent at 57
+    // ms to an idle tokenizer: [57, 59], engine at 64, first token at 114 ms (TTFT 57 again).
+    let mut timer = STEPS;
+    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
+    let opts = SimOptions { frontend_s: 0.005, tokenize_s_per_token: 1e-6, ..OPTS };
+    let o = simulate(&mut pools, &same(2, 2000, 1), Some(1), &|_| 0.0, opts).unwrap();
+    close(&o.ttft_s, &[0.057, 0.057]);
+    assert!((o.duration_s - 0.114).abs() < 1e-12);
+}
+
 /// Steps whose time grows with every count of the load (so that a wrong load in a decode run shows), counting
 /// how often they are asked for.
 struct ShapedSteps {
@@ -264,7 +308,8 @@ fn same_both_ways(
             .zip(timers.iter_mut())
             .map(|((s, w), t)| Pool { settings: s.clone(), workers: *w, timer: t })
             .collect();
-        let opts = SimOptions { max_steps: 1_000_000, trace_steps, frontend_s };
+        // With a front end, a tokenizer of a thousandth of it per prompt token too (prompts up to 400 tokens).
+        let opts = SimOptions { max_steps: 1_000_000, trace_steps, frontend_s, tokenize_s_per_token: frontend_s / 1e3 };
         let o = simulate(&mut ps, reqs, concurrency, &|input| 1e-5 * input as f64, opts).unwrap();
         drop(ps);
         (o, timers.iter().map(|t| t.calls).sum::<u64>())
