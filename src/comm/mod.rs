@@ -11,6 +11,7 @@ pub mod bound;
 pub mod calibrate;
 pub mod calibrated;
 pub mod engine_allreduce;
+pub mod measured_curve;
 
 use serde::Serialize;
 use utoipa::ToSchema;
