@@ -25,30 +25,54 @@
 //! none for g GPUs — a *stand-in*: a measured GPU of the same compute-capability major version, the same minor one
 //! first, then the nearest in DRAM bandwidth (H200 → H100, GB300 → B300), used only for 2 GPUs or over an NVLink/NVSwitch node (the engines' custom
 //! all-reduce needs full NVLink above 2 GPUs). No group across nodes, no group size the tables lack: `None` (the
-//! caller falls back to its collective model). The caller keeps the link bound ([`super::link_bound_us`]).
+//! caller falls back to its collective model). The caller keeps the link bound ([`super::link_bound_us`]). The
+//! reading, the interpolation and the stand-in order are [`super::measured_curve`]'s, shared with SGLang's wide-EP
+//! tables (`llm::serving::wideep`).
 
 use std::sync::OnceLock;
 
-use crate::hw::{lookup, System};
+use serde::Deserialize;
+
+use super::measured_curve::{interpolate, read_curves, stand_ins, CurvePoint, CurveRow, MeasuredCurve};
+use crate::hw::System;
 use crate::op::KernelFamily;
 
 /// The tables, as `scripts/custom-allreduce-table` writes them.
 const TABLE_CSV: &str = include_str!("engine_allreduce.csv");
 
-/// One measured curve: an engine's all-reduce on `ranks` GPUs of one GPU model.
-#[derive(Debug, Clone, PartialEq)]
-struct Curve {
-    engine: KernelFamily,
-    /// perfcast's catalog name of the GPU (aiconfigurator's `device` resolved through [`lookup`]).
-    gpu: String,
-    /// The GPU's compute capability, its major version and DRAM bandwidth, GB/s (for the stand-in choice).
-    cc: Option<String>,
-    cc_major: Option<u32>,
-    memory_bandwidth_gbs: f64,
-    ranks: u32,
-    /// (message bytes, µs per call), sorted by bytes.
-    points: Vec<(f64, f64)>,
+/// One row of `engine_allreduce.csv`: `engine,device,num_gpus,message_bytes,latency_us`.
+#[derive(Debug, Deserialize)]
+struct Row {
+    /// `vllm`, `sglang` or `trtllm` ([`KernelFamily::parse`]).
+    engine: String,
+    /// aiconfigurator's `device`.
+    device: String,
+    /// GPUs in the all-reduce group (one node).
+    num_gpus: u32,
+    /// Message size, bytes (bf16).
+    message_bytes: f64,
+    /// Time of one all-reduce call, µs.
+    latency_us: f64,
 }
+
+/// What tells the table's curves of one GPU apart: the engine whose all-reduce ran and the group size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key {
+    engine: KernelFamily,
+    ranks: u32,
+}
+
+impl CurveRow for Row {
+    type Key = Key;
+    fn point(self) -> Option<CurvePoint<Key>> {
+        let engine = KernelFamily::parse(&self.engine)?;
+        let key = Key { engine, ranks: self.num_gpus };
+        Some(CurvePoint { key, device: self.device, x: self.message_bytes, y: self.latency_us })
+    }
+}
+
+/// One measured curve: an engine's all-reduce on `ranks` GPUs of one GPU model, (message bytes, µs per call).
+type Curve = MeasuredCurve<Key>;
 
 /// A measured answer: µs per call, the engine whose kernel measured it and the GPU it was measured on.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,60 +95,7 @@ impl EngineAllReduce {
 
 fn curves() -> &'static [Curve] {
     static CURVES: OnceLock<Vec<Curve>> = OnceLock::new();
-    CURVES.get_or_init(|| parse(TABLE_CSV))
-}
-
-/// The curves of a table in `scripts/custom-allreduce-table`'s format; rows of unknown engines or GPUs, or that do
-/// not parse, are skipped (the committed table has none: a test holds every row).
-fn parse(csv: &str) -> Vec<Curve> {
-    let mut out: Vec<Curve> = Vec::new();
-    for line in csv.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let [engine, device, ranks, bytes, us] = f[..] else { continue };
-        let (Some(engine), Some(gpu)) = (KernelFamily::parse(engine), lookup(device)) else { continue };
-        let (Ok(ranks), Ok(bytes), Ok(us)) = (ranks.parse::<u32>(), bytes.parse::<f64>(), us.parse::<f64>()) else {
-            continue;
-        };
-        if !(bytes > 0.0 && us > 0.0) {
-            continue;
-        }
-        let name = &gpu.spec.name;
-        match out.iter_mut().find(|c| c.engine == engine && &c.gpu == name && c.ranks == ranks) {
-            Some(c) => c.points.push((bytes, us)),
-            None => out.push(Curve {
-                engine,
-                gpu: name.clone(),
-                cc: gpu.spec.compute_capability.clone(),
-                cc_major: gpu.spec.compute_major(),
-                memory_bandwidth_gbs: gpu.spec.memory_bandwidth_gbs,
-                ranks,
-                points: vec![(bytes, us)],
-            }),
-        }
-    }
-    for c in &mut out {
-        c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    out
-}
-
-/// The curve's time for `bytes`: log-log interpolation between the measured sizes around it, the smallest size's
-/// time below the table; None above its largest size.
-fn interpolate(points: &[(f64, f64)], bytes: f64) -> Option<f64> {
-    let (first, last) = (points.first()?, points.last()?);
-    if bytes <= first.0 {
-        return Some(first.1);
-    }
-    if bytes > last.0 {
-        return None;
-    }
-    let i = points.partition_point(|p| p.0 < bytes);
-    let (hi, lo) = (points[i], points[i - 1]);
-    if hi.0 == bytes {
-        return Some(hi.1);
-    }
-    let w = (bytes / lo.0).ln() / (hi.0 / lo.0).ln();
-    Some((lo.1.ln() + w * (hi.1 / lo.1).ln()).exp())
+    CURVES.get_or_init(|| read_curves::<Row>(TABLE_CSV))
 }
 
 /// Whether the system's node links its GPUs by NVLink (NVSwitch, NVL72): the engines' custom all-reduce needs that
@@ -161,7 +132,8 @@ fn engine_allreduce_in(
     // The curve of `engine` (or the closest engine measured) on the GPU named `name`, for this group and message.
     let on = |name: &str| {
         engine.closest().into_iter().find_map(|e| {
-            let c = curves.iter().find(|c| c.engine == e && c.gpu == name && c.ranks == ranks)?;
+            let key = Key { engine: e, ranks };
+            let c = curves.iter().find(|c| c.key == key && c.gpu == name)?;
             Some(EngineAllReduce { time_us: interpolate(&c.points, bytes)?, engine: e, gpu: c.gpu.clone() })
         })
     };
@@ -171,18 +143,9 @@ fn engine_allreduce_in(
     if !(ranks == 2 || nvlink_node(system)) {
         return None;
     }
-    // Stand-ins: the measured GPUs of the same compute-capability major version, the same minor version, then the
-    // nearest DRAM bandwidth, first (only when the system's own GPU has no answer: a serving step's all-reduce asks
-    // this once per message size).
-    let major = gpu.compute_major()?;
-    let mut others: Vec<&Curve> = curves.iter().filter(|c| c.gpu != gpu.name && c.cc_major == Some(major)).collect();
-    others.sort_by(|a, b| {
-        let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
-        let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
-        other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
-    });
-    others.dedup_by(|a, b| a.gpu == b.gpu);
-    others.into_iter().find_map(|c| on(&c.gpu))
+    // Stand-ins (only when the system's own GPU has no answer: a serving step's all-reduce asks this once per
+    // message size).
+    stand_ins(curves, gpu).into_iter().find_map(on)
 }
 
 #[cfg(test)]

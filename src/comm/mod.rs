@@ -3,7 +3,8 @@
 //! [`estimate`] times one collective of a group placed on a [`System`]: it evaluates the algorithms that apply
 //! and picks the fastest, as NCCL's tuner does.
 //!
-//! Owns link models, collective algorithms, NCCL's conventions and the calibration fits. May import: `hw`, `op`,
+//! Owns link models, collective algorithms, NCCL's conventions, the calibration fits and the measured curves of
+//! committed tables ([`measured_curve`], also read by `llm::serving::wideep`). May import: `hw`, `op`,
 //! `samples`. Must not import `cost`, `learn`, `llm` or anything outside the domain core.
 
 pub mod algorithms;
@@ -11,6 +12,7 @@ pub mod bound;
 pub mod calibrate;
 pub mod calibrated;
 pub mod engine_allreduce;
+pub mod measured_curve;
 
 use serde::Serialize;
 use utoipa::ToSchema;

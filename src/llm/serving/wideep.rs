@@ -29,12 +29,16 @@
 //! T·K routed copies and receive as many, so within one NVLink domain the 8-rank curve answers every ep; across
 //! nodes (RDMA) nothing does. GPUs: the system's own, then a measured GPU of the same compute-capability major
 //! version, the same minor version first, then the nearest in DRAM bandwidth (GB300 → B300), as
-//! [`crate::comm::engine_allreduce`] chooses.
+//! [`crate::comm::engine_allreduce`] chooses ([`crate::comm::measured_curve::stand_ins`]; the table is read and
+//! interpolated by [`crate::comm::measured_curve`] as well).
 
 use std::sync::OnceLock;
 
+use serde::Deserialize;
+
+use crate::comm::measured_curve::{interpolate, read_curves, stand_ins, CurvePoint, CurveRow, MeasuredCurve};
 use crate::cost::{Source, Timed};
-use crate::hw::{lookup, Precision, System};
+use crate::hw::{Precision, System};
 
 /// The tables, as `scripts/wideep-table` writes them.
 const TABLE_CSV: &str = include_str!("wideep.csv");
@@ -107,89 +111,70 @@ impl WideEpOp {
     }
 }
 
-/// One measured curve: a kind's time by tokens per rank for one GPU, shape and ep.
-#[derive(Debug, Clone)]
-struct Curve {
-    kind: WideEpKind,
-    gpu: String,
-    cc: Option<String>,
-    cc_major: Option<u32>,
-    memory_bandwidth_gbs: f64,
-    shape: [u32; 5],
-    /// (tokens per rank, µs), sorted by tokens.
-    points: Vec<(f64, f64)>,
+/// One row of `wideep.csv`: `kind,device,hidden,inter,topk,experts,ep,tokens,latency_us`.
+#[derive(Debug, Deserialize)]
+struct Row {
+    /// [`WideEpKind::as_str`].
+    kind: String,
+    /// aiconfigurator's `device`.
+    device: String,
+    /// The model's hidden size.
+    hidden: u32,
+    /// The expert's MLP width (0 for DeepEP).
+    inter: u32,
+    /// Experts each token is routed to.
+    topk: u32,
+    /// Routed experts of the whole model.
+    experts: u32,
+    /// Expert-parallel size (`moe_ep_size`; DeepEP: 8 ranks of one node).
+    ep: u32,
+    /// Tokens per rank.
+    tokens: f64,
+    /// Time of one call, µs.
+    latency_us: f64,
 }
+
+/// What tells the table's curves of one GPU apart: the kind and the shape `[hidden, inter, top_k, experts, ep]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key {
+    kind: WideEpKind,
+    shape: [u32; 5],
+}
+
+impl CurveRow for Row {
+    type Key = Key;
+    fn point(self) -> Option<CurvePoint<Key>> {
+        let kind = WideEpKind::parse(&self.kind)?;
+        let key = Key { kind, shape: [self.hidden, self.inter, self.topk, self.experts, self.ep] };
+        Some(CurvePoint { key, device: self.device, x: self.tokens, y: self.latency_us })
+    }
+}
+
+/// One measured curve: a kind's time by tokens per rank for one GPU, shape and ep, (tokens per rank, µs).
+type Curve = MeasuredCurve<Key>;
 
 fn curves() -> &'static [Curve] {
     static CURVES: OnceLock<Vec<Curve>> = OnceLock::new();
-    CURVES.get_or_init(|| parse(TABLE_CSV))
-}
-
-/// The curves of a table in `scripts/wideep-table`'s format; rows of unknown kinds or GPUs, or that do not parse,
-/// are skipped (the committed table has none: a test holds every row).
-fn parse(csv: &str) -> Vec<Curve> {
-    let mut out: Vec<Curve> = Vec::new();
-    for line in csv.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let [kind, device, hidden, inter, topk, experts, ep, tokens, us] = f[..] else { continue };
-        let (Some(kind), Some(gpu)) = (WideEpKind::parse(kind), lookup(device)) else { continue };
-        let ints: Vec<u32> = [hidden, inter, topk, experts, ep].iter().filter_map(|v| v.parse().ok()).collect();
-        let [h, i, k, e, p] = ints[..] else { continue };
-        let (Ok(tokens), Ok(us)) = (tokens.parse::<f64>(), us.parse::<f64>()) else { continue };
-        if !(tokens > 0.0 && us > 0.0) {
-            continue;
-        }
-        let (name, shape) = (&gpu.spec.name, [h, i, k, e, p]);
-        match out.iter_mut().find(|c| c.kind == kind && &c.gpu == name && c.shape == shape) {
-            Some(c) => c.points.push((tokens, us)),
-            None => out.push(Curve {
-                kind,
-                gpu: name.clone(),
-                cc: gpu.spec.compute_capability.clone(),
-                cc_major: gpu.spec.compute_major(),
-                memory_bandwidth_gbs: gpu.spec.memory_bandwidth_gbs,
-                shape,
-                points: vec![(tokens, us)],
-            }),
-        }
-    }
-    for c in &mut out {
-        c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    out
-}
-
-/// Log-log interpolation of `(x, y)` points at `x`: the smallest x's y below them, None above the largest.
-fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
-    let (first, last) = (points.first()?, points.last()?);
-    if x <= first.0 {
-        return Some(first.1);
-    }
-    if x > last.0 {
-        return None;
-    }
-    let i = points.partition_point(|p| p.0 < x);
-    let (hi, lo) = (points[i], points[i - 1]);
-    if hi.0 == x {
-        return Some(hi.1);
-    }
-    let w = (x / lo.0).ln() / (hi.0 / lo.0).ln();
-    Some((lo.1.ln() + w * (hi.1 / lo.1).ln()).exp())
+    CURVES.get_or_init(|| read_curves::<Row>(TABLE_CSV))
 }
 
 /// The time of `op` from the curves of GPU `gpu` (module doc: ep interpolation for the expert GEMMs, the 8-rank
 /// curve for DeepEP).
 fn on_gpu(curves: &[Curve], op: &WideEpOp, gpu: &str) -> Option<f64> {
-    let same =
-        |c: &&Curve| c.kind == op.kind && c.gpu == gpu && c.shape[..4] == [op.hidden, op.inter, op.top_k, op.experts];
+    let same = |c: &&Curve| {
+        c.key.kind == op.kind && c.gpu == gpu && c.key.shape[..4] == [op.hidden, op.inter, op.top_k, op.experts]
+    };
     let tokens = op.tokens.max(1) as f64;
     if op.kind.is_deepep() {
-        let c = curves.iter().filter(same).min_by_key(|c| c.shape[4].abs_diff(8))?;
+        let c = curves.iter().filter(same).min_by_key(|c| c.key.shape[4].abs_diff(8))?;
         return interpolate(&c.points, tokens);
     }
     // (ep, µs at these tokens) of every measured ep.
-    let mut by_ep: Vec<(f64, f64)> =
-        curves.iter().filter(same).filter_map(|c| Some((c.shape[4] as f64, interpolate(&c.points, tokens)?))).collect();
+    let mut by_ep: Vec<(f64, f64)> = curves
+        .iter()
+        .filter(same)
+        .filter_map(|c| Some((c.key.shape[4] as f64, interpolate(&c.points, tokens)?)))
+        .collect();
     by_ep.sort_by(|a, b| a.0.total_cmp(&b.0));
     let ep = op.ep as f64;
     if by_ep.first()?.0 > ep {
@@ -219,15 +204,9 @@ fn lookup_in(curves: &[Curve], op: &WideEpOp, system: &System) -> Option<WideEpT
     if let Some(t) = on_gpu(curves, op, &gpu.name) {
         return Some(WideEpTime { time_us: t, gpu: gpu.name.clone() });
     }
-    let major = gpu.compute_major()?;
-    let mut others: Vec<&Curve> = curves.iter().filter(|c| c.gpu != gpu.name && c.cc_major == Some(major)).collect();
-    others.sort_by(|a, b| {
-        let other_cc = |c: &Curve| c.cc != gpu.compute_capability;
-        let d = |c: &Curve| (c.memory_bandwidth_gbs - gpu.memory_bandwidth_gbs).abs();
-        other_cc(a).cmp(&other_cc(b)).then_with(|| d(a).total_cmp(&d(b))).then_with(|| a.gpu.cmp(&b.gpu))
-    });
-    others.dedup_by(|a, b| a.gpu == b.gpu);
-    others.into_iter().find_map(|c| Some(WideEpTime { time_us: on_gpu(curves, op, &c.gpu)?, gpu: c.gpu.clone() }))
+    stand_ins(curves, gpu)
+        .into_iter()
+        .find_map(|name| Some(WideEpTime { time_us: on_gpu(curves, op, name)?, gpu: name.to_string() }))
 }
 
 /// `op` timed as a cost answer: the measured time (also its analytic baseline: no model stands behind it), the
