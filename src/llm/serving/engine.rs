@@ -240,9 +240,9 @@ impl ServingConstants {
     ///
     /// **An eager step run from Python.** vLLM, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs only
     /// for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
-    /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.1 µs), the training
+    /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.7 µs), the training
     /// model's host time per counted kernel of an eager PyTorch pass (fitted on the training sources' train rows,
-    /// folds 65.0–70.7 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
+    /// folds 65.1–70.7 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
     /// operator list folds into its neighbours) — one constant for one effect, not fitted on serving rows. A
     /// bare eager call is cheaper: aiconfigurator's custom all-reduce called eagerly (train split,
     /// `custom_allreduce_perf`, `vllm_eager` / `sglang_eager` rows up to 65,536 elements) floors at 20–23 µs per

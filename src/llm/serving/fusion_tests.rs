@@ -37,12 +37,14 @@ fn prefill(cfg: &ServingConfig) -> (f64, f64, f64) {
     (detail.kernels, step.launch_s * 1e6, step.gpu_s * 1e6)
 }
 
-/// Asserts that `cfg`'s prefill step launches `kernels` kernels taking `launch_us` µs of launches (both worked by
-/// hand in the caller), and returns its GPU µs.
-fn assert_prefill(cfg: &ServingConfig, kernels: f64, launch_us: f64) -> f64 {
+/// Asserts that `cfg`'s prefill step launches `kernels` kernels (worked by hand in the caller), each costing the
+/// host `python_kernel_us` (the training model's fitted `host_us`, referenced symbolically: the count is the
+/// point, not the refitted µs), and returns its GPU µs.
+fn assert_prefill(cfg: &ServingConfig, kernels: f64) -> f64 {
     let (k, l, gpu_us) = prefill(cfg);
     assert_eq!(k, kernels, "{}", cfg.model.name);
-    assert!((l - launch_us).abs() < 1e-6, "{}: {l} µs of launches", cfg.model.name);
+    let launch_us = kernels * ServingConstants::CALIBRATED.python_kernel_us;
+    assert!((l - launch_us).abs() < 1e-6, "{}: {l} µs of launches, want {launch_us}", cfg.model.name);
     gpu_us
 }
 
@@ -60,20 +62,20 @@ fn gpt_oss_at_tp_4_runs_its_72_layer_norms_inside_the_all_reduces() {
     // `Linear1` 2 (nvfp4: the activation quantization and the GEMM), `Attention_Prefill` 2 (KV-cache write and
     // attention), `Linear2` 2, the bf16 router 1, the fused MoE 5 (top-k/sort, gate+up, activation, down,
     // combine), two all-reduces 2 = 16; × 36 = 576; the embedding and its all-reduce, the final norm, the LM head,
-    // the logits' all-gather and the sampler: 6 → 582 kernels, 582 · 70.1 µs = 40,798.2 µs of launches.
+    // the logits' all-gather and the sampler: 6 → 582 kernels, 582 · `python_kernel_us` of launches.
     // After: `TransformerBlock.forward_tp` (modeling_gpt_oss.py) calls `self.allreduce(x, AllReduceParams(
     // fusion_op=RESIDUAL_RMS_NORM, norm_weight=post_attention_layernorm.weight))` after attention and the same with
     // `next_layer_layernorm` after the MoE — the last layer's is `model.norm` (`post_load_weights`) — so 2 · 36 = 72
     // norms launch nothing; only layer 0's `input_layernorm` (`residual is None`) runs alone: 14 · 36 + 1 + 5 = 510
-    // kernels, 510 · 70.1 = 35,751.0 µs.
+    // kernels, 510 · `python_kernel_us`.
     let cfg = config("gpt-oss-120b", 4, "fp4");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (1.0, 72.0));
     assert_eq!(calls(&cfg, OpName::MpAllReduce), 73.0);
-    let gpu_us = assert_prefill(&cfg, 510.0, 35_751.0);
+    let gpu_us = assert_prefill(&cfg, 510.0);
     // Before: the same model under a name whose decoder layer is not read here (no fusion counted).
     let mut unfused = cfg.clone();
     unfused.model.name = "unread-moe".into();
-    let gpu0_us = assert_prefill(&unfused, 582.0, 40_798.2);
+    let gpu0_us = assert_prefill(&unfused, 582.0);
     // GPU: a fused norm keeps its traffic and loses only its per-kernel cost, kernel_us 7.40 µs: 72 · 7.40 = 532.8
     // µs less. The final norm, alone over the one sampled row (11,520 B: 0.0018 µs at B200's 8 TB/s · 0.8), now
     // rides the last all-reduce over all 1,024 rows, as `model.norm` does there (2 · 1,024 · 2,880 · 2 B =
@@ -85,18 +87,18 @@ fn gpt_oss_at_tp_4_runs_its_72_layer_norms_inside_the_all_reduces() {
 fn a_dense_llama_at_tp_1_has_no_all_reduce_and_at_tp_8_fuses_both_norms() {
     // Llama-3.1-70B (80 layers, hidden 8,192 > 4,096), bf16. At tp 1 (`PRE_MLP_FUSION = has_tp() and …`, false)
     // per layer: 2 norms, QKV 1, attention 2, output 1, gate+up 1, SwiGLU 1, down 1 = 9; × 80 = 720; embedding,
-    // final norm, LM head, sampler: 724 kernels, 724 · 70.1 = 50,752.4 µs.
+    // final norm, LM head, sampler: 724 kernels.
     let tp1 = config("Llama-3.1-70B", 1, "bf16");
     assert_eq!(allreduce_fusion(&tp1), (LayerFusion::default(), LayerFusion::default()));
     assert_eq!((calls(&tp1, OpName::RMSNorm), calls(&tp1, OpName::AllreduceRmsNorm)), (161.0, 0.0));
-    assert_prefill(&tp1, 724.0, 50_752.4);
+    assert_prefill(&tp1, 724.0);
     // At tp 8 (`LlamaDecoderLayer`: PRE_MLP_FUSION and POST_MLP_FUSION on): per layer the two norms ride the two
     // all-reduces, QKV 1, attention 2, output 1, all-reduce 1, gate+up 1, SwiGLU 1, down 1, all-reduce 1 = 9; × 80 =
-    // 720; layer 0's input norm, embedding and its all-reduce, LM head, all-gather, sampler: 726 kernels, 726 · 70.1
-    // = 50,892.6 µs (unchanged from main, which fused Llama's norms already).
+    // 720; layer 0's input norm, embedding and its all-reduce, LM head, all-gather, sampler: 726 kernels
+    // (unchanged from main, which fused Llama's norms already).
     let tp8 = config("Llama-3.1-70B", 8, "bf16");
     assert_eq!((calls(&tp8, OpName::RMSNorm), calls(&tp8, OpName::AllreduceRmsNorm)), (1.0, 160.0));
-    assert_prefill(&tp8, 726.0, 50_892.6);
+    assert_prefill(&tp8, 726.0);
 }
 
 #[test]
@@ -106,14 +108,14 @@ fn a_dense_qwen3_keeps_its_norms_at_tp_8() {
     // their own and leaves the all-reduces inside `o_proj` and the MLP (`AllReduceParams(enable_allreduce=not
     // self.disable_allreduce)`): per layer 2 norms, QKV 1, attention 2, output 1, all-reduce 1, gate+up 1, SwiGLU 1,
     // down 1, all-reduce 1 = 11; × 64 = 704; embedding and its all-reduce, final norm, LM head, all-gather,
-    // sampler: 710 kernels, 710 · 70.1 = 49,771.0 µs. Main fused them by Llama's rule (hidden > 4,096): 9 · 64 + 6
-    // = 582 kernels, 40,798.2 µs.
+    // sampler: 710 kernels. Main fused them by Llama's rule (hidden > 4,096): 9 · 64 + 6
+    // = 582 kernels.
     let cfg = config("Qwen3-32B", 8, "bf16");
     assert_eq!((calls(&cfg, OpName::RMSNorm), calls(&cfg, OpName::AllreduceRmsNorm)), (129.0, 0.0));
-    assert_prefill(&cfg, 710.0, 49_771.0);
+    assert_prefill(&cfg, 710.0);
     let mut as_llama = cfg.clone();
     as_llama.model.name = "Llama-like".into();
-    assert_prefill(&as_llama, 582.0, 40_798.2);
+    assert_prefill(&as_llama, 582.0);
 }
 
 #[test]
