@@ -169,10 +169,15 @@ pub fn moe_launches(moe: &MoeTraining, tp_cp: u32, quantized: bool) -> MoeLaunch
 /// routing-map all-gather; 0 where that is one launch's worth).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct SyncInterval {
+    /// GPU time of the kernels issued in the interval, µs.
     pub gpu_us: f64,
+    /// Host time of the calls issued in the interval, µs.
     pub host_us: f64,
+    /// GPU time of the next layer's work before its own synchronization, µs.
     pub pre_gpu_us: f64,
+    /// Host time of this layer's calls after the synchronization that opens the interval, µs.
     pub post_host_us: f64,
+    /// GPU time queued by the interval's last host call that the closing synchronization waits for, µs.
     pub tail_gpu_us: f64,
 }
 

@@ -94,12 +94,19 @@ impl WideEpKind {
 /// DeepEP); `experts`: routed experts of the whole model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WideEpOp {
+    /// Which measured kernel times it.
     pub kind: WideEpKind,
+    /// The model's hidden size, elements.
     pub hidden: u32,
+    /// The expert's MLP width (moe_intermediate_size), elements; 0 for DeepEP.
     pub inter: u32,
+    /// Routed experts per token.
     pub top_k: u32,
+    /// Routed experts of the whole model.
     pub experts: u32,
+    /// Expert-parallel ranks (SGLang's `--ep-size`).
     pub ep: u32,
+    /// Tokens one rank dispatches in the step.
     pub tokens: u64,
 }
 
