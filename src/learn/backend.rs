@@ -214,6 +214,41 @@ mod tests {
     use crate::learn::lgbm::Model;
     use crate::learn::op_key;
 
+    /// A forward GEMM model of `precision` (key GPU `gpu`, None: cross-GPU) fitted on B300's rooflines of every m in
+    /// `ms` and n, k in `nks`, labelled `measured_us(roofline µs)`; its summary is empty. Returns it and its row count.
+    fn b300_gemm_model(
+        precision: Precision,
+        gpu: Option<&str>,
+        ms: &[u64],
+        nks: &[u64],
+        measured_us: impl Fn(f64) -> f64,
+    ) -> (ActiveRegressor, usize) {
+        let b300 = presets().into_iter().find(|p| p.name == "dgx-b300").unwrap().resolve().unwrap();
+        let mut set = TrainingSet::new(&OP_FEATURES);
+        let mut rows = 0;
+        for &m in ms {
+            for &n in nks {
+                for &k in nks {
+                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
+                    let cost = roofline::estimate(&shape, precision, &b300.gpu).unwrap();
+                    let x = op_features(&shape, precision, &b300.gpu, &cost);
+                    set.push(&x, cost.time_us, measured_us(cost.time_us), rows);
+                    rows += 1;
+                }
+            }
+        }
+        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let model = ActiveRegressor {
+            key: op_key(OpClass::Linear, Phase::Fwd, precision, None, gpu),
+            version: 1,
+            model: Model::from_text(&fitted.model_text).unwrap(),
+            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
+            validation_mape: fitted.validation.mape,
+            summary: serde_json::Value::Null,
+        };
+        (model, rows as usize)
+    }
+
     #[test]
     fn a_same_die_siblings_model_answers_at_this_gpus_own_peak() {
         // A B300-only fp8 GEMM model that learned "1.25 × the roofline" everywhere (constant labels: every leaf holds
@@ -224,28 +259,9 @@ mod tests {
         // 4,500 / 5,000 = 0.9, the memory term (8 TB/s on both) not at all, so GB300 / B300 lies just above 0.9.
         let find = |name: &str| presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap();
         let (b300, gb300) = (find("dgx-b300"), find("gb300-nvl72"));
-        let mut set = TrainingSet::new(&OP_FEATURES);
-        let mut key = 0;
-        for m in [256u64, 1024, 2048, 4096, 16384] {
-            for n in [512u64, 1024, 4096, 16384] {
-                for k in [512u64, 1024, 4096, 16384] {
-                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
-                    let cost = roofline::estimate(&shape, Precision::Fp8, &b300.gpu).unwrap();
-                    let x = op_features(&shape, Precision::Fp8, &b300.gpu, &cost);
-                    set.push(&x, cost.time_us, cost.time_us * 1.25, key);
-                    key += 1;
-                }
-            }
-        }
-        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
-        let registry = Arc::new(Registry::new([ActiveRegressor {
-            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Fp8, None, Some("B300")),
-            version: 1,
-            model: Model::from_text(&fitted.model_text).unwrap(),
-            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
-            validation_mape: fitted.validation.mape,
-            summary: serde_json::Value::Null,
-        }]));
+        let sizes = [256u64, 1024, 2048, 4096, 16384];
+        let (model, _) = b300_gemm_model(Precision::Fp8, Some("B300"), &sizes, &[512, 1024, 4096, 16384], |t| t * 1.25);
+        let registry = Arc::new(Registry::new([model]));
         let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, 16384, 16384, 16384]);
         let on =
             |system: System| LearnedBackend::new(system, registry.clone()).compute_uncached(&shape, Precision::Fp8);
@@ -271,27 +287,12 @@ mod tests {
         // launches do not change: (586.4 + 86) / (651.6 + 86) ≈ 0.912.
         let find = |name: &str| presets().into_iter().find(|p| p.name == name).unwrap().resolve().unwrap();
         let (b300, gb300) = (find("dgx-b300"), find("gb300-nvl72"));
-        let mut set = TrainingSet::new(&OP_FEATURES);
-        let mut key = 0;
-        for m in [256u64, 1024, 2048, 4096, 8192, 16384] {
-            for n in [512u64, 1024, 4096, 8192, 16384] {
-                for k in [512u64, 1024, 4096, 8192, 16384] {
-                    let shape = OpShape::new(OpClass::Linear, Phase::Fwd, &[1, m, n, k]);
-                    let cost = roofline::estimate(&shape, Precision::Nvfp4, &b300.gpu).unwrap();
-                    let x = op_features(&shape, Precision::Nvfp4, &b300.gpu, &cost);
-                    set.push(&x, cost.time_us, 20.0 + 1.2 * cost.time_us, key);
-                    key += 1;
-                }
-            }
-        }
-        let fitted = fit(&set, Grid::Minimal, &mut |_| {}).unwrap();
+        let sizes = [256u64, 1024, 2048, 4096, 8192, 16384];
+        let (model, rows) =
+            b300_gemm_model(Precision::Nvfp4, None, &sizes, &[512, 1024, 4096, 8192, 16384], |t| 20.0 + 1.2 * t);
         let registry = Arc::new(Registry::new([ActiveRegressor {
-            key: op_key(OpClass::Linear, Phase::Fwd, Precision::Nvfp4, None, None),
-            version: 1,
-            model: Model::from_text(&fitted.model_text).unwrap(),
-            feature_names: OP_FEATURES.iter().map(|s| s.to_string()).collect(),
-            validation_mape: fitted.validation.mape,
-            summary: serde_json::json!({"gpus": {"B300": key}}),
+            summary: serde_json::json!({"gpus": {"B300": rows}}),
+            ..model
         }]));
         let model = registry.get("linear.fwd.nvfp4").unwrap();
         assert_eq!(measured_sibling(model, &gb300.gpu).map(|g| g.name.as_str()), Some("B300"));

@@ -31,9 +31,20 @@ const OPTS: SimOptions =
 const STEPS: ConstantSteps = ConstantSteps { decode_s: 0.010, prefill_s: 0.050 };
 
 fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
+    run_with(s, 1, reqs, concurrency, OPTS)
+}
+
+/// `reqs` on one pool of `workers` instances of `s` timed by [`STEPS`], with `concurrency` clients and `opts`.
+fn run_with(
+    s: InstanceSettings,
+    workers: u32,
+    reqs: &[SimRequest],
+    concurrency: Option<u32>,
+    opts: SimOptions,
+) -> SimOutcome {
     let mut timer = STEPS;
-    let mut pools = [Pool { settings: s, workers: 1, timer: &mut timer }];
-    simulate(&mut pools, reqs, concurrency, &|_| 0.0, OPTS).unwrap()
+    let mut pools = [Pool { settings: s, workers, timer: &mut timer }];
+    simulate(&mut pools, reqs, concurrency, &|_| 0.0, opts).unwrap()
 }
 
 fn close(a: &[f64], b: &[f64]) {
@@ -199,13 +210,17 @@ fn decode_workers_are_picked_round_robin_blind_to_their_load() {
     close(&o.e2e_s, &[0.07, 0.15, 0.10]);
 }
 
+/// `reqs` on one pool of `workers` vLLM instances (8,192-token budget, 16-token blocks, 1,000 blocks) timed by
+/// [`STEPS`], with `concurrency` clients and `opts`.
+fn vllm_run(workers: u32, reqs: &[SimRequest], concurrency: Option<u32>, opts: SimOptions) -> SimOutcome {
+    run_with(settings(Engine::Vllm, 8192, 16, 1000), workers, reqs, concurrency, opts)
+}
+
 #[test]
 fn the_front_end_delays_every_request_and_its_ttft() {
     // A 5 ms front end: request 1 reaches the engine at 5 ms, prefills to 55 ms (TTFT 55), decodes to 65 ms;
     // the client's next request is sent at 65, reaches the engine at 70, first token at 120 (TTFT 55 again).
-    let mut timer = STEPS;
-    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
-    let o = simulate(&mut pools, &same(2, 10, 2), Some(1), &|_| 0.0, SimOptions { frontend_s: 0.005, ..OPTS }).unwrap();
+    let o = vllm_run(1, &same(2, 10, 2), Some(1), SimOptions { frontend_s: 0.005, ..OPTS });
     close(&o.ttft_s, &[0.055, 0.055]);
     close(&o.e2e_s, &[0.065, 0.065]);
     assert!((o.duration_s - 0.130).abs() < 1e-12);
@@ -216,10 +231,7 @@ fn simultaneous_requests_are_tokenized_one_after_another() {
     // 4 clients send 1,024-token prompts at 0 to 4 vLLM instances (round robin: one each); 1 µs a token on one
     // tokenizer thread: the requests reach their instances at 1.024, 2.048, 3.072 and 4.096 ms. Each instance is
     // idle, so its prefill step (50 ms) starts then: first (and only) tokens at 51.024, 52.048, 53.072, 54.096 ms.
-    let mut timer = STEPS;
-    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 4, timer: &mut timer }];
-    let opts = SimOptions { tokenize_s_per_token: 1e-6, ..OPTS };
-    let o = simulate(&mut pools, &same(4, 1024, 1), Some(4), &|_| 0.0, opts).unwrap();
+    let o = vllm_run(4, &same(4, 1024, 1), Some(4), SimOptions { tokenize_s_per_token: 1e-6, ..OPTS });
     close(&o.ttft_s, &[0.051024, 0.052048, 0.053072, 0.054096]);
     close(&o.e2e_s, &[0.051024, 0.052048, 0.053072, 0.054096]);
     let starts: Vec<f64> = o.trace.iter().map(|s| s.start_s).collect();
@@ -233,10 +245,7 @@ fn a_request_arriving_mid_step_waits_for_the_next_step() {
     // its end: step 2 [51.024, 101.024] decodes 1 (done) and prefills 2–4 (first tokens at 101.024, TTFT 101.024
     // ms, not their arrival + 50 ms); step 3 [101.024, 111.024] decodes 2–4 (done). TTFT in order of completion:
     // 51.024, then 101.024 × 3; end to end 101.024, then 111.024 × 3.
-    let mut timer = STEPS;
-    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
-    let opts = SimOptions { tokenize_s_per_token: 1e-6, ..OPTS };
-    let o = simulate(&mut pools, &same(4, 1024, 2), Some(4), &|_| 0.0, opts).unwrap();
+    let o = vllm_run(1, &same(4, 1024, 2), Some(4), SimOptions { tokenize_s_per_token: 1e-6, ..OPTS });
     close(&o.ttft_s, &[0.051024, 0.101024, 0.101024, 0.101024]);
     close(&o.e2e_s, &[0.101024, 0.111024, 0.111024, 0.111024]);
 }
@@ -246,10 +255,8 @@ fn the_tokenizer_is_free_again_for_a_later_request() {
     // One client, two 2,000-token prompts (1 output token), 1 µs a token and a 5 ms front end on top: request 1 is
     // tokenized [0, 2] ms, reaches the engine at 7 ms, its prefill ends at 57 ms (TTFT 57). Request 2 is sent at 57
     // ms to an idle tokenizer: [57, 59], engine at 64, first token at 114 ms (TTFT 57 again).
-    let mut timer = STEPS;
-    let mut pools = [Pool { settings: settings(Engine::Vllm, 8192, 16, 1000), workers: 1, timer: &mut timer }];
-    let opts = SimOptions { frontend_s: 0.005, tokenize_s_per_token: 1e-6, ..OPTS };
-    let o = simulate(&mut pools, &same(2, 2000, 1), Some(1), &|_| 0.0, opts).unwrap();
+    let o =
+        vllm_run(1, &same(2, 2000, 1), Some(1), SimOptions { frontend_s: 0.005, tokenize_s_per_token: 1e-6, ..OPTS });
     close(&o.ttft_s, &[0.057, 0.057]);
     assert!((o.duration_s - 0.114).abs() < 1e-12);
 }
