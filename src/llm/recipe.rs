@@ -98,6 +98,26 @@ impl Fp8Recipe {
     }
 }
 
+/// Bytes per element of one quantized copy (one usage: rowwise, or columnwise) of an activation or gradient as
+/// Transformer Engine all-gathers it: the E4M3/E5M2 byte plus the scale-inverses that travel with it —
+/// MXFP8's E8M0 byte per 32 elements (`_all_gather_mxfp8` gathers `_rowwise_scale_inv` beside `_rowwise_data`),
+/// blockwise's fp32 scale per 1×128 block, NVFP4's half byte (two E2M1 values per byte) plus its E4M3 scale per
+/// 16 elements (`_all_gather_nvfp4`); the per-tensor recipes' single scale is not gathered (`_all_gather_fp8`
+/// reuses the local `_scale_inv`). `None` for a precision Transformer Engine does not quantize (16-bit, fp32).
+/// Source: Transformer Engine `transformer_engine/pytorch/distributed.py` `gather_along_first_dim` and its
+/// per-format helpers.
+pub fn quantized_copy_bytes(precision: Precision, recipe: Fp8Recipe) -> Option<f64> {
+    match precision {
+        Precision::Fp8 => Some(match recipe {
+            Fp8Recipe::Delayed | Fp8Recipe::Tensorwise => 1.0,
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
+        }),
+        Precision::Nvfp4 => Some(0.5 + 1.0 / 16.0),
+        _ => None,
+    }
+}
+
 /// Refuses what `cfg`'s precision and recipe need and `gpu` lacks: fp8 training without fp8 tensor cores and
 /// nvfp4 training without fp4 ones (field `precision`); `mxfp8` before Blackwell (compute capability < 10) and
 /// `blockwise` before Hopper (field `parallelism.fp8_recipe`; Transformer Engine's `check_mxfp8_support` and
@@ -210,6 +230,46 @@ impl TrainingConfig {
         } else {
             params * e16
         }
+    }
+}
+
+impl TrainingConfig {
+    /// Bytes per element of a layer's sequence-parallel all-gather in `phase`: what Transformer Engine moves when
+    /// an fp8 or nvfp4 recipe is active under Megatron-Core (Megatron-LM, NeMo / Megatron-Bridge), else the 16-bit
+    /// activation ([`super::operators::comm_elem_bytes`]; also under fp8 for the other frameworks, whose
+    /// sequence-parallel gathers perfcast does not model as quantized).
+    ///
+    /// - Forward, the input of a column-parallel layer (QKV, the MLP's up-projection): `_LayerNormLinear.forward`
+    ///   (`transformer_engine/pytorch/module/layernorm_linear.py`; `_LayerNormMLP` the same) quantizes the norm
+    ///   output first (fused into the norm kernel) and gathers the quantized tensor —
+    ///   `gather_along_first_dim(ln_out, tp_group, quantizer=input_quantizer)` after
+    ///   `quantizer.set_usage(rowwise=True, columnwise=False)`, or with `tp_comm_overlap`
+    ///   `fill_userbuffers_buffer_for_all_gather(ub_obj, ln_out, quantizer, tp_group)`: one rowwise copy
+    ///   ([`quantized_copy_bytes`]). Under current scaling the amax is all-reduced over the tensor-parallel
+    ///   group first ([`Fp8Recipe::Tensorwise`]) so every rank quantizes with the same scale, and the gather is
+    ///   still 1 byte. Transformer Engine 1.x already gathered the fp8 `ln_out` of delayed scaling.
+    /// - Backward, the output gradient of a row-parallel layer (the attention projection, the down-projection):
+    ///   `TransformerEngineBaseModule.grad_output_preprocess` (`module/base.py`) gathers it with the gradient's
+    ///   quantizer, whose usage `_Linear.backward` sets to rowwise (dgrad) and columnwise (wgrad). Per-tensor
+    ///   fp8 gathers the rowwise copy and transposes it locally (`_all_gather_fp8`), 1 byte; the block-scaled
+    ///   formats (MXFP8, blockwise, NVFP4) gather both copies with their scales, 2 × [`quantized_copy_bytes`] —
+    ///   unless `tp_comm_overlap` is on: "Userbuffers only supports communication for one tensor usage at a
+    ///   time", so the gather moves the rowwise copy only.
+    ///
+    /// The reduce-scatters (of the row-parallel outputs forward, of the column-parallel input gradients backward)
+    /// stay 16-bit: they sum partial results (`reduce_scatter_along_first_dim` on the GEMM's bf16 output), as does
+    /// the backward re-gather of a column-parallel layer's input for its weight gradient, which perfcast does not
+    /// charge (it hides behind the input-gradient GEMM).
+    pub fn sp_gather_elem_bytes(&self, phase: Phase) -> f64 {
+        let e16 = super::operators::comm_elem_bytes(self);
+        if !self.framework.framework.is_megatron_core() {
+            return e16;
+        }
+        let Some(copy) = quantized_copy_bytes(self.precision, self.fp8_recipe) else { return e16 };
+        let per_tensor = self.precision == Precision::Fp8
+            && matches!(self.fp8_recipe, Fp8Recipe::Delayed | Fp8Recipe::Tensorwise);
+        let copies = if phase == Phase::Bwd && !per_tensor && !self.tp_overlap() { 2.0 } else { 1.0 };
+        copy * copies
     }
 }
 

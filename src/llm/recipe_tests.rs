@@ -273,3 +273,76 @@ fn cuda_graphs_change_nothing_where_the_gpu_is_the_bottleneck() {
     let (eager, per_layer, full) = (small("none"), small("per_layer"), small("full_iteration"));
     assert!(per_layer < eager && full < per_layer, "{eager} {per_layer} {full}");
 }
+
+/// The sequence-parallel all-gather and reduce-scatter bytes of one Llama 3.1 8B layer (tp 2 with sequence
+/// parallelism, micro-batch 1, 8,192 tokens) under `precision` and `extra` options on one DGX B200 node:
+/// ((forward all-gather, backward all-gather), (forward reduce-scatter, backward reduce-scatter)), bytes summed
+/// over the layer's calls.
+fn sp_bytes(precision: Precision, extra: serde_json::Value, fw: Framework) -> ((f64, f64), (f64, f64)) {
+    let s = preset("dgx-b200");
+    let mut p = serde_json::json!({"tp": 2, "dp": 4, "sequence_parallel": true, "micro_batch": 1,
+        "grad_accum": 4, "distributed_optimizer": true});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    let cfg = config(&s, &llama8b(), p, precision, fw).unwrap();
+    let layout = crate::llm::layout::Layout::new(&cfg, s.gpus_per_node);
+    let prec = crate::llm::operators::OpPrecisions { gemm: cfg.gemm_precision(), other: Precision::Bf16 };
+    let ops = crate::llm::operators::layer_ops(&cfg, &layout, prec);
+    let sum = |name: OpName, phase: Phase| -> f64 {
+        ops.iter()
+            .filter(|o| o.name == name && o.phase == phase)
+            .map(|o| match o.work {
+                Work::Collective { bytes, .. } => bytes * o.calls as f64,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    let ag = (sum(OpName::MpAllGather, Phase::Fwd), sum(OpName::MpAllGather, Phase::Bwd));
+    let rs = (sum(OpName::MpReduceScatter, Phase::Fwd), sum(OpName::MpReduceScatter, Phase::Bwd));
+    (ag, rs)
+}
+
+#[test]
+fn sequence_parallel_all_gathers_move_the_quantized_tensor() {
+    // One all-gather site gathers the b·l·d = 1 · 8,192 · 4,096 = 33,554,432-element activation; a layer has two
+    // sites per pass (before QKV and the MLP forward; the projection's and the down-projection's output
+    // gradients backward).
+    let none = serde_json::json!({});
+    // bf16: 2 sites × 33,554,432 × 2 B = 134,217,728 B per pass, gathers and reduce-scatters alike.
+    let (ag, rs) = sp_bytes(Precision::Bf16, none.clone(), Framework::Megatron);
+    assert_eq!(ag, (134_217_728.0, 134_217_728.0));
+    assert_eq!(rs, (134_217_728.0, 134_217_728.0));
+    // Per-tensor fp8 (delayed, current scaling): 1 B per element both ways (backward gathers the rowwise copy
+    // and transposes it locally): 2 × 33,554,432 = 67,108,864 B. The reduce-scatters stay bf16.
+    for recipe in ["delayed", "tensorwise"] {
+        let (ag, rs) = sp_bytes(Precision::Fp8, serde_json::json!({"fp8_recipe": recipe}), Framework::Megatron);
+        assert_eq!(ag, (67_108_864.0, 67_108_864.0), "{recipe}");
+        assert_eq!(rs, (134_217_728.0, 134_217_728.0), "{recipe}");
+    }
+    // MXFP8: 1 + 1/32 B per element and copy. Forward one rowwise copy: 2 × 33,554,432 × 33/32 = 69,206,016 B;
+    // backward rowwise + columnwise: 138,412,032 B — a little more than bf16's 134,217,728.
+    let mx = serde_json::json!({"fp8_recipe": "mxfp8"});
+    assert_eq!(sp_bytes(Precision::Fp8, mx, Framework::Megatron).0, (69_206_016.0, 138_412_032.0));
+    // Blockwise: 1 + 4/128 = 1 + 1/32 B per element and copy, the same sizes as MXFP8.
+    let block = serde_json::json!({"fp8_recipe": "blockwise"});
+    assert_eq!(sp_bytes(Precision::Fp8, block, Framework::Megatron).0, (69_206_016.0, 138_412_032.0));
+    // NVFP4: 0.5 + 1/16 = 9/16 B per element and copy: forward 2 × 33,554,432 × 9/16 = 37,748,736 B, backward
+    // two copies 75,497,472 B.
+    assert_eq!(sp_bytes(Precision::Nvfp4, none, Framework::Megatron).0, (37_748_736.0, 75_497_472.0));
+}
+
+#[test]
+fn userbuffers_gather_one_quantized_copy_and_other_frameworks_stay_16_bit() {
+    // tp_comm_overlap: the backward gather moves the rowwise copy only, so NVFP4's backward is one copy:
+    // 2 sites × 33,554,432 × 9/16 = 37,748,736 B (two overlapped all-gathers of 18,874,368 B each).
+    let ub = serde_json::json!({"tp_comm_overlap": true});
+    assert_eq!(sp_bytes(Precision::Nvfp4, ub, Framework::Megatron).0, (37_748_736.0, 37_748_736.0));
+    let mx_ub = serde_json::json!({"tp_comm_overlap": true, "fp8_recipe": "mxfp8"});
+    assert_eq!(sp_bytes(Precision::Fp8, mx_ub, Framework::Megatron).0, (69_206_016.0, 69_206_016.0));
+    // NeMo runs Megatron-Core with Transformer Engine: the same 1 B per element for delayed scaling.
+    assert_eq!(sp_bytes(Precision::Fp8, serde_json::json!({}), Framework::Nemo).0, (67_108_864.0, 67_108_864.0));
+    // torchtitan's sequence-parallel gathers are modelled 16-bit: 2 × 33,554,432 × 2 B = 134,217,728 B.
+    let fsdp = serde_json::json!({"zero_stage": 3, "distributed_optimizer": false});
+    assert_eq!(sp_bytes(Precision::Fp8, fsdp, Framework::Torchtitan).0, (134_217_728.0, 134_217_728.0));
+}

@@ -67,6 +67,14 @@ pub(super) fn nemo_parallelism(tp: u64, pp: u64, cp: u64, vp: u64, mbs: u64, gbs
     p
 }
 
+/// Transformer Engine's `tp_comm_overlap` on the nvfp4 rows: off. Megatron-Bridge's performance configurations
+/// of the dense models with nvfp4 rows set `cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"
+/// else cfg.comm_overlap.tp_comm_overlap` on every Blackwell GPU (`scripts/performance/configs/llama/
+/// llama3_llm_pretrain.py` `llama3_70b_pretrain_config_{b200,b300,gb200,gb300}` and
+/// `llama3_8b_pretrain_config_*`; `llama31_llm_pretrain.py` `llama31_405b_pretrain_config_{b200,b300,gb200,
+/// gb300}`), so the rows ran their sequence-parallel collectives through NCCL, unoverlapped.
+const NVFP4_TP_COMM_OVERLAP: bool = false;
+
 fn first_number(cell: &str) -> Option<f64> {
     let head = cell.split('(').next()?.replace([',', '*'], "");
     head.trim().parse::<f64>().ok()
@@ -93,7 +101,8 @@ fn system_of(system: &str, legacy: bool) -> Option<(&'static str, SystemSpec)> {
 /// (their TFLOP/s column is checked against it in the report). DGX-H100 rows are the source `nemo`; the Blackwell
 /// rows (DGX B200, B300, GB200 / GB300 NVL72) the predicted-only `nemo-blackwell` ([`system_of`]).
 /// Mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision are skipped; the precision
-/// cell's recipe is passed as `fp8_recipe` ([`super::nemo_precision`]).
+/// cell's recipe is passed as `fp8_recipe` ([`super::nemo_precision`]); nvfp4 rows run without
+/// `tp_comm_overlap`, as their recipes state ([`NVFP4_TP_COMM_OVERLAP`]).
 /// NeMo 24.07's table (no precision column) is FP8 (its SOURCE.txt).
 pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
     for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
@@ -151,6 +160,9 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
         }
         if let Some(recipe) = recipe {
             parallelism["fp8_recipe"] = json!(recipe);
+        }
+        if precision == "nvfp4" {
+            parallelism["tp_comm_overlap"] = json!(NVFP4_TP_COMM_OVERLAP);
         }
         let Some(request) = request(&sys.name, model, parallelism, precision, "nemo") else {
             out.skip(source, "request does not parse");

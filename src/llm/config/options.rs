@@ -73,7 +73,10 @@ macro_rules! with_training_options {
     /// Transformer Engine's `tp_comm_overlap` (userbuffers; Megatron-Core `--tp-comm-overlap`, NeMo
     /// `tp_comm_overlap`): each sequence-parallel all-gather / reduce-scatter of a layer is split in chunks and
     /// pipelined with the GEMM it feeds or follows, so only its first chunk and what outlasts that GEMM are
-    /// exposed. Takes effect with `sequence_parallel` and tp > 1 (NeMo disables it otherwise). Default `false`.
+    /// exposed. Takes effect with `sequence_parallel` and tp > 1 (NeMo disables it otherwise). Default `false` —
+    /// also what NeMo / Megatron-Bridge's performance recipes run under nvfp4, which they set to false
+    /// (`scripts/performance/configs/llama/llama3_llm_pretrain.py`, `llama31_llm_pretrain.py`:
+    /// `tp_comm_overlap = False if precision == "nvfp4"`).
     #[serde(default)]
     pub tp_comm_overlap: bool = false,
     /// Megatron-Core's `overlap_p2p_comm` for the interleaved schedule: pipeline sends and receives run

@@ -199,7 +199,11 @@ fn shared_expert_ops(cfg: &TrainingConfig, layout: &Layout, width: u64, prec: Op
                     Phase::Fwd => (OpName::SharedExpertFc1, OpName::SharedExpertFc2),
                     Phase::Bwd => (OpName::SharedExpertFc2, OpName::SharedExpertFc1),
                 };
-                let mut ag = collective(OpName::MpAllGather, phase, 1, Collective::AllGather, bytes, tp, a, f.clone());
+                // The shared experts' column-parallel input is gathered quantized like the dense MLP's
+                // (`TrainingConfig::sp_gather_elem_bytes`).
+                let ag_bytes = (t * d) as f64 * cfg.sp_gather_elem_bytes(phase);
+                let mut ag =
+                    collective(OpName::MpAllGather, phase, 1, Collective::AllGather, ag_bytes, tp, a, f.clone());
                 let mut rs =
                     collective(OpName::MpReduceScatter, phase, 1, Collective::ReduceScatter, bytes, tp, a, f.clone());
                 if cfg.tp_overlap() {

@@ -17,8 +17,10 @@ pub(crate) fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
     }
 }
 
-/// Tensor-parallel communication of `sites` synchronization points of `bytes` (the b·l·d/cp activation) in
-/// `phase`: all-reduces, or all-gather + reduce-scatter pairs with sequence parallelism.
+/// Tensor-parallel communication of `sites` synchronization points of `bytes` (the b·l·d/cp activation of
+/// `tokens_d` elements) in `phase`: all-reduces, or all-gather + reduce-scatter pairs with sequence parallelism.
+/// The all-gathers move `tokens_d` × [`TrainingConfig::sp_gather_elem_bytes`] (Transformer Engine gathers the
+/// quantized tensor under fp8 and nvfp4 recipes); all-reduces and reduce-scatters move `bytes`.
 ///
 /// With Transformer Engine's TP overlap ([`TrainingConfig::tp_overlap`]) every sequence-parallel collective is
 /// paired with the GEMM it feeds or drains (TE `LayerNormLinear` / `Linear` with `ub_overlap_ag` /
@@ -46,6 +48,7 @@ pub(crate) fn tp_sync(
     let tp = layout.tp_group;
     let f = vec![tokens_d, tp.nodes as u64, tp.ranks_per_node as u64];
     let a = layout.active_per_node;
+    let ag_bytes = tokens_d as f64 * cfg.sp_gather_elem_bytes(phase);
     if cfg.tp_overlap() {
         use OpName::{Linear1, Linear2, Linear3, Linear4, MpAllGather as Ag, MpReduceScatter as Rs};
         let pairs: &[(OpName, OpName)] = match (phase, sites) {
@@ -58,8 +61,9 @@ pub(crate) fn tp_sync(
         return pairs
             .iter()
             .map(|&(name, gemm)| {
-                let c = if name == Ag { Collective::AllGather } else { Collective::ReduceScatter };
-                let mut o = collective(name, phase, 1, c, bytes, tp, a, f.clone());
+                let (c, size) =
+                    if name == Ag { (Collective::AllGather, ag_bytes) } else { (Collective::ReduceScatter, bytes) };
+                let mut o = collective(name, phase, 1, c, size, tp, a, f.clone());
                 o.overlaps = Some(Overlap { with: gemm, chunks: cfg.tp });
                 o
             })
@@ -67,7 +71,7 @@ pub(crate) fn tp_sync(
     }
     if cfg.sp() {
         vec![
-            collective(OpName::MpAllGather, phase, sites, Collective::AllGather, bytes, tp, a, f.clone()),
+            collective(OpName::MpAllGather, phase, sites, Collective::AllGather, ag_bytes, tp, a, f.clone()),
             collective(OpName::MpReduceScatter, phase, sites, Collective::ReduceScatter, bytes, tp, a, f),
         ]
     } else {
