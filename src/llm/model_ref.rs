@@ -66,6 +66,10 @@ pub struct NamedModel {
     pub mtp_layers: Option<u32>,
 }
 
+/// Hugging Face `model_type`s whose attention normalizes each query and key head (`Qwen3Attention`'s `q_norm` and
+/// `k_norm`, `modeling_qwen3.py` / `modeling_qwen3_moe.py`); the catalog's Qwen3 entries likewise.
+const QK_NORM_MODEL_TYPES: [&str; 2] = ["qwen3", "qwen3_moe"];
+
 /// Multi-token-prediction layers of catalog models as their config.json trains them (`num_nextn_predict_layers`).
 const CATALOG_MTP: [(&str, u32); 1] = [("DeepSeek-V3", 1)];
 
@@ -85,7 +89,8 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
             let rotary = !["gpt2", "opt", "bloom", "gpt_bigcode"].contains(&model_type);
             let parallel = flag("use_parallel_residual") || flag("parallel_attn");
             let mtp = obj.and_then(|o| o.get("num_nextn_predict_layers")).and_then(Value::as_u64).unwrap_or(0);
-            let mut spec = to_spec(&model, seq_len, rotary, parallel)?;
+            let qk_norm = QK_NORM_MODEL_TYPES.contains(&model_type);
+            let mut spec = to_spec(&model, seq_len, rotary, parallel, qk_norm)?;
             spec.mtp_layers = m.mtp_layers.unwrap_or(mtp.min(u32::MAX as u64) as u32);
             Ok(spec)
         }
@@ -100,7 +105,8 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
                 )
             })?;
             let rotary = !entry.model.name.starts_with("GPT-3");
-            let mut spec = to_spec(&entry.model, seq_len, rotary, false)?;
+            let qk_norm = entry.model.name.starts_with("Qwen3");
+            let mut spec = to_spec(&entry.model, seq_len, rotary, false, qk_norm)?;
             let mtp = CATALOG_MTP.iter().find(|(n, _)| *n == entry.model.name).map_or(0, |(_, k)| *k);
             spec.mtp_layers = m.mtp_layers.unwrap_or(mtp);
             Ok(spec)
@@ -111,7 +117,13 @@ pub fn resolve_named(m: &NamedModel) -> Result<ModelSpec, ConfigError> {
 
 /// The training [`ModelSpec`] of a resolved serving model (its MoE layers and MLA carried over; `head_dim` given
 /// where heads · head_dim ≠ hidden).
-fn to_spec(m: &ServingModel, seq_len: u32, rotary: bool, parallel_residual: bool) -> Result<ModelSpec, ConfigError> {
+fn to_spec(
+    m: &ServingModel,
+    seq_len: u32,
+    rotary: bool,
+    parallel_residual: bool,
+    qk_norm: bool,
+) -> Result<ModelSpec, ConfigError> {
     let head_dim = (m.mla.is_none() && m.heads * m.head_dim != m.hidden).then_some(m.head_dim);
     Ok(ModelSpec {
         name: Some(m.name.clone()),
@@ -133,6 +145,7 @@ fn to_spec(m: &ServingModel, seq_len: u32, rotary: bool, parallel_residual: bool
         moe: m.moe.as_ref().map(|c| c.to_spec()),
         mla: m.mla.clone(),
         mtp_layers: 0,
+        qk_norm,
     })
 }
 
@@ -203,6 +216,8 @@ struct Fields {
     mla: Option<crate::llm::moe::MlaSpec>,
     #[serde(default)]
     mtp_layers: Option<u32>,
+    #[serde(default)]
+    qk_norm: Option<bool>,
 }
 
 impl Fields {
@@ -219,7 +234,8 @@ impl Fields {
             || self.dropout.is_some()
             || self.head_dim.is_some()
             || self.moe.is_some()
-            || self.mla.is_some();
+            || self.mla.is_some()
+            || self.qk_norm.is_some();
         if self.hf_config.is_some() || !architecture {
             if self.hf_config.is_some() && architecture {
                 return Err(E::custom("model: give hf_config alone (with an optional name and seq_len)"));
@@ -252,6 +268,7 @@ impl Fields {
             moe: self.moe,
             mla: self.mla,
             mtp_layers: self.mtp_layers.unwrap_or(0),
+            qk_norm: self.qk_norm.unwrap_or(false),
         })
     }
 }

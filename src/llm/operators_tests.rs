@@ -185,3 +185,63 @@ fn context_parallel_ring_attention_and_fp8_gemms() {
     assert_eq!((dtype(OpName::Linear1), dtype(OpName::FlashAttention)), (Precision::Fp8, Precision::Bf16));
     assert_eq!(dtype(OpName::Linear4), Precision::Fp8);
 }
+
+#[test]
+fn qwen3_normalizes_each_query_and_key_head_by_hand() {
+    use crate::llm::model_ref::{resolve_named, NamedModel};
+    // Qwen3-30B-A3B by catalog name: 32 query heads and 4 key/value heads of 128 (Qwen3 config.json; Megatron-Bridge
+    // qwen3_moe_bridge.py sets qk_layernorm). tp 1, micro-batch 1 of 4,096 tokens: q_layernorm runs over
+    // 4,096·32 = 131,072 rows of 128 and k_layernorm over 4,096·4 = 16,384 rows, once each per pass.
+    let named = |name: &str| NamedModel { name: Some(name.into()), hf_config: None, seq_len: None, mtp_layers: None };
+    let qwen = resolve_named(&named("Qwen3-30B-A3B")).unwrap();
+    assert!(qwen.qk_norm);
+    let c = validate(&qwen, &serde_json::from_value(serde_json::json!({"ep": 8, "dp": 8})).unwrap(), Precision::Bf16, 8)
+        .unwrap();
+    let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+    let rows: Vec<(Phase, [u64; 5])> = ops
+        .iter()
+        .filter(|o| o.name == OpName::QkNorm)
+        .map(|o| match o.work {
+            Work::Compute { shape, .. } => (o.phase, shape.dims),
+            _ => panic!("QK_Norm is a computation"),
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (Phase::Fwd, [131_072, 128, 0, 0, 0]),
+            (Phase::Bwd, [131_072, 128, 0, 0, 0]),
+            (Phase::Fwd, [16_384, 128, 0, 0, 0]),
+            (Phase::Bwd, [16_384, 128, 0, 0, 0]),
+        ]
+    );
+    // At tp 4 a rank holds 8 query heads and 1 key head: 32,768 and 4,096 rows.
+    let tp4 = validate(&qwen, &serde_json::from_value(serde_json::json!({"tp": 4, "ep": 2})).unwrap(), Precision::Bf16, 8)
+        .unwrap();
+    let ops = layer_ops(&tp4, &Layout::new(&tp4, 8), PREC);
+    let q: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.name == OpName::QkNorm && o.phase == Phase::Fwd)
+        .map(|o| match o.work {
+            Work::Compute { shape, .. } => shape.dims[0],
+            _ => 0,
+        })
+        .collect();
+    assert_eq!(q, [32_768, 4_096]);
+    // Llama-3.1-8B has no QK norm: no such operator.
+    let llama = resolve_named(&named("Llama-3.1-8B")).unwrap();
+    assert!(!llama.qk_norm);
+    let c = validate(&llama, &serde_json::from_value(serde_json::json!({"dp": 8})).unwrap(), Precision::Bf16, 8).unwrap();
+    assert_eq!(calls(&layer_ops(&c, &Layout::new(&c, 8), PREC), OpName::QkNorm, Phase::Fwd), 0);
+    // A Hugging Face config says it by model_type.
+    let hf = |t: &str| NamedModel {
+        name: None,
+        hf_config: Some(serde_json::json!({"model_type": t, "hidden_size": 1024, "num_hidden_layers": 2,
+            "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
+            "vocab_size": 1000})),
+        seq_len: Some(1024),
+        mtp_layers: None,
+    };
+    assert!(resolve_named(&hf("qwen3")).unwrap().qk_norm);
+    assert!(!resolve_named(&hf("llama")).unwrap().qk_norm);
+}

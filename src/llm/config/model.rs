@@ -104,6 +104,17 @@ pub struct ModelSpec {
     /// `mtp_num_layers`, `multi_token_prediction.py`). Default 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_layers: u32,
+    /// RMSNorm of every query and key head before attention (Megatron-Core `qk_layernorm`: `SelfAttention`'s
+    /// `q_layernorm` and `k_layernorm` over the head dim, `attention.py` `get_query_key_value_tensors`; Qwen3's
+    /// `q_norm` / `k_norm`, Megatron-Bridge `qwen3_bridge.py` / `qwen3_moe_bridge.py` `qk_layernorm = True`).
+    /// Two norm kernels per layer forward and backward ([`crate::llm::operators::layer_passes`]). Default `false`;
+    /// set for the catalog's Qwen3 models and Hugging Face configs of `model_type` `qwen3` or `qwen3_moe`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm: bool,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 fn is_zero(v: &u32) -> bool {

@@ -348,23 +348,23 @@ mod tests {
         };
         let ((f1, b1), ..) = layer(1.0);
         let ((f2, b2), [(gf, hf), (gb, hb)], [t_a, d]) = layer(2.0);
-        // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, RoPE, flash attention,
-        // output projection, router GEMM, top-k, the routing map's all-gather, the dispatch and combine (3), FC1,
-        // SwiGLU, FC2 = 14; backward the
-        // norms 2 × 2, QKV 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2, SwiGLU 1,
-        // FC2 2 = 20, of which the all-gather, dispatch and combine are collective calls at 44.7 µs (`cost::host`)
-        // and the rest counted kernels at 70.7 µs: 11 × 70.7 + 3 × 44.7 = 777.7 + 134.1 = 911.8 and
-        // 18 × 70.7 + 2 × 44.7 = 1,272.6 + 89.4 = 1,362.0 µs.
+        // The operators' own kernels (bf16, no quantization): forward two RMSNorms, QKV, the query and key heads'
+        // QK norms (Qwen3's qk_layernorm: 2), RoPE, flash attention, output projection, router GEMM, top-k, the
+        // routing map's all-gather, the dispatch and combine (3), FC1, SwiGLU, FC2 = 16; backward the norms 2 × 2,
+        // QKV 2, QK norms 2 × 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2,
+        // SwiGLU 1, FC2 2 = 24, of which the all-gather, dispatch and combine are collective calls at 44.7 µs
+        // (`cost::host`) and the rest counted kernels at 70.7 µs: 13 × 70.7 + 3 × 44.7 = 919.1 + 134.1 = 1,053.2
+        // and 22 × 70.7 + 2 × 44.7 = 1,555.4 + 89.4 = 1,644.8 µs.
         // The grouped
         // FC1 and FC2 run one GEMM per local expert (128/8 = 16): 15 further GEMMs at 25 µs per projection and GEMM
         // kind — forward 2 × 15 × 25 = 750 µs, backward (dgrad and wgrad) 2 × 2 × 15 × 25 = 1,500 µs. Plus 11 calls
-        // per pass at 70.7 µs (777.7 µs): 911.8 + 750 + 777.7 = 2,439.5 and 1,362.0 + 1,500 + 777.7 = 3,639.7 µs.
+        // per pass at 70.7 µs (777.7 µs): 1,053.2 + 750 + 777.7 = 2,580.9 and 1,644.8 + 1,500 + 777.7 = 3,922.5 µs.
         let host = Efficiency::CALIBRATED.host_us;
         let coll = crate::cost::host::COLLECTIVE_HOST_US;
-        assert!((hf - (11.0 * host + 3.0 * coll + 750.0)).abs() < 1e-9, "{hf}");
-        assert!((hb - (18.0 * host + 2.0 * coll + 1500.0)).abs() < 1e-9, "{hb}");
+        assert!((hf - (13.0 * host + 3.0 * coll + 750.0)).abs() < 1e-9, "{hf}");
+        assert!((hb - (22.0 * host + 2.0 * coll + 1500.0)).abs() < 1e-9, "{hb}");
         let (fwd_host, bwd_host) = (hf + 11.0 * host, hb + 11.0 * host);
-        assert!((fwd_host - 2439.5).abs() < 1e-9 && (bwd_host - 3639.7).abs() < 1e-9);
+        assert!((fwd_host - 2580.9).abs() < 1e-9 && (bwd_host - 3922.5).abs() < 1e-9);
         // On the 2× GPU the backward runs at the host's pace. The forward's host waits at (A) for the all-gather it
         // issued last and at (B) for the dispatch: (host − the dispatch's call 44.7 + t_A) + (70.7 + D) µs, which
         // outlasts the GPU time plus one call per synchronization and the next layer's attention behind the

@@ -24,10 +24,15 @@
 //! 4-node pair, the configuration closest to the 256-GPU H100 recipes' ep 32). The NVLink forwarding runs
 //! beside it ([`super::dispatch::DispatchComm::beside_previous`]).
 //!
-//! Not modelled: on 2 nodes both kernels stay below the NIC bound (HybridEP 71.71 / 62.95 GB/s algorithm
-//! bandwidth, 35.9 / 31.5 GB/s through the NIC; DeepEP 43 / 43 GB/s, 21.5 through the NIC) — a limit of the
-//! kernel's own processing (16 SMs) that the two implementations do not share, so no one constant describes it;
-//! such a transfer is charged at the NIC rate.
+//! On 2 nodes both kernels stay below that rate, each by its own measure — a limit of each kernel's own pipeline
+//! that the two implementations do not share. HybridEP measured it on H100 itself (16 ranks, 16 SMs, kernel only:
+//! 71.71 / 62.95 GB/s algorithm bandwidth, 35.86 / 31.48 GB/s through the NIC, 0.7171 / 0.6295 of the line rate),
+//! so a HybridEP transfer between 2 nodes is timed at those rates ([`nic_efficiency`]), dispatch and combine each
+//! at its own. Megatron-Core runs HybridEP on `moe_hybridep_num_sms` = 16 SMs by default (`transformer_config.py`),
+//! the row read here; at 16 ranks the README's 8-SM row is no slower (76.80 / 68.00 GB/s), so the rate is the
+//! kernel's, not its SM budget's. DeepEP's EP 16 figure (43 / 43 GB/s, 21.5 through the NIC) was measured on H800,
+//! whose NVLink forwarding (3.3 local GPUs per token and node at ~160 GB/s) bounds it there and not on H100's 2.25×
+//! faster NVLink: not carried over; DeepEP keeps the NIC rate on 2 nodes.
 
 use super::parallel::{Dispatcher, MoeTraining};
 use crate::comm::{Group, GroupLinks};
@@ -41,6 +46,33 @@ use crate::op::Collective;
 /// doc): HybridEP on 4 DGX H100 nodes, kernel only, 16 SMs, dispatch 57.69 and combine 57.46 GB/s algorithm
 /// bandwidth → 3/4 of it off the node: 43.27 and 43.10 GB/s of 50 GB/s = 0.8654 and 0.8619, mean 0.864.
 pub const FLEX_RDMA_EFFICIENCY: f64 = 0.864;
+
+/// The fractions of a GPU's NIC line rate (dispatch, combine) that `dispatcher`'s inter-node kernels move through
+/// it among `nodes` nodes, as their vendors measured them with ConnectX-7 at 400 Gb/s = 50 GB/s (see the module
+/// doc): HybridEP on 2 DGX H100 nodes (`docs/README_Hybrid-EP.md`, 16 ranks, 16 SMs, kernel only, BF16 dispatch
+/// 71.71 and combine 62.95 GB/s algorithm bandwidth, half of it off the node: 35.855 / 50 = 0.7171 and
+/// 31.475 / 50 = 0.6295); otherwise — HybridEP from 4 nodes on, DeepEP everywhere — [`FLEX_RDMA_EFFICIENCY`] both
+/// ways.
+pub fn nic_efficiency(dispatcher: Dispatcher, nodes: u32) -> (f64, f64) {
+    match (dispatcher, nodes) {
+        (Dispatcher::Hybridep, 2) => (0.7171, 0.6295),
+        _ => (FLEX_RDMA_EFFICIENCY, FLEX_RDMA_EFFICIENCY),
+    }
+}
+
+/// Time of one call of `dispatcher`'s RDMA transfer, µs, a dispatch or a combine (the operator counts both,
+/// `calls` 2 per pass, at one time each): the mean of the dispatch's and the combine's time, each the
+/// (N − 1)/N share of `bytes` leaving the node at its [`nic_efficiency`] × `line_gbs`. 0 for one node or no
+/// bandwidth.
+pub fn flex_rdma_call_us(dispatcher: Dispatcher, bytes: f64, nodes: u32, line_gbs: f64) -> f64 {
+    if nodes <= 1 || line_gbs <= 0.0 {
+        return 0.0;
+    }
+    let (dispatch, combine) = nic_efficiency(dispatcher, nodes);
+    let off_node = (nodes as f64 - 1.0) / nodes as f64 * bytes;
+    let at = |e: f64| off_node / (e * line_gbs * 1e9) * 1e6;
+    (at(dispatch) + at(combine)) / 2.0
+}
 
 /// Whether `o` is the RDMA part of a flex dispatcher's inter-node dispatch or combine: the expert-parallel
 /// all-to-all among the nodes, one rank per node ([`super::dispatch::dispatch_comm`]).
@@ -67,7 +99,7 @@ pub fn flex_rdma_us(bytes: f64, nodes: u32, line_gbs: f64) -> f64 {
 }
 
 /// Retimes the RDMA parts of a DeepEP or HybridEP layer's `ops` (timed as `timed`) at the kernels' rate over
-/// `system`'s NICs ([`flex_rdma_us`]; the line rate is the system's per-GPU NIC share, [`GroupLinks::on`]) and
+/// `system`'s NICs ([`flex_rdma_call_us`]; the line rate is the system's per-GPU NIC share, [`GroupLinks::on`]) and
 /// recharges the operators that overlap them (the NVLink forwarding beside each) with contention `kappa`. Other
 /// dispatchers and single-node layers are left as timed.
 pub fn apply_flex_rdma(moe: &MoeTraining, system: &System, ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
@@ -77,7 +109,8 @@ pub fn apply_flex_rdma(moe: &MoeTraining, system: &System, ops: &[StageOp], time
     let mut changed = false;
     for (o, t) in ops.iter().zip(timed.iter_mut()) {
         if let Some((bytes, group, active)) = is_flex_rdma(o) {
-            let us = flex_rdma_us(bytes, group.nodes, GroupLinks::on(system, active).inter_gbs_per_gpu);
+            let line = GroupLinks::on(system, active).inter_gbs_per_gpu;
+            let us = flex_rdma_call_us(moe.dispatcher, bytes, group.nodes, line);
             t.time.time_us = us;
             t.time.analytic_us = us;
             t.time.source = Source::Analytic;
@@ -113,13 +146,24 @@ mod tests {
         // = 0.0030959 → n̄_node = 1.993808. Node copies: 4096 · 1.993808 · 2048 · 2 B · 1.012 = 33,851,956 B.
         let bytes = 4096.0 * 1.993808 * 2048.0 * 2.0 * 1.012;
         assert!((bytes - 33_851_956.0f64).abs() < 20.0, "{bytes}");
-        // Half crosses the NIC: 16,925,978 B at 0.864 · 50 GB/s = 43.2 GB/s → 391.80 µs per dispatch or combine
-        // (NCCL's learned all-to-all answered 414 µs here; HybridEP's own 2-node benchmark runs below this rate,
-        // see the module doc).
+        // Half crosses the NIC: 16,925,978 B. At the 4-node rate 0.864 · 50 GB/s = 43.2 GB/s that would be
+        // 391.80 µs per dispatch or combine (NCCL's learned all-to-all answered 414 µs here).
         let us = flex_rdma_us(bytes, 2, 50.0);
         assert!((us - 16_925_978.0 / 43.2e9 * 1e6).abs() < 0.01, "{us}");
         assert!((us - 391.80).abs() < 0.01, "{us}");
         assert_eq!(flex_rdma_us(bytes, 1, 50.0), 0.0);
+        // HybridEP's own 2-node rates (README_Hybrid-EP, 16 ranks, 16 SMs, kernel only): dispatch 71.71 GB/s
+        // algorithm bandwidth → 35.855 GB/s through the NIC: 16,925,978 / 35.855e9 s = 472.07 µs; combine 62.95 →
+        // 31.475 GB/s: 537.76 µs. One call (dispatch or combine) at their mean: 504.91 µs, 1.289 × the 4-node rate.
+        let call = flex_rdma_call_us(Dispatcher::Hybridep, bytes, 2, 50.0);
+        assert!((call - 504.91).abs() < 0.01, "{call}");
+        assert_eq!(flex_rdma_call_us(Dispatcher::Hybridep, bytes, 1, 50.0), 0.0);
+        // DeepEP keeps the 4-node NIC rate on 2 nodes (its EP 16 figure is H800's NVLink bound): 391.80 µs; from
+        // 4 nodes on HybridEP too.
+        let deepep = flex_rdma_call_us(Dispatcher::Deepep, bytes, 2, 50.0);
+        assert!((deepep - 391.80).abs() < 0.01, "{deepep}");
+        assert_eq!(flex_rdma_call_us(Dispatcher::Hybridep, bytes, 4, 50.0), flex_rdma_us(bytes, 4, 50.0));
+        assert_eq!(nic_efficiency(Dispatcher::Hybridep, 8), (0.864, 0.864));
     }
 
     #[test]
@@ -145,11 +189,12 @@ mod tests {
         };
         let mut timed = vec![timed_as(500.0, 500.0), timed_as(3000.0, 2500.0)];
         apply_flex_rdma(&moe, &system, &ops, &mut timed, 0.0);
-        // Half of 1e8 B leaves the node at 0.864 · 50 = 43.2 GB/s: 5e7 / 43.2e9 s = 1,157.407 µs; the forwarding is
-        // exposed for 3,000 − 1,157.407 = 1,842.593 µs.
-        assert!((timed[0].time.time_us - 1157.407).abs() < 1e-3, "{}", timed[0].time.time_us);
+        // Half of 1e8 B leaves the node at HybridEP's 2-node rates: dispatch 5e7 / 35.855e9 s = 1,394.506 µs,
+        // combine 5e7 / 31.475e9 s = 1,588.562 µs, one call at their mean 1,491.534 µs; the forwarding is exposed
+        // for 3,000 − 1,491.534 = 1,508.466 µs.
+        assert!((timed[0].time.time_us - 1491.534).abs() < 1e-3, "{}", timed[0].time.time_us);
         assert_eq!(timed[0].charged_us, timed[0].time.time_us);
-        assert!((timed[1].charged_us - 1842.593).abs() < 1e-3, "{}", timed[1].charged_us);
+        assert!((timed[1].charged_us - 1508.466).abs() < 1e-3, "{}", timed[1].charged_us);
         assert_eq!(timed[1].time.time_us, 3000.0);
         // The all-to-all dispatcher's NCCL collective is left as timed.
         let nccl = MoeTraining { dispatcher: Dispatcher::Alltoall, ..moe };

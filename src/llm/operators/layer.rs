@@ -110,6 +110,26 @@ pub fn fused_softmax_available(b: u64, heads: u64, seq: u64, dtype: Precision) -
         && attn_batches % batches_per_block == 0
 }
 
+/// The query and key heads' RMSNorms of a `qk_layernorm` model ([`crate::llm::config::ModelSpec::qk_norm`]) for
+/// `t` tokens on this GPU, `hp` query and `kvp` key heads per tensor-parallel rank (the key heads at least one: a
+/// rank holds a replica when tp exceeds them) and head dim `dh`: Megatron-Core's `SelfAttention` builds
+/// `q_layernorm` and `k_layernorm` (`attention.py` `get_query_key_value_tensors` applies them to the query
+/// [sq, b, heads, dh] and key [sq, b, kv heads, dh] after the QKV split), two Transformer Engine `RMSNorm` modules
+/// over the last dim: one `QK_Norm` [t·hp, dh] and one [t·kvp, dh], forward and backward, with an eager
+/// framework's extra kernels ([`crate::llm::framework::EagerKernels`], as the layer's own norms). Not in a
+/// selective `layernorm` recomputation (that module re-runs `input_layernorm` and `pre_mlp_layernorm` only,
+/// `transformer_layer.py`); full recomputation re-runs them.
+fn qk_norm_ops(cfg: &TrainingConfig, t: u64, hp: u64, kvp: u64, dh: u64, o: Precision) -> Vec<StageOp> {
+    let b = (cfg.micro_batch as u64).max(1);
+    let eager = cfg.framework.eager;
+    let mut ops = Vec::with_capacity(8);
+    for rows in [t * hp, t * kvp.max(1)] {
+        ops.extend(compute(OpName::QkNorm, OpClass::RmsNorm, o, &[rows, dh], vec![b, rows / b, dh], 1));
+        ops.extend(eager_ops(o, rows, dh, eager.rmsnorm, 1));
+    }
+    ops
+}
+
 /// The operators of one transformer layer for one micro-batch (calls per layer), forward and backward, with the
 /// layer's tensor- and context-parallel communication and its recomputation ([`crate::llm::moe::recompute`]).
 ///
@@ -152,6 +172,9 @@ pub fn layer_passes(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, m
         None => {
             let qkv = (h + 2 * cfg.kv_heads as u64) * dh / tp;
             ops.extend(compute(OpName::Linear1, OpClass::Linear, g, &[1, t, qkv, d], vec![t, d, qkv], 1));
+            if m.qk_norm {
+                ops.extend(qk_norm_ops(cfg, t, hp, kvp, dh, o));
+            }
             (hp + kvp, dh, dh, kvp.max(1), hp * dh)
         }
         Some(mla) => {

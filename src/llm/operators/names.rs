@@ -148,6 +148,10 @@ pub enum OpName {
     /// MLA's RMSNorms of the query and key/value latents.
     #[serde(rename = "MLA_Norm")]
     MlaNorm,
+    /// The RMSNorm of every query head, or of every key head, over the head dim before attention (Megatron-Core
+    /// `qk_layernorm`; [`crate::llm::config::ModelSpec::qk_norm`]).
+    #[serde(rename = "QK_Norm")]
+    QkNorm,
     /// Multi-token prediction's projection of the concatenated hidden state and next-token embedding (2d → d).
     #[serde(rename = "MTP_Proj")]
     MtpProj,
