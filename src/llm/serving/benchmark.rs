@@ -48,6 +48,7 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         graph_padding: s.cuda_graph_padding,
         dp,
         recv_interval: s.scheduler_recv_interval,
+        overlap: s.async_scheduling,
     }
 }
 

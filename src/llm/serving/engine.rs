@@ -175,8 +175,10 @@ pub struct ServingConstants {
     pub eager_kernel_us: f64,
     /// Host time of one counted kernel of an eager forward run from Python, µs: the engines whose steps outside
     /// CUDA graphs (every step with prefill, and decode batches beyond `cuda_graph_max_batch`) run their model's
-    /// `nn.Module`s op by op — vLLM (`GPUModelRunner.execute_model`; V0 too), SGLang (`ModelRunner.forward_extend`)
-    /// and TensorRT-LLM's PyTorch backend (`PyTorchModelEngine.forward`, CUDA graphs for generation-only batches).
+    /// `nn.Module`s op by op — SGLang (`ModelRunner.forward_extend`), TensorRT-LLM's PyTorch backend
+    /// (`PyTorchModelEngine.forward`, CUDA graphs for generation-only batches), vLLM's V0 engine and vLLM V1 under
+    /// `--enforce-eager` (`cuda_graphs: false`: optimization level `-O0`, no compilation). vLLM V1 otherwise runs
+    /// its Inductor-compiled pieces ([`super::launch`]: `inductor_kernel_us`, `custom_op_us`, `piece_replay_us`).
     /// It is the per-counted-kernel host cost of an eager PyTorch pass, [`crate::cost::Efficiency::host_us`]
     /// of the training model (the Python module call, the dispatcher and launch, and the element-wise kernels the
     /// operator list folds into its neighbours), the same physical effect; see [`ServingConstants::CALIBRATED`].
@@ -191,6 +193,15 @@ pub struct ServingConstants {
     /// host launch between them; learned and measured operator times carry their own in-graph cost and are
     /// unchanged). See [`ServingConstants::CALIBRATED`] for its source.
     pub graph_kernel_us: f64,
+    /// Host time of one kernel Inductor compiled into vLLM V1's model, launched from its generated wrapper without
+    /// a CUDA graph (a step of more tokens than the largest captured size), µs ([`super::launch`] for the source).
+    pub inductor_kernel_us: f64,
+    /// Host time of one kernel launched from a Python custom-op call in vLLM V1's compiled step — attention between
+    /// the pieces; without graphs also MoE and the tensor-parallel all-reduce; the LM head and sampler — µs
+    /// ([`super::launch`]).
+    pub custom_op_us: f64,
+    /// Host time of replaying one of vLLM V1's piecewise CUDA graphs (one graph launch), µs ([`super::launch`]).
+    pub piece_replay_us: f64,
 }
 
 impl ServingConstants {
@@ -238,8 +249,8 @@ impl ServingConstants {
     /// version of the same scaling is four PyTorch kernels (divide, clamp, cast, copy) and takes 5.0–5.7 µs, 1.3–1.4
     /// µs each. Measured from operator tables, not fitted on serving rows.
     ///
-    /// **An eager step run from Python.** vLLM, SGLang and TensorRT-LLM's PyTorch backend replay CUDA graphs only
-    /// for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
+    /// **An eager step run from Python.** SGLang, TensorRT-LLM's PyTorch backend and vLLM's V0 engine replay CUDA
+    /// graphs only for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
     /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.7 µs), the training
     /// model's host time per counted kernel of an eager PyTorch pass (fitted on the training sources' train rows,
     /// folds 65.1–70.7 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
@@ -251,6 +262,13 @@ impl ServingConstants {
     /// of 1,024 tokens of DeepSeek-R1 at tp 8 (≈ 2,060 counted kernels) cannot finish in less than 146 ms of
     /// host time, gpt-oss-120b's (≈ 580) in less than 41 ms. Until 2026-11-28 every engine used the C++ launch
     /// cost `eager_kernel_us` 5 µs [rec], now TensorRT-LLM's C++ executor's only.
+    ///
+    /// **vLLM V1's compiled step** ([`super::launch`]): V1 compiles its model with Inductor and replays piecewise
+    /// CUDA graphs (attention between them) for steps up to the largest captured size; a larger step runs the
+    /// compiled pieces without graphs. `inductor_kernel_us` 9.1 µs a compiled kernel (tritonbench PR #1017,
+    /// `CachingAutotuner.run` of a 19-argument kernel on GB200), `custom_op_us` 20.9 µs a kernel launched from a
+    /// Python custom-op call (the median floor of aiconfigurator's `vllm_eager` custom all-reduce rows, train split),
+    /// `piece_replay_us` 6 µs a replayed piece (one graph launch, pytorch/pytorch PR #196413). Measured, not fitted.
     ///
     /// **Tokenization.** `tokenize_us_per_token` 1.0 µs, every engine: the maintainers' own figures for a fast
     /// (Rust) Hugging Face tokenizer on one thread — vLLM issue #19012 (simon-mo: "for concurrency=1, DGX H100's CPU
@@ -291,6 +309,9 @@ impl ServingConstants {
         python_kernel_us: crate::cost::Efficiency::CALIBRATED.host_us,
         tokenize_us_per_token: 1.0,
         graph_kernel_us: 1.75,
+        inductor_kernel_us: 9.1,
+        custom_op_us: 20.9,
+        piece_replay_us: 6.0,
     };
 
     /// The bare roofline: every fraction 1, 2 µs per kernel, no host cost (the lower bound the calibrated constants
@@ -306,6 +327,9 @@ impl ServingConstants {
         python_kernel_us: 0.0,
         tokenize_us_per_token: 0.0,
         graph_kernel_us: Efficiency::ROOFLINE.kernel_us,
+        inductor_kernel_us: 0.0,
+        custom_op_us: 0.0,
+        piece_replay_us: 0.0,
     };
 
     /// Host time to launch one kernel of a step outside a CUDA graph under `engine` and `settings`, µs: the

@@ -21,6 +21,7 @@ pub mod engine;
 pub mod fusion;
 pub mod hf;
 pub mod interval;
+pub mod launch;
 pub mod memory;
 pub mod model;
 pub mod pareto;
@@ -41,6 +42,8 @@ mod dsa_tests;
 mod fusion_tests;
 #[cfg(test)]
 mod kernel_cost_tests;
+#[cfg(test)]
+mod launch_tests;
 #[cfg(test)]
 mod mla_tests;
 #[cfg(test)]

@@ -59,8 +59,12 @@ pub struct StepReport {
     pub decode_context: u32,
     /// Prompt tokens prefilled in the step.
     pub prefill_tokens: u32,
-    /// The step replays a CUDA graph.
+    /// The step replays a CUDA graph of the whole step.
     pub cuda_graph: bool,
+    /// How the step's kernels are launched: `graph` (one CUDA graph), `eager` (every kernel from the host),
+    /// `compiled` (vLLM V1's Inductor-compiled pieces without graphs) or `piecewise` (vLLM V1's piecewise graphs,
+    /// attention between them) ([`super::launch`]).
+    pub launch: super::launch::LaunchPath,
     /// The slowest stage's operators for one micro-batch.
     pub operators: Vec<ServingOperatorRow>,
 }
@@ -196,6 +200,7 @@ pub fn step_report(s: &StepResult, stage: &TimedStep) -> StepReport {
         decode_context: s.load.decode_context,
         prefill_tokens: s.load.prefill_tokens,
         cuda_graph: s.cuda_graph,
+        launch: s.launch,
         operators,
     }
 }

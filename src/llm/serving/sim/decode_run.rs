@@ -80,6 +80,7 @@ impl Instance {
             || s.role == Role::Prefill
             || (s.token_budget as usize) < n
             || (!self.waiting.is_empty() && n < s.max_num_seqs as usize)
+            || !self.held.is_empty()
             || !may_start(self.free_at)
         {
             return Ok(0);
@@ -116,6 +117,7 @@ impl Instance {
         let (mut next_draw, mut drawn) = (0usize, 0u64);
         let decay = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / SGLANG_DECAY_STEPS;
         let (mut start, mut dt, mut timed_ctx) = (self.free_at, 0.0, u32::MAX);
+        let mut last_start = start;
         let mut steps = 0u64;
         // SGLang's recv counter over the run ([`Instance::receive`]): a step whose reception would take requests
         // from the inbox is not part of the run (the ordinary step receives them and prefills).
@@ -159,6 +161,7 @@ impl Instance {
             if self.settings.engine == Engine::Sglang {
                 self.new_token_ratio = (self.new_token_ratio - decay).max(SGLANG_MIN_NEW_TOKEN_RATIO);
             }
+            last_start = start;
             start = end;
             steps += 1;
         }
@@ -183,6 +186,7 @@ impl Instance {
         }
         debug_assert_eq!(self.free_blocks, free0 - drawn, "the run's block count matches the requests' growth");
         self.free_at = start;
+        (self.last_start, self.last_end) = (last_start, start);
         Ok(steps)
     }
 }

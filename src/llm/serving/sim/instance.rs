@@ -106,6 +106,11 @@ pub struct InstanceSettings {
     pub dp: u32,
     /// SGLang's `scheduler_recv_interval` (1: requests are received every iteration; [`Instance::receive`]).
     pub recv_interval: u32,
+    /// The engine forms its next batch while the GPU runs the current one (the engine setting `async_scheduling`:
+    /// vLLM V1's `EngineCore.step_with_batch_queue` with a batch queue of two, SGLang's `event_loop_overlap`,
+    /// TensorRT-LLM's `PyExecutor._executor_loop_overlap`), so a request that reaches a busy instance after a step
+    /// started joins the step after the next ([`Instance::release_held`]).
+    pub overlap: bool,
 }
 
 /// The requests one step runs: (request, new tokens).
@@ -138,6 +143,13 @@ pub struct Instance {
     /// The last step was a decode-only batch (SGLang's `ForwardMode.DECODE`); false after a batch with prefill
     /// or when idle.
     pub last_decode: bool,
+    /// Overlap engines ([`InstanceSettings::overlap`]): requests delivered with their delivery times, s, that no
+    /// batch formed so far could include (delivery order).
+    pub held: VecDeque<(u32, f64)>,
+    /// Start and end of the instance's last step, s (−∞ before the first): the next step follows it back to back
+    /// when it starts at `last_end`, and an overlap engine formed that next batch at `last_start`.
+    pub last_start: f64,
+    pub last_end: f64,
 }
 
 /// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
@@ -166,17 +178,57 @@ impl Instance {
             inbox: VecDeque::new(),
             recv_counter: 0,
             last_decode: false,
+            held: VecDeque::new(),
+            last_start: f64::NEG_INFINITY,
+            last_end: f64::NEG_INFINITY,
         }
     }
 
-    /// Requests sent and not finished: in the inbox, waiting or running.
+    /// Requests sent and not finished: held, in the inbox, waiting or running.
     pub fn outstanding(&self) -> usize {
-        self.inbox.len() + self.waiting.len() + self.running.len()
+        self.held.len() + self.inbox.len() + self.waiting.len() + self.running.len()
     }
 
-    /// Hands request `r` to the instance: to its scheduler's waiting queue, or with a `recv_interval` above 1 to
-    /// the inbox the scheduler takes it from ([`Instance::receive`]).
-    pub fn deliver(&mut self, r: u32) {
+    /// Hands request `r` to the instance at time `t_s`: on an overlap engine to the requests held until a batch
+    /// formed after `t_s` ([`Instance::release_held`]), else to its scheduler ([`Instance::admit`]).
+    pub fn deliver(&mut self, r: u32, t_s: f64) {
+        if self.settings.overlap {
+            self.held.push_back((r, t_s));
+        } else {
+            self.admit(r);
+        }
+    }
+
+    /// An overlap engine's scheduler, forming the batch of the step that starts at `start_s`, sees the requests
+    /// delivered by the time it formed it. A step that follows the previous one back to back (`start_s` =
+    /// `last_end`) was formed when the previous step started: vLLM V1's `EngineCore.step_with_batch_queue`
+    /// (`vllm/v1/engine/core.py`) schedules batch k + 1 as soon as batch k is submitted and then blocks on batch k's
+    /// output, taking new requests from its input queue only after that (`run_busy_loop`, `_process_input_queue`);
+    /// SGLang's `Scheduler.event_loop_overlap` (`managers/scheduler.py`) runs `recv_requests`,
+    /// `get_next_batch_to_run` and `run_batch` for batch k + 1 before it processes batch k's results; TensorRT-LLM's
+    /// `PyExecutor._executor_loop_overlap` fetches new requests and schedules batch k + 1 before waiting for batch
+    /// k (`_process_previous_batch`). A request delivered while step k runs therefore joins step k + 2. A step
+    /// after idle time, or one whose formed batch would have been empty (nothing running, waiting or received: the
+    /// engine waits for step k's output and then schedules what arrived), takes every held request. Released
+    /// requests go to the scheduler in delivery order ([`Instance::admit`]).
+    pub fn release_held(&mut self, start_s: f64) {
+        if self.held.is_empty() {
+            return;
+        }
+        let empty = self.running.is_empty() && self.waiting.is_empty() && self.inbox.is_empty();
+        let formed = if start_s == self.last_end && !empty { self.last_start } else { f64::INFINITY };
+        while let Some(&(r, t)) = self.held.front() {
+            if t > formed {
+                break;
+            }
+            self.held.pop_front();
+            self.admit(r);
+        }
+    }
+
+    /// Gives request `r` to the scheduler: to its waiting queue, or with a `recv_interval` above 1 to the inbox
+    /// the scheduler takes it from ([`Instance::receive`]).
+    pub fn admit(&mut self, r: u32) {
         if self.settings.recv_interval > 1 {
             self.inbox.push_back(r);
         } else {

@@ -251,7 +251,7 @@ pub fn simulate(
             let i = route(&mut turns[0], ranges[0].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(send_t);
-            inst.deliver(r as u32);
+            inst.deliver(r as u32, send_t);
             continue;
         }
         if arrive_t.is_finite() && arrive_t <= step_at {
@@ -264,7 +264,7 @@ pub fn simulate(
             let i = route(&mut turns[pool], ranges[pool].clone());
             let inst = &mut instances[i];
             inst.free_at = inst.free_at.max(t);
-            inst.deliver(r);
+            inst.deliver(r, t);
             continue;
         }
         let Some(i) = step else {
@@ -303,6 +303,7 @@ pub fn simulate(
         }
         let start = instances[i].free_at;
         let preempted_before = instances[i].preemptions;
+        instances[i].release_held(start);
         instances[i].schedule(&mut reqs);
         if instances[i].batch.is_empty() {
             // Nothing can run: a request larger than the KV cache (or one the policy can never admit). Drop it.
@@ -364,6 +365,7 @@ pub fn simulate(
         done.clear();
         inst.apply(&mut reqs, end, &mut out.itl_s, &mut done);
         inst.free_at = end;
+        (inst.last_start, inst.last_end) = (start, end);
         for &r in &done {
             if inst.settings.role == Role::Prefill {
                 let pool = decode_pool.expect("a prefill role only in disaggregated runs");

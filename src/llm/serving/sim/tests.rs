@@ -19,6 +19,7 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
         graph_padding: true,
         dp: 1,
         recv_interval: 1,
+        overlap: false,
     }
 }
 
@@ -444,4 +445,66 @@ fn sglang_receives_new_requests_every_recv_interval_decode_batches() {
     // Interval 1 (SGLang's default): B is received at 60 and prefilled [60, 110] (TTFT 55 ms).
     let o = run(settings(Engine::Sglang, 200, 1, 100_000), &reqs, None);
     assert!((o.ttft_s.iter().cloned().fold(0.0, f64::max) - 0.055).abs() < 1e-9, "{:?}", o.ttft_s);
+}
+
+#[test]
+fn an_overlap_engine_takes_a_request_sent_mid_step_into_the_step_after_next() {
+    // vLLM with async scheduling (its batch queue of two), 10 ms decodes, 50 ms prefills, a 200-token budget.
+    // A (100 prompt, 10 output tokens) sent at 0, B (100, 4) at 55 ms.
+    // [0, 50] prefill A: the instance was idle, so the batch is formed when A arrives (TTFT 50 ms).
+    // [50, 60] decode A (token 2), formed at 0 from A. B arrives at 55, while [50, 60] runs.
+    // [60, 70] was formed when [50, 60] started (at 50): B, at 55, is not in it — decode A (token 3).
+    // [70, 120] formed at 60: prefill B + decode A (token 4) → B's first token at 120: TTFT 120 − 55 = 65 ms
+    // (55 ms without the overlap: B would join [60, 110]).
+    // Then both decode: A's tokens 5–10 at 130…180, B's 2–4 at 130, 140, 150: B end to end 150 − 55 = 95 ms.
+    let reqs =
+        [SimRequest { input: 100, output: 10, arrival_s: 0.0 }, SimRequest { input: 100, output: 4, arrival_s: 0.055 }];
+    let mut s = settings(Engine::Vllm, 200, 1, 100_000);
+    s.overlap = true;
+    for trace_steps in [1000, 0] {
+        let mut timer = STEPS;
+        let mut pools = [Pool { settings: s.clone(), workers: 1, timer: &mut timer }];
+        let o = simulate(&mut pools, &reqs, None, &|_| 0.0, SimOptions { trace_steps, ..OPTS }).unwrap();
+        // Completion order: B (150 ms), then A (180 ms).
+        close(&o.ttft_s, &[0.065, 0.05]);
+        close(&o.e2e_s, &[0.095, 0.18]);
+    }
+    // Without the overlap: [60, 110] prefills B beside A's decode (TTFT 55 ms); B's tokens 2–4 at 120, 130, 140
+    // (end to end 85 ms); A's token 3 at 110, 4–10 at 120…180.
+    s.overlap = false;
+    let o = run(s, &reqs, None);
+    close(&o.ttft_s, &[0.055, 0.05]);
+    close(&o.e2e_s, &[0.085, 0.18]);
+}
+
+#[test]
+fn an_overlap_engine_with_nothing_else_to_run_takes_a_new_request_at_once() {
+    // One closed-loop client, requests of 100 prompt and 3 output tokens, async scheduling: A [0, 50] prefill,
+    // [50, 60], [60, 70] decodes — A ends at 70 ms and the client sends B at 70. The batch formed at 60 for the
+    // step after [60, 70] is empty (A finishes in [60, 70]), so the engine schedules B when [60, 70] ends: TTFT
+    // 50 ms for every request, end to end 70 ms, as without the overlap.
+    let mut s = settings(Engine::Vllm, 200, 16, 1000);
+    s.overlap = true;
+    let o = run(s, &same(3, 100, 3), Some(1));
+    close(&o.ttft_s, &[0.05, 0.05, 0.05]);
+    close(&o.e2e_s, &[0.07, 0.07, 0.07]);
+    assert!((o.duration_s - 0.21).abs() < 1e-9);
+}
+
+#[test]
+fn overlap_engines_decode_runs_change_nothing() {
+    // The held requests of an overlap engine stop a decode run; the step-by-step path and the runs agree.
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::Trtllm] {
+        let mut s = settings(engine, 1024, 16, 100_000);
+        s.overlap = true;
+        s.max_num_seqs = 12;
+        same_both_ways(&[(s.clone(), 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
+        same_both_ways(&[(s.clone(), 2)], &varied(60, 400, 150, 0.05, 11), None, 0.001);
+        same_both_ways(&[(s.clone(), 1)], &same(40, 200, 90), Some(16), 0.002);
+        let (mut p, mut d) = (s.clone(), s.clone());
+        (p.role, d.role) = (Role::Prefill, Role::Decode);
+        same_both_ways(&[(p, 2), (d, 3)], &varied(50, 300, 120, 0.0, 3), Some(16), 0.0);
+        s.recv_interval = 10;
+        same_both_ways(&[(s, 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
+    }
 }

@@ -7,7 +7,8 @@
 //! ([`super::engine::ServingConstants`]). A decode step of at most `cuda_graph_max_batch` sequences (with
 //! `cuda_graph_padding` off: of exactly a captured size, [`super::sim::steps::replays_graph`]) replays a CUDA
 //! graph (no launch time, and each analytic kernel costs the GPU `graph_kernel_us` beyond its body instead of
-//! `kernel_us`); a step with prefill runs eagerly. With pp > 1 the batch is split into pp micro-batches
+//! `kernel_us`); a step with prefill runs eagerly, or under vLLM V1 its Inductor-compiled pieces, replayed from
+//! piecewise graphs up to the captured size ([`super::launch`]). With pp > 1 the batch is split into pp micro-batches
 //! that flow through the stages: a round takes pp times the slowest stage's micro-batch step [rec].
 //!
 //! **Steady state, closed loop of n running requests** ([`Solver::closed_loop`]; a fluid model [rec]): each

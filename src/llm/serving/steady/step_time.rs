@@ -1,5 +1,6 @@
-//! One engine step of the whole running batch timed: its stages' micro-batches through the backend, a CUDA graph's
-//! or eager launches, and the engine's host overhead.
+//! One engine step of the whole running batch timed: its stages' micro-batches through the backend, their launches
+//! (a CUDA graph's, vLLM V1's compiled pieces with or without their graphs, or eager: [`LaunchPath`]), and the
+//! engine's host overhead.
 
 use super::op_times::OpKey;
 use super::Solver;
@@ -7,6 +8,7 @@ use crate::cost::Source;
 use crate::llm::config::ConfigError;
 use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::fusion::fused_charge;
+use crate::llm::serving::launch::{LaunchCounts, LaunchPath, OpHost};
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
 /// One step of the whole running batch, timed.
@@ -19,12 +21,14 @@ pub struct StepResult {
     pub time_s: f64,
     /// GPU time of the slowest stage's micro-batch, s.
     pub gpu_s: f64,
-    /// Eager launch time of the slowest stage's micro-batch, s (0 under a CUDA graph).
+    /// Host launch time of the slowest stage's micro-batch, s (0 under a full CUDA graph; [`LaunchPath::host_us`]).
     pub launch_s: f64,
     /// The engine's host overhead, s.
     pub overhead_s: f64,
-    /// The step replays a CUDA graph.
+    /// The step replays a CUDA graph of the whole step.
     pub cuda_graph: bool,
+    /// How the step's kernels are launched.
+    pub launch: LaunchPath,
     /// The slowest stage (0 = the first; with pp = 1 the only one).
     pub slowest_stage: usize,
 }
@@ -61,16 +65,16 @@ impl Solver<'_> {
     }
 
     /// GPU seconds, kernels and analytic compute kernels (those charged `kernel_us` each,
-    /// [`super::derate`](crate::llm::serving::derate)) of one stage's micro-batch step, without allocating (operator
-    /// times memoized).
+    /// [`super::derate`](crate::llm::serving::derate)), both by where they run ([`OpHost`]), of one stage's
+    /// micro-batch step, without allocating (operator times memoized).
     fn stage_time(
         &mut self,
         micro: &StepLoad,
         role: StageRole,
         dense: u32,
         moe: u32,
-    ) -> Result<(f64, f64, f64), ConfigError> {
-        let (mut gpu_us, mut kernels, mut analytic) = (0.0, 0.0, 0.0);
+    ) -> Result<(f64, LaunchCounts, LaunchCounts), ConfigError> {
+        let (mut gpu_us, mut kernels, mut analytic) = (0.0, LaunchCounts::default(), LaunchCounts::default());
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
@@ -105,11 +109,12 @@ impl Solver<'_> {
             };
             let (t, k) = fused_charge(name, t, k, kernel_us);
             gpu_us += per_step * t;
-            kernels += per_step * f64::from(k);
+            kernels.add(name, per_step * f64::from(k));
             if a {
-                analytic += per_step * f64::from(k);
+                analytic.add(name, per_step * f64::from(k));
             }
         });
+        kernels.splitting_calls = splitting_calls(cfg, dense, moe);
         match err {
             Some(e) => Err(e),
             None => Ok((gpu_us * 1e-6, kernels, analytic)),
@@ -139,12 +144,13 @@ impl Solver<'_> {
                 micro.decode_seqs,
                 s.cuda_graph_padding,
             );
-        let eager_us = if graph { 0.0 } else { self.consts.eager_launch_us(cfg.engine, &cfg.settings) };
+        let launch = LaunchPath::of(cfg.engine, s, graph, micro.tokens());
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
             let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
-            let g = if graph { (g + analytic * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
-            let l = k * eager_us * 1e-6;
+            let replayed = in_graph(launch, &analytic);
+            let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
+            let l = launch.host_us(&k, &self.consts, cfg.engine, s) * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
                 (slowest, gpu_s, launch_s) = (i, g, l);
             }
@@ -167,6 +173,7 @@ impl Solver<'_> {
             launch_s,
             overhead_s,
             cuda_graph: graph,
+            launch,
             slowest_stage: slowest,
         };
         self.steps.insert(key, result.clone());
@@ -179,13 +186,17 @@ impl Solver<'_> {
         let (role, dense, moe) = self.stages()[step.slowest_stage];
         let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
         let mut timed = time_step(ops, &mut self.timer)?;
-        if step.cuda_graph {
-            // The same in-graph kernel cost as [`Solver::step`], shown on each analytic operator.
+        if step.launch == LaunchPath::Graph || step.launch == LaunchPath::Piecewise {
+            // The same in-graph kernel cost as [`Solver::step`], shown on each analytic operator a graph replays.
             let delta = self.graph_delta_us();
             let mut gpu_us = 0.0;
             for (o, t) in timed.ops.iter().zip(timed.times.iter_mut()) {
                 let fused = o.op.name == OpName::AllreduceRmsNorm;
-                if matches!(o.op.work, Work::Compute { .. }) && t.source == Source::Analytic && !fused {
+                if matches!(o.op.work, Work::Compute { .. })
+                    && t.source == Source::Analytic
+                    && !fused
+                    && step.launch.in_graph(OpHost::of(o.op.name))
+                {
                     t.time_us = (t.time_us + f64::from(t.kernels.max(1)) * delta).max(0.0);
                 }
                 gpu_us += o.per_step * t.time_us;
@@ -194,4 +205,25 @@ impl Solver<'_> {
         }
         Ok(timed)
     }
+}
+
+/// Analytic kernels of a stage (`analytic`, by [`OpHost`]) that `launch` replays from a graph.
+fn in_graph(launch: LaunchPath, analytic: &LaunchCounts) -> f64 {
+    [
+        (OpHost::Piece, analytic.piece),
+        (OpHost::OpaqueInPiece, analytic.opaque),
+        (OpHost::Splitting, analytic.splitting),
+        (OpHost::OutsideModel, analytic.outside),
+    ]
+    .into_iter()
+    .filter(|(h, _)| launch.in_graph(*h))
+    .map(|(_, k)| k)
+    .sum()
+}
+
+/// Splitting-op calls of a stage with `dense` + `moe` layers: one attention call per layer, and one DSA indexer
+/// call per layer of a model with DeepSeek sparse attention (`vllm::sparse_attn_indexer`).
+fn splitting_calls(cfg: &crate::llm::serving::validate::ServingConfig, dense: u32, moe: u32) -> f64 {
+    let per_layer = if cfg.model.dsa.is_some() { 2.0 } else { 1.0 };
+    f64::from(dense + moe) * per_layer
 }
