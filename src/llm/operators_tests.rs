@@ -215,8 +215,11 @@ fn qwen3_normalizes_each_query_and_key_head_by_hand() {
             (Phase::Bwd, [16_384, 128, 0, 0, 0]),
         ]
     );
-    // At tp 4 a rank holds 8 query heads and 1 key head: 32,768 and 4,096 rows.
-    let tp4 = validate(&qwen, &serde_json::from_value(serde_json::json!({"tp": 4, "ep": 2})).unwrap(), Precision::Bf16, 8)
+    // At tp 4 (dp 2, ep 2 with sequence parallelism, as Megatron-Core requires when tp and ep combine; expert_tp·ep =
+    // 4·2 divides the stage's 8 ranks) a rank holds 8 query heads and 1 key
+    // head: 32,768 and 4,096 rows.
+    let json = serde_json::json!({"tp": 4, "dp": 2, "ep": 2, "sequence_parallel": true});
+    let tp4 = validate(&qwen, &serde_json::from_value(json).unwrap(), Precision::Bf16, 8)
         .unwrap();
     let ops = layer_ops(&tp4, &Layout::new(&tp4, 8), PREC);
     let q: Vec<u64> = ops
