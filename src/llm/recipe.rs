@@ -231,9 +231,7 @@ impl TrainingConfig {
             params * e16
         }
     }
-}
 
-impl TrainingConfig {
     /// Bytes per element of a layer's sequence-parallel all-gather in `phase`: what Transformer Engine moves when
     /// an fp8 or nvfp4 recipe is active under Megatron-Core (Megatron-LM, NeMo / Megatron-Bridge), else the 16-bit
     /// activation ([`super::operators::comm_elem_bytes`]; also under fp8 for the other frameworks, whose
@@ -266,8 +264,8 @@ impl TrainingConfig {
             return e16;
         }
         let Some(copy) = quantized_copy_bytes(self.precision, self.fp8_recipe) else { return e16 };
-        let per_tensor = self.precision == Precision::Fp8
-            && matches!(self.fp8_recipe, Fp8Recipe::Delayed | Fp8Recipe::Tensorwise);
+        let per_tensor =
+            self.precision == Precision::Fp8 && matches!(self.fp8_recipe, Fp8Recipe::Delayed | Fp8Recipe::Tensorwise);
         let copies = if phase == Phase::Bwd && !per_tensor && !self.tp_overlap() { 2.0 } else { 1.0 };
         copy * copies
     }

@@ -54,8 +54,12 @@ pub const FLEX_RDMA_EFFICIENCY: f64 = 0.864;
 /// 31.475 / 50 = 0.6295); otherwise — HybridEP from 4 nodes on, DeepEP everywhere — [`FLEX_RDMA_EFFICIENCY`] both
 /// ways.
 pub fn nic_efficiency(dispatcher: Dispatcher, nodes: u32) -> (f64, f64) {
+    // README_Hybrid-EP, H100, 2 nodes: algorithm bandwidth (GB/s), half of it through the 50 GB/s NIC.
+    const DISPATCH_ALG_GBS: f64 = 71.71;
+    const COMBINE_ALG_GBS: f64 = 62.95;
+    const NIC_GBS: f64 = 50.0;
     match (dispatcher, nodes) {
-        (Dispatcher::Hybridep, 2) => (0.7171, 0.6295),
+        (Dispatcher::Hybridep, 2) => (DISPATCH_ALG_GBS / 2.0 / NIC_GBS, COMBINE_ALG_GBS / 2.0 / NIC_GBS),
         _ => (FLEX_RDMA_EFFICIENCY, FLEX_RDMA_EFFICIENCY),
     }
 }
@@ -85,17 +89,6 @@ fn is_flex_rdma(o: &StageOp) -> Option<(f64, Group, u32)> {
         }
         _ => None,
     }
-}
-
-/// Time of one flex RDMA transfer, µs: the (N − 1)/N share of `bytes` (the node copies t·n̄_node·d·e·γ, the own
-/// node's included) that leaves the node over `nodes` = N nodes, at [`FLEX_RDMA_EFFICIENCY`] × `line_gbs` (the
-/// GPU's NIC line rate, GB/s). 0 for one node or no bandwidth.
-pub fn flex_rdma_us(bytes: f64, nodes: u32, line_gbs: f64) -> f64 {
-    if nodes <= 1 || line_gbs <= 0.0 {
-        return 0.0;
-    }
-    let n = nodes as f64;
-    (n - 1.0) / n * bytes / (FLEX_RDMA_EFFICIENCY * line_gbs * 1e9) * 1e6
 }
 
 /// Retimes the RDMA parts of a DeepEP or HybridEP layer's `ops` (timed as `timed`) at the kernels' rate over
@@ -137,6 +130,12 @@ pub fn apply_flex_rdma(moe: &MoeTraining, system: &System, ops: &[StageOp], time
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Time of one flex RDMA transfer at [`FLEX_RDMA_EFFICIENCY`] both ways, µs ([`flex_rdma_call_us`] of DeepEP, whose
+    /// rate is that one on any number of nodes).
+    fn flex_rdma_us(bytes: f64, nodes: u32, line_gbs: f64) -> f64 {
+        flex_rdma_call_us(Dispatcher::Deepep, bytes, nodes, line_gbs)
+    }
 
     #[test]
     fn qwen3_30b_on_two_dgx_h100_nodes_by_hand() {

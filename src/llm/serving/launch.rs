@@ -102,14 +102,35 @@ impl LaunchCounts {
         self.piece + self.opaque + self.splitting + self.outside
     }
 
+    /// The kernels counted at `host`.
+    pub fn at(&self, host: OpHost) -> f64 {
+        match host {
+            OpHost::Piece => self.piece,
+            OpHost::OpaqueInPiece => self.opaque,
+            OpHost::Splitting => self.splitting,
+            OpHost::OutsideModel => self.outside,
+        }
+    }
+
     /// Adds `kernels` kernels of operator `name`.
     pub fn add(&mut self, name: OpName, kernels: f64) {
-        match OpHost::of(name) {
-            OpHost::Piece => self.piece += kernels,
-            OpHost::OpaqueInPiece => self.opaque += kernels,
-            OpHost::Splitting => self.splitting += kernels,
-            OpHost::OutsideModel => self.outside += kernels,
-        }
+        let slot = match OpHost::of(name) {
+            OpHost::Piece => &mut self.piece,
+            OpHost::OpaqueInPiece => &mut self.opaque,
+            OpHost::Splitting => &mut self.splitting,
+            OpHost::OutsideModel => &mut self.outside,
+        };
+        *slot += kernels;
+    }
+
+    /// The kernels that `launch` replays from a graph (their analytic bodies then cost the GPU
+    /// `graph_kernel_us` each beyond them, not `kernel_us`).
+    pub fn in_graph(&self, launch: LaunchPath) -> f64 {
+        [OpHost::Piece, OpHost::OpaqueInPiece, OpHost::Splitting, OpHost::OutsideModel]
+            .into_iter()
+            .filter(|&h| launch.in_graph(h))
+            .map(|h| self.at(h))
+            .sum()
     }
 }
 

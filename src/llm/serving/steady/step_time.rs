@@ -148,7 +148,7 @@ impl Solver<'_> {
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
             let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
-            let replayed = in_graph(launch, &analytic);
+            let replayed = analytic.in_graph(launch);
             let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
             let l = launch.host_us(&k, &self.consts, cfg.engine, s) * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
@@ -205,20 +205,6 @@ impl Solver<'_> {
         }
         Ok(timed)
     }
-}
-
-/// Analytic kernels of a stage (`analytic`, by [`OpHost`]) that `launch` replays from a graph.
-fn in_graph(launch: LaunchPath, analytic: &LaunchCounts) -> f64 {
-    [
-        (OpHost::Piece, analytic.piece),
-        (OpHost::OpaqueInPiece, analytic.opaque),
-        (OpHost::Splitting, analytic.splitting),
-        (OpHost::OutsideModel, analytic.outside),
-    ]
-    .into_iter()
-    .filter(|(h, _)| launch.in_graph(*h))
-    .map(|(_, k)| k)
-    .sum()
 }
 
 /// Splitting-op calls of a stage with `dense` + `moe` layers: one attention call per layer, and one DSA indexer
