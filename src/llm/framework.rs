@@ -155,7 +155,9 @@ pub enum AttentionKernel {
 /// FlashAttention-2's time over FlashAttention-3's on Hopper and later GPUs, forward and backward together:
 /// Shah et al. 2024 ("FlashAttention-3", Fig. 5 and 6, H100 SXM5, bf16, 16k tokens): head dim 128, FA2 forward
 /// 370 TFLOP/s against FA3's 648 (1.75×), backward 322 against 561 (1.74×); head dim 64, backward 291 against 474
-/// (1.63×). 1.75: the head dim of 128 of the models trained today.
+/// (1.63×). 1.75: the head dim of 128 of the models trained today. These are the panels without causal mask (Fig.
+/// 5(c), 6(b)); with the causal mask the forward is 335 against 616 (1.84×, Fig. 5(d)), and no causal backward is
+/// published, so one ratio serves both passes.
 pub const FA2_ON_HOPPER_SLOWDOWN: f64 = 1.75;
 
 /// cuDNN's flash-attention time over FlashAttention-3's on Hopper, (forward, backward): Shah et al. 2024

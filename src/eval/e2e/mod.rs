@@ -268,6 +268,14 @@ mod tests {
         let b = out.rows.iter().find(|r| r.id.contains("LLAMA3-8B 1024K")).unwrap();
         assert_eq!(b.request.parallelism.context_parallel, 16);
         assert!(b.id.contains(" 256 GPUs"), "{}", b.id);
+        // The 9 H100 rows (NeMo 24.03.01, whose launcher sets NVTE_FUSED_ATTN=0) ran FlashAttention-2; the 8 B200
+        // rows (NeMo 25.04) the framework's default fused attention.
+        use crate::llm::framework::AttentionKernel;
+        let backend = |r: &E2eRow| r.request.parallelism.attention_backend;
+        let flash2: Vec<_> = out.rows.iter().filter(|r| backend(r) == Some(AttentionKernel::Flash2)).collect();
+        assert_eq!(flash2.len(), 9);
+        assert!(flash2.iter().all(|r| r.id.contains("LLAMA2-7B") && r.system.name.contains("h100")));
+        assert_eq!(out.rows.iter().filter(|r| backend(r).is_none() && r.id.contains("LLAMA3-8B")).count(), 8);
     }
 
     #[test]

@@ -11,9 +11,19 @@ use super::{csv_records, dgx_h100, request, E2eData, E2eRow};
 
 const SOURCE: &str = "nemo-long-cp";
 
+/// The container whose rows ran FlashAttention-2, not cuDNN's fused attention: NeMo-Framework-Launcher's
+/// `launcher_scripts/conf/config.yaml` (commit 01d0773) for `container: nvcr.io/nvidia/nemo:24.03.01.framework`
+/// exports `NVTE_FUSED_ATTN: 0  # Disable cudnn FA until we've tested it more`. That takes cuDNN out of
+/// Transformer Engine's `DotProductAttention` backend choice (TE 1.3 in that PyTorch 24.02-based container), so
+/// TE runs its `FlashAttention` backend — flash-attn 2.x, FlashAttention-3 did not exist before July 2024 — inside
+/// the context-parallel ring too. NVIDIA's Llama-2 context-parallel Slurm scripts on the same image carry the same
+/// line. The launcher's 23.11 config does not.
+const FLASH2_CONTAINER: &str = "NeMo24.03.01.framework";
+
 /// The table's rows with context parallelism ("With CP" columns): the request is NeMo's (`framework: nemo`, its
 /// overlaps as [`nemo_parallelism`] sets them, Megatron-Core's default `cp_comm_type` `p2p`), micro-batch 1 (the
-/// table's setting), the global batch its `Batch Size` column (sequences), tp·pp·dp·cp from its columns.
+/// table's setting), the global batch its `Batch Size` column (sequences), tp·pp·dp·cp from its columns; the
+/// DGX-H100 rows (container [`FLASH2_CONTAINER`]) with `attention_backend: flash2`, as their launcher ran them.
 ///
 /// The step time is the model FLOPs of one step over the measured TFLOP/s per GPU and the GPUs:
 /// t = F / (TFLOPS · 10¹² · GPUs), F from [`crate::llm::flops::model_flops_of`] — NeMo's `llama2` / `llama3`
@@ -64,7 +74,10 @@ pub fn nemo_long(data: &Path, out: &mut E2eData) -> Result<(), String> {
         };
         let seq = (seq_k as u64) * 1024;
         model["seq_len"] = json!(seq);
-        let par = nemo_parallelism(tp, pp, cp, 1, 1, gbs as u64, dp, false);
+        let mut par = nemo_parallelism(tp, pp, cp, 1, 1, gbs as u64, dp, false);
+        if g("container") == FLASH2_CONTAINER {
+            par["attention_backend"] = json!("flash2");
+        }
         let Some(req) = request(&system.name, model, par, "fp8", "nemo") else {
             out.skip(SOURCE, "request does not parse");
             continue;
