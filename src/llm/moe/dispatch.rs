@@ -19,7 +19,8 @@
 //!   t·n̄_gpu·etp·d·e·γ bytes inside the node concurrently, charged only where it outlasts the RDMA part. The
 //!   RDMA part is timed at the kernels' own rate ([`super::rdma`]), not as an NCCL all-to-all.
 //!
-//! HybridEP also all-gathers the routing map before its dispatch ([`routing_map_gather`]): forward only.
+//! HybridEP also all-gathers the routing map before its dispatch ([`routing_map_gather`]): forward only. Its
+//! all-to-all inside one node (NVLink domain) is retimed at its TMA kernels' measured rate ([`super::nvlink`]).
 
 use super::layout::MoeLayout;
 use super::parallel::{Dispatcher, MoeTraining};

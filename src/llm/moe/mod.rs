@@ -17,6 +17,7 @@ pub mod layout;
 pub mod memory;
 pub mod mla;
 pub mod mtp;
+pub mod nvlink;
 pub mod ops;
 pub mod parallel;
 pub mod params;

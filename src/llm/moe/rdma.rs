@@ -111,10 +111,15 @@ pub fn apply_flex_rdma(moe: &MoeTraining, system: &System, ops: &[StageOp], time
             changed = true;
         }
     }
-    if !changed {
-        return;
+    if changed {
+        recharge_overlaps(ops, timed, kappa);
     }
-    // Recharge what overlaps another operator, as `time_ops` does, against the retimed partners.
+}
+
+/// Recharges what overlaps another operator among `ops`, as `time_ops` does, against the partners' current times
+/// in `timed` (after a retiming: [`apply_flex_rdma`], [`super::nvlink::apply_hybridep_nvl`]), with contention
+/// `kappa`.
+pub fn recharge_overlaps(ops: &[StageOp], timed: &mut [TimedOp], kappa: f64) {
     let times: Vec<f64> = timed.iter().map(|t| t.time.time_us).collect();
     for (i, o) in ops.iter().enumerate() {
         let Some(ov) = o.overlaps else { continue };

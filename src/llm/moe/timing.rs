@@ -1,7 +1,8 @@
 //! Timing an MoE layer: its operators through the shared [`Timer`] and [`time_ops`] (Transformer Engine's grouped
 //! expert GEMMs at the host time of one framework call plus [`super::launches::MULTI_STREAM_GEMM_HOST_US`] per
-//! further local expert's GEMM, [`super::launches::grouped_gemm_host_us`]; DeepEP's and HybridEP's inter-node
-//! transfer at their kernels' RDMA rate, [`super::rdma`]), then Megatron-Core's
+//! further local expert's GEMM, [`super::launches::grouped_gemm_host_us`]; HybridEP's transfer inside the NVLink
+//! domain at its kernels' rate, [`super::nvlink`]; DeepEP's and HybridEP's inter-node transfer at their kernels'
+//! RDMA rate, [`super::rdma`]), then Megatron-Core's
 //! `overlap_moe_expert_parallel_comm`, which no single operator's overlap expresses: the combined 1F1B schedule
 //! (`combined_1f1b.py`, `model_chunk_schedule_plan.py`) runs one micro-batch's forward of a layer beside another
 //! micro-batch's backward of it, the dispatch and combine of each on the communication stream while the other
@@ -61,9 +62,14 @@ pub fn time_layer(cfg: &TrainingConfig, ops: &[StageOp], timer: &mut Timer) -> R
             }
         }
     }
-    // DeepEP's and HybridEP's inter-node transfer at their kernels' RDMA rate, not NCCL's.
+    // HybridEP's transfer inside the NVLink domain and DeepEP's and HybridEP's inter-node transfer at their kernels'
+    // rates, not NCCL's.
     if let Some(moe) = cfg.moe.as_ref() {
-        super::rdma::apply_flex_rdma(moe, timer.backend().system(), ops, &mut timed, timer.contention());
+        let system = timer.backend().system();
+        if super::nvlink::apply_hybridep_nvl(moe, system, ops, &mut timed) {
+            super::rdma::recharge_overlaps(ops, &mut timed, timer.contention());
+        }
+        super::rdma::apply_flex_rdma(moe, system, ops, &mut timed, timer.contention());
     }
     if let Some(moe) = cfg.moe.as_ref().filter(|m| m.overlap_ep_comm) {
         apply_ep_overlap(ops, &mut timed, timer.contention(), moe.dispatcher == Dispatcher::Hybridep);
