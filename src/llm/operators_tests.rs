@@ -75,8 +75,7 @@ fn without_userbuffers_the_backward_reduce_scatters_hide_behind_the_column_paral
     let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
     let sp = cfg(m, serde_json::json!({"tp": 4, "sequence_parallel": true}), Precision::Bf16);
     let ops = layer_ops(&sp, &Layout::new(&sp, 8), PREC);
-    let rs: Vec<&StageOp> =
-        ops.iter().filter(|o| o.name == OpName::MpReduceScatter && o.phase == Phase::Bwd).collect();
+    let rs: Vec<&StageOp> = ops.iter().filter(|o| o.name == OpName::MpReduceScatter && o.phase == Phase::Bwd).collect();
     let partners: Vec<_> = rs.iter().map(|o| (o.calls, o.overlaps)).collect();
     assert_eq!(
         partners,

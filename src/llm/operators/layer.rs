@@ -90,7 +90,8 @@ pub(crate) fn tp_sync(
         if phase == Phase::Bwd && cfg.framework.framework.is_megatron_core() && !column.is_empty() {
             let mut ops = vec![ag];
             for &gemm in column {
-                let mut rs = collective(OpName::MpReduceScatter, phase, 1, Collective::ReduceScatter, bytes, tp, a, f.clone());
+                let mut rs =
+                    collective(OpName::MpReduceScatter, phase, 1, Collective::ReduceScatter, bytes, tp, a, f.clone());
                 rs.overlaps = Some(Overlap { with: gemm, chunks: 1, wgrad_only: true });
                 ops.push(rs);
             }

@@ -57,10 +57,10 @@ pub struct Overlap {
     /// collective runs beside the whole computation (context parallelism's ring exchange).
     pub chunks: u32,
     /// The collective starts after the partner's input-gradient GEMM and hides behind its weight-gradient GEMM
-    /// only: half of the partner's backward time, which perfcast times as the two GEMMs of equal FLOPs (dgrad
-    /// X[M,N]·Wᵀ and wgrad Xᵀ·dY, 2·M·N·K each). Transformer Engine's column-parallel layers without Userbuffers
-    /// launch the reduce-scatter of the input gradient with `async_op=True` right after the dgrad GEMM and wait for
-    /// it after the wgrad GEMM ([`crate::llm::operators::layer::tp_sync`]).
+    /// only: half of the partner's backward time, which perfcast times as the two GEMMs of equal FLOPs (for M
+    /// tokens, K inputs and N outputs, dgrad dY·W and wgrad dYᵀ·X, 2·M·N·K each). Transformer Engine's
+    /// column-parallel layers without Userbuffers launch the reduce-scatter of the input gradient with
+    /// `async_op=True` right after the dgrad GEMM and wait for it after the wgrad GEMM (`layer::tp_sync`).
     pub wgrad_only: bool,
 }
 
