@@ -250,7 +250,7 @@ pub fn cp_ops(cfg: &TrainingConfig, layout: &Layout, hp: u64, kv: u64, dh: u64, 
     let kv_bytes = kv_elems as f64 * e;
     let ring = layout.cp_ring_group();
     let hidden = |mut o: StageOp| {
-        o.overlaps = Some(Overlap { with: OpName::FlashAttention, chunks: 1 });
+        o.overlaps = Some(Overlap { with: OpName::FlashAttention, chunks: 1, wgrad_only: false });
         o
     };
     // Features as before this module: one tensor's elements (K or V) and the cp group's placement.

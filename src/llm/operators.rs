@@ -10,7 +10,10 @@
 //! - **Sequence parallelism** (Korthikanti et al. 2022, §4.2.2): norms run on tokens/tp rows; each tensor-parallel
 //!   all-reduce becomes an all-gather plus a reduce-scatter of the same total volume. In the backward pass the
 //!   extra all-gather of a column-parallel layer's input (for its weight gradient) overlaps the input-gradient
-//!   GEMM and is not charged (Megatron's asynchronous gradient communication).
+//!   GEMM and is not charged (Megatron's asynchronous gradient communication); without Transformer Engine's
+//!   Userbuffers (`tp_comm_overlap` off) the column-parallel layers' input-gradient reduce-scatter runs beside their
+//!   weight-gradient GEMM (`async_op=True` in TE's `_Linear` / `_LayerNormLinear` / `_LayerNormMLP` backward) and
+//!   only its excess is charged ([`layer::tp_sync`]).
 //! - **Context parallelism** ([`crate::llm::cp`], per `cp_comm_type`): each rank holds tokens/cp of every
 //!   sequence (the load-balanced causal split of 2·cp chunks makes every rank's work equal). Megatron-Core's
 //!   default `p2p` runs attention as cp FlashAttention calls of tokens/cp queries against one key/value chunk,

@@ -66,6 +66,32 @@ fn sequence_parallelism_turns_all_reduces_into_gather_scatter_pairs_and_shards_n
 }
 
 #[test]
+fn without_userbuffers_the_backward_reduce_scatters_hide_behind_the_column_parallel_weight_gradients() {
+    // tp 4 with sequence parallelism, no tp_comm_overlap (Megatron-Core with Transformer Engine, the default
+    // framework): backward, the QKV (Linear1) and up-projection (Linear3) dgrad reduce-scatters are launched
+    // async and waited on after the wgrad GEMM — one call each, overlapping its layer's GEMM's weight-gradient
+    // half; the two output-gradient all-gathers stay synchronous (2 calls, no partner). Forward: 2 + 2, none
+    // overlapped.
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 2048, "vocab": 1000});
+    let sp = cfg(m, serde_json::json!({"tp": 4, "sequence_parallel": true}), Precision::Bf16);
+    let ops = layer_ops(&sp, &Layout::new(&sp, 8), PREC);
+    let rs: Vec<&StageOp> = ops.iter().filter(|o| o.name == OpName::MpReduceScatter && o.phase == Phase::Bwd).collect();
+    let partners: Vec<_> = rs.iter().map(|o| (o.calls, o.overlaps)).collect();
+    assert_eq!(
+        partners,
+        vec![
+            (1, Some(Overlap { with: OpName::Linear3, chunks: 1, wgrad_only: true })),
+            (1, Some(Overlap { with: OpName::Linear1, chunks: 1, wgrad_only: true })),
+        ]
+    );
+    let ag = |phase: Phase| ops.iter().filter(move |o| o.name == OpName::MpAllGather && o.phase == phase);
+    assert_eq!(ag(Phase::Bwd).map(|o| o.calls).sum::<u32>(), 2);
+    assert!(ag(Phase::Bwd).chain(ag(Phase::Fwd)).all(|o| o.overlaps.is_none()));
+    let fwd_rs = ops.iter().filter(|o| o.name == OpName::MpReduceScatter && o.phase == Phase::Fwd);
+    assert!(fwd_rs.clone().all(|o| o.overlaps.is_none()) && fwd_rs.map(|o| o.calls).sum::<u32>() == 2);
+}
+
+#[test]
 fn megatrons_fused_softmax_runs_only_where_its_kernel_is_available() {
     // vTrain's 16 heads at tp 8: micro-batch 1 gives 1·2 = 2 attention batches (not a multiple of 4) → PyTorch's
     // mask fill + softmax; micro-batch 2 gives 4 → the fused kernel. At tp 4, 4 heads per rank always fuse.
@@ -176,7 +202,7 @@ fn context_parallel_ring_attention_and_fp8_gemms() {
         _ => 0.0,
     };
     assert_eq!((bytes(p2p[0]), bytes(p2p[1])), (16_777_216.0, 33_554_432.0));
-    assert_eq!(p2p[0].overlaps, Some(Overlap { with: OpName::FlashAttention, chunks: 1 }));
+    assert_eq!(p2p[0].overlaps, Some(Overlap { with: OpName::FlashAttention, chunks: 1, wgrad_only: false }));
     // GEMMs in fp8, the rest in bf16.
     let dtype = |n: OpName| match ops.iter().find(|o| o.name == n).unwrap().work {
         Work::Compute { dtype, .. } => dtype,

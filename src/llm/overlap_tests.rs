@@ -77,14 +77,24 @@ fn an_overlapped_step_by_hand() {
 #[test]
 fn a_chunked_overlap_exposes_one_chunk_or_what_outlasts_the_gemm() {
     // Transformer Engine's split in n = 4: comm 4 beside a GEMM of 6 → the first chunk, 1; κ 0.1 of the hidden 3.
-    let te = Overlap { with: OpName::Linear1, chunks: 4 };
+    let te = Overlap { with: OpName::Linear1, chunks: 4, wgrad_only: false };
     assert_eq!(te.exposed(4.0, 6.0), 1.0);
     assert!((overlap_charge(4.0, te.exposed(4.0, 6.0), 0.1) - 1.3).abs() < 1e-12);
     // Comm 8 beside a GEMM of 4: the pipeline's excess 8 − 4·3/4 = 5 (more than a chunk, 2).
     assert_eq!(te.exposed(8.0, 4.0), 5.0);
     // Unsplit (the context-parallel ring): max(0, comm − compute).
-    let ring = Overlap { with: OpName::FlashAttention, chunks: 1 };
+    let ring = Overlap { with: OpName::FlashAttention, chunks: 1, wgrad_only: false };
     assert_eq!((ring.exposed(4.0, 6.0), ring.exposed(8.0, 6.0)), (0.0, 2.0));
+}
+
+#[test]
+fn a_weight_gradient_overlap_hides_behind_half_the_backward_gemm() {
+    // A backward GEMM of 6 is dgrad 3 + wgrad 3; the async reduce-scatter runs beside the wgrad only:
+    // comm 2 → max(0, 2 − 3) = 0; comm 4 → 4 − 3 = 1 (the whole-GEMM overlap would hide it all: 0).
+    let rs = Overlap { with: OpName::Linear3, chunks: 1, wgrad_only: true };
+    assert_eq!((rs.exposed(2.0, 6.0), rs.exposed(4.0, 6.0)), (0.0, 1.0));
+    // Charged with κ 0.1: 1 exposed + 0.1 × the hidden 3 = 1.3.
+    assert!((overlap_charge(4.0, rs.exposed(4.0, 6.0), 0.1) - 1.3).abs() < 1e-12);
 }
 
 fn dgx_h100() -> System {

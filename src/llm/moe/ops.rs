@@ -110,14 +110,14 @@ pub fn moe_mlp_passes(cfg: &TrainingConfig, layout: &Layout, moe: &MoeTraining, 
     let comm = dispatch_comm(moe, &ml, t, d, elem);
     let mut shared_partner = None;
     if moe.shared_expert_overlap && c.shared_ffn_hidden > 0 {
-        shared_partner = Some(Overlap { with: OpName::SharedExpertFc1, chunks: 1 });
+        shared_partner = Some(Overlap { with: OpName::SharedExpertFc1, chunks: 1, wgrad_only: false });
     }
     for (i, dc) in comm.iter().enumerate() {
         let mut p = pair(dc.name, dc.collective, dc.bytes, dc.group, a, 1);
         for o in p.iter_mut() {
             o.calls = dc.calls;
             if dc.beside_previous && i > 0 {
-                o.overlaps = Some(Overlap { with: comm[i - 1].name, chunks: 1 });
+                o.overlaps = Some(Overlap { with: comm[i - 1].name, chunks: 1, wgrad_only: false });
             } else if dc.name == OpName::EpAllToAll {
                 o.overlaps = shared_partner;
             }
@@ -207,8 +207,8 @@ fn shared_expert_ops(cfg: &TrainingConfig, layout: &Layout, width: u64, prec: Op
                 let mut rs =
                     collective(OpName::MpReduceScatter, phase, 1, Collective::ReduceScatter, bytes, tp, a, f.clone());
                 if cfg.tp_overlap() {
-                    ag.overlaps = Some(Overlap { with: ag_with, chunks: cfg.tp });
-                    rs.overlaps = Some(Overlap { with: rs_with, chunks: cfg.tp });
+                    ag.overlaps = Some(Overlap { with: ag_with, chunks: cfg.tp, wgrad_only: false });
+                    rs.overlaps = Some(Overlap { with: rs_with, chunks: cfg.tp, wgrad_only: false });
                 }
                 ops.push(ag);
                 ops.push(rs);

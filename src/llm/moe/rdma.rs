@@ -186,7 +186,7 @@ mod tests {
             collective(OpName::EpAllToAll, Phase::Fwd, 2, Collective::AllToAll, 1e8, rdma, 8, vec![]),
             collective(OpName::EpAllToAll, Phase::Fwd, 2, Collective::AllToAll, 3e8, nvl, 8, vec![]),
         ];
-        ops[1].overlaps = Some(Overlap { with: OpName::EpAllToAll, chunks: 1 });
+        ops[1].overlaps = Some(Overlap { with: OpName::EpAllToAll, chunks: 1, wgrad_only: false });
         let timed_as = |us: f64, charged: f64| TimedOp {
             time: Timed { time_us: us, analytic_us: us, source: Source::Analytic, host_us: 0.0, kernels: 1 },
             charged_us: charged,

@@ -31,6 +31,10 @@ pub(crate) fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
 /// Linear2, reduce-scatters of the input gradients with Linear3 and Linear1). Each is split in tp chunks (TE's
 /// ring-exchange and pipelined methods split by the tp ranks or a few splits; tp is used for both).
 ///
+/// Without it, under Megatron-Core (Transformer Engine's modules), the backward reduce-scatters of the
+/// column-parallel layers' input gradients (Linear1, Linear3) run asynchronously beside those layers' weight-gradient
+/// GEMMs ([`super::work::Overlap::wgrad_only`]); every other sequence-parallel collective is charged in full.
+///
 /// An MoE layer's MLP is not tensor-parallel (`mlp` false): its one site surrounds the attention (all-gather before
 /// Linear1, reduce-scatter after Linear2; backward the mirror image); the MoE module adds the shared experts'.
 pub(crate) fn tp_sync(
@@ -64,16 +68,36 @@ pub(crate) fn tp_sync(
                 let (c, size) =
                     if name == Ag { (Collective::AllGather, ag_bytes) } else { (Collective::ReduceScatter, bytes) };
                 let mut o = collective(name, phase, 1, c, size, tp, a, f.clone());
-                o.overlaps = Some(Overlap { with: gemm, chunks: cfg.tp });
+                o.overlaps = Some(Overlap { with: gemm, chunks: cfg.tp, wgrad_only: false });
                 o
             })
             .collect();
     }
     if cfg.sp() {
-        vec![
-            collective(OpName::MpAllGather, phase, sites, Collective::AllGather, ag_bytes, tp, a, f.clone()),
-            collective(OpName::MpReduceScatter, phase, sites, Collective::ReduceScatter, bytes, tp, a, f),
-        ]
+        let ag = collective(OpName::MpAllGather, phase, sites, Collective::AllGather, ag_bytes, tp, a, f.clone());
+        // Without Userbuffers, Transformer Engine's column-parallel layers (QKV = Linear1, the MLP's
+        // up-projection = Linear3) still overlap their backward reduce-scatter: `_Linear.backward`,
+        // `_LayerNormLinear.backward` and `_LayerNormMLP` (FC1) launch `reduce_scatter_along_first_dim(dgrad,
+        // tp_group, async_op=True)` after the dgrad GEMM, compute the weight gradient, then wait on `dgrad_work`
+        // (`transformer_engine/pytorch/module/linear.py`, `layernorm_linear.py`, `layernorm_mlp.py`, the branch
+        // `elif ctx.parallel_mode == "column" and not ctx.ub_bulk_wgrad`). The all-gathers of the row-parallel
+        // layers' output gradients (`grad_output_preprocess`) stay synchronous.
+        let column: &[OpName] = match (mlp, sites) {
+            (true, 2) => &[OpName::Linear3, OpName::Linear1],
+            (_, 1) => &[OpName::Linear1],
+            _ => &[],
+        };
+        if phase == Phase::Bwd && cfg.framework.framework.is_megatron_core() && !column.is_empty() {
+            let mut ops = vec![ag];
+            for &gemm in column {
+                let mut rs =
+                    collective(OpName::MpReduceScatter, phase, 1, Collective::ReduceScatter, bytes, tp, a, f.clone());
+                rs.overlaps = Some(Overlap { with: gemm, chunks: 1, wgrad_only: true });
+                ops.push(rs);
+            }
+            return ops;
+        }
+        vec![ag, collective(OpName::MpReduceScatter, phase, sites, Collective::ReduceScatter, bytes, tp, a, f)]
     } else {
         vec![collective(OpName::MpAllReduce, phase, sites, Collective::AllReduce, bytes, tp, a, f)]
     }

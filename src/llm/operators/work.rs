@@ -56,14 +56,21 @@ pub struct Overlap {
     /// overlap: one chunk's communication runs while the previous chunk computes); ≤ 1 = not split, the whole
     /// collective runs beside the whole computation (context parallelism's ring exchange).
     pub chunks: u32,
+    /// The collective starts after the partner's input-gradient GEMM and hides behind its weight-gradient GEMM
+    /// only: half of the partner's backward time, which perfcast times as the two GEMMs of equal FLOPs (for M
+    /// tokens, K inputs and N outputs, dgrad dY·W and wgrad dYᵀ·X, 2·M·N·K each). Transformer Engine's
+    /// column-parallel layers without Userbuffers launch the reduce-scatter of the input gradient with
+    /// `async_op=True` right after the dgrad GEMM and wait for it after the wgrad GEMM (`layer::tp_sync`).
+    pub wgrad_only: bool,
 }
 
 impl Overlap {
     /// The exposed seconds (or µs) of a collective of `comm` overlapped with a computation of `compute`: unsplit,
     /// max(0, comm − compute); split in n chunks, the two-stage pipeline's excess over the computation,
     /// max(comm/n, comm − compute·(n − 1)/n) (the first chunk's communication, or the last one's, has no
-    /// computation beside it).
+    /// computation beside it). With [`Overlap::wgrad_only`], `compute` (the partner's whole backward) counts half.
     pub fn exposed(&self, comm: f64, compute: f64) -> f64 {
+        let compute = if self.wgrad_only { compute / 2.0 } else { compute };
         if self.chunks <= 1 {
             (comm - compute).max(0.0)
         } else {
