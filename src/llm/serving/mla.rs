@@ -21,7 +21,7 @@
 //!   - vLLM: its MLA prefill assembles k inside the attention custom op (`MLACommonImpl._forward_prefill`), not
 //!     modelled here [rec].
 //!
-//!   The q_pe copy-back (`q[..., qk_nope_head_dim:] = q_pe`) and the latent's rope write are left out: with the
+//!   These copies count no host launch of their own ([`super::fusion::fused_charge`]). The q_pe copy-back (`q[..., qk_nope_head_dim:] = q_pe`) and the latent's rope write are left out: with the
 //!   in-place rotary kernel they copy a view onto itself, which PyTorch's `copy_` returns from without a kernel.
 //!
 //! The key's assembly is timed as one element-wise kernel of width a·(D_nope + D_rope/2) with one input: its

@@ -146,3 +146,12 @@ fn tensorrt_llm_copies_k_nope_and_leaves_rope_and_cache_to_its_attention_op() {
     );
     assert!(named(&step_ops("vllm", &PREFILL_8K), OpName::MlaPrefillElementwise).is_empty());
 }
+
+#[test]
+fn mlas_prefill_copies_cost_the_gpu_and_no_host_launch_of_their_own() {
+    // `python_kernel_us` covers the element-wise kernels an operator list folds into its neighbours: a 20.5 µs
+    // copy charges 20.5 µs of GPU time and 0 launches; an RMSNorm of MLA's latent charges its time and 1 launch.
+    use super::fusion::fused_charge;
+    assert_eq!(fused_charge(OpName::MlaPrefillElementwise, 20.5, 1, 7.4), (20.5, 0));
+    assert_eq!(fused_charge(OpName::MlaNorm, 15.3, 1, 7.4), (15.3, 1));
+}
