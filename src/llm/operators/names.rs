@@ -182,6 +182,11 @@ pub enum OpName {
     /// quantization, index-cache write, head gates) and its top-k selection.
     #[serde(rename = "DSA_Indexer_Elementwise")]
     DsaIndexerElementwise,
+    /// Serving, MLA prefill without weight absorption: the element-wise kernels around the up-projected
+    /// multi-head attention (the key's assembly from k_nope and the shared k_pe, the latent's copy and its
+    /// KV-cache write; [`crate::llm::serving::mla`]).
+    #[serde(rename = "MLA_Prefill_Elementwise")]
+    MlaPrefillElementwise,
     /// Serving, TensorRT-LLM: an RMSNorm (with its residual add) applied inside the tensor-parallel all-reduce
     /// before it (`AllReduceFusionOp.RESIDUAL_RMS_NORM`; [`crate::llm::serving::fusion`]): the norm's traffic, no
     /// kernel of its own.

@@ -144,12 +144,15 @@ pub fn stage_norms(
 
 /// What one call of operator `name` charges a step, timed `time_us` with `kernels` kernels: (GPU µs, kernels
 /// launched). An RMSNorm fused into an all-reduce ([`OpName::AllreduceRmsNorm`]) charges its body — the time less
-/// the `kernel_us` per-kernel cost of each of its kernels — and launches nothing; every other operator its time and
-/// its kernels (at least one).
+/// the `kernel_us` per-kernel cost of each of its kernels — and launches nothing. MLA's prefill copies
+/// ([`OpName::MlaPrefillElementwise`], [`super::mla`]) charge their GPU time and count no launch: the host time
+/// per counted kernel of an eager step (`python_kernel_us`, the training model's `host_us`) already covers the
+/// element-wise kernels an operator list folds into its neighbours, which these are. Every other operator charges
+/// its time and its kernels (at least one).
 pub fn fused_charge(name: OpName, time_us: f64, kernels: u32, kernel_us: f64) -> (f64, u32) {
-    if name == OpName::AllreduceRmsNorm {
-        ((time_us - f64::from(kernels.max(1)) * kernel_us).max(0.0), 0)
-    } else {
-        (time_us, kernels.max(1))
+    match name {
+        OpName::AllreduceRmsNorm => ((time_us - f64::from(kernels.max(1)) * kernel_us).max(0.0), 0),
+        OpName::MlaPrefillElementwise => (time_us, 0),
+        _ => (time_us, kernels.max(1)),
     }
 }

@@ -23,6 +23,7 @@ pub mod hf;
 pub mod interval;
 pub mod launch;
 pub mod memory;
+pub mod mla;
 pub mod model;
 pub mod pareto;
 pub mod report;

@@ -96,7 +96,7 @@ pub struct StepOp {
 /// nodes and GPUs per node of a collective). The allocation-free path of [`for_each_op`].
 pub type Emit<'e> = dyn FnMut(OpName, Work, f64, &[u64]) + 'e;
 
-fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
+pub(super) fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
     let shape = OpShape::new(class, Phase::Fwd, dims);
     out(name, Work::Compute { shape, dtype }, per_step, dims);
 }
@@ -190,6 +190,10 @@ pub fn for_each_op(
         compute(out, OpName::AllreduceRmsNorm, norm.1, act, &[t, d], in_allreduce);
     }
     let (rope_dim, v_dim) = qkv_projections(out, cfg, t, layers);
+    if let Some(mla) = &m.mla {
+        super::mla::latent_norms(out, cfg, t, mla, layers);
+        super::mla::prefill_elementwise(out, cfg, load, mla, layers);
+    }
     // TensorRT-LLM applies RoPE inside its attention op (`TrtllmAttention.support_fused_rope()`, negotiated in
     // `Attention.__init__`, `tensorrt_llm/_torch/modules/attention.py`): no kernel of its own.
     if cfg.engine != Engine::Trtllm {
