@@ -35,8 +35,14 @@ fn dims(o: &StepOp) -> Vec<u64> {
     o.op.features.clone()
 }
 
-const DECODE4: StepLoad =
-    StepLoad { decode_seqs: 4, decode_context: 1536, prefill_tokens: 0, prompt_len: 1024, sampled: 4 };
+const DECODE4: StepLoad = StepLoad {
+    decode_seqs: 4,
+    decode_context: 1536,
+    prefill_tokens: 0,
+    prompt_len: 1024,
+    sampled: 4,
+    graph_pad_tokens: 0,
+};
 
 #[test]
 fn glm5_runs_its_indexer_on_every_layer_whatever_the_tensor_parallel_split() {
@@ -90,7 +96,14 @@ fn prefill_logits_run_only_for_prompts_longer_than_topk() {
     let cfg = config(8);
     // A whole 1,024-token prompt (≤ 2,048): SGLang skips the logits and top-k; the projections and small kernels
     // run: 2·78 and (1 + 1 + 3 + 4 + 1)·78 = 780.
-    let short = StepLoad { decode_seqs: 0, decode_context: 0, prefill_tokens: 1024, prompt_len: 1024, sampled: 1 };
+    let short = StepLoad {
+        decode_seqs: 0,
+        decode_context: 0,
+        prefill_tokens: 1024,
+        prompt_len: 1024,
+        sampled: 1,
+        graph_pad_tokens: 0,
+    };
     let o = ops(&cfg, &short);
     assert_eq!((calls(&o, OpName::DsaIndexerLogits), calls(&o, OpName::DsaIndexerElementwise)), (0.0, 780.0));
     // A 4,096-token chunk of an 8,192-token prompt: logits over the prompt (8,192·32 = 262,144 query rows

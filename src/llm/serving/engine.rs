@@ -58,7 +58,9 @@ pub struct EngineSettings {
     pub gpu_memory_utilization: f64,
     /// Decode steps replay CUDA graphs.
     pub cuda_graphs: bool,
-    /// Largest decode batch with a captured graph.
+    /// Largest decode batch with a captured graph (vLLM: tokens of any step, its `max_cudagraph_capture_size`, set
+    /// from the batch limits the instance runs with, [`super::sim::steps::vllm_max_capture_size`]; 512 at the
+    /// defaults).
     pub cuda_graph_max_batch: u32,
     /// A decode batch between two captured sizes is padded up to the next one and replays its graph (vLLM and
     /// SGLang always; TensorRT-LLM's `cuda_graph_config.enable_padding`); off, only a batch of exactly a captured

@@ -23,8 +23,14 @@ fn config(model: &str, tp: u32, precision: &str) -> ServingConfig {
 }
 
 /// One prompt of 1,024 tokens prefilled alone (no decodes): an eager step, every kernel launched from Python.
-const PREFILL: StepLoad =
-    StepLoad { decode_seqs: 0, decode_context: 1024, prefill_tokens: 1024, prompt_len: 1024, sampled: 1 };
+const PREFILL: StepLoad = StepLoad {
+    decode_seqs: 0,
+    decode_context: 1024,
+    prefill_tokens: 1024,
+    prompt_len: 1024,
+    sampled: 1,
+    graph_pad_tokens: 0,
+};
 
 /// (kernels launched, launch µs, GPU µs) of `cfg`'s prefill step with every operator analytic.
 fn prefill(cfg: &ServingConfig) -> (f64, f64, f64) {

@@ -8,11 +8,11 @@
 //! `unified_mla_attention`, `sparse_attn_indexer`, …): N attention calls make N + 1 compiled pieces. The CUDA graphs
 //! follow `cudagraph_mode` `FULL_AND_PIECEWISE` (the V1 default, `docs/design/cuda_graphs.md`): a uniform decode
 //! batch replays one full graph; any other step (prefill or mixed) of at most `max_cudagraph_capture_size` tokens
-//! (min(2·`max_num_seqs`, 512), perfcast's `cuda_graph_max_batch`) is padded to a captured size and replays the
-//! pieces' graphs with attention run eagerly between them (`CUDAGraphWrapper`, `vllm/compilation/cuda_graph.py`;
-//! `CudagraphDispatcher.dispatch`, `vllm/v1/cudagraph_dispatcher.py`); a larger step finds no key and runs at
-//! runtime mode `NONE`: the Inductor-compiled pieces without graphs. `--enforce-eager` (perfcast's
-//! `engine_options.cuda_graphs: false`) sets the optimization level to `-O0` ("Enforce eager set, overriding
+//! (min(2·`max_num_seqs`, 512, `max_num_batched_tokens`), perfcast's `cuda_graph_max_batch`) is padded to a
+//! captured size and replays the pieces' graphs with attention run eagerly between them (`CUDAGraphWrapper`,
+//! `vllm/compilation/cuda_graph.py`; `CudagraphDispatcher.dispatch`, `vllm/v1/cudagraph_dispatcher.py`); a larger
+//! step finds no key and runs at runtime mode `NONE`: the Inductor-compiled pieces without graphs.
+//! `--enforce-eager` (perfcast's `engine_options.cuda_graphs: false`) sets the optimization level to `-O0` ("Enforce eager set, overriding
 //! optimization level to -O0", `VllmConfig.__post_init__`, logged by v0.15.1): no compilation, the model's
 //! `nn.Module`s run eagerly. SGLang, TensorRT-LLM's PyTorch backend and vLLM's V0 engine run steps with prefill
 //! eagerly from Python ([`LaunchPath::Eager`]).
@@ -31,8 +31,9 @@
 //! - a piece replayed from its CUDA graph: `piece_replay_us` 6 µs a piece — one graph launch, "about 5 to 7 us on
 //!   GB200" (pytorch/pytorch PR #196413, on timing one graph replay per sample); its kernels cost the host nothing.
 //!
-//! Not modelled: the padding of a piecewise step's tokens up to the captured size (its rows are charged as the real
-//! tokens), and Inductor's per-piece wrapper beyond its kernels (≈ 5 µs a piece in tritonbench PR #1016's breakdown).
+//! A piecewise step's tokens are padded up to the captured size in its pieces' operators, not in its attention
+//! (`StepLoad::graph_pad_tokens`). Not modelled: Inductor's per-piece wrapper beyond its kernels (≈ 5 µs a piece in
+//! tritonbench PR #1016's breakdown).
 
 use serde::Serialize;
 use utoipa::ToSchema;

@@ -24,7 +24,14 @@ fn config(parallelism: serde_json::Value) -> ServingConfig {
 
 /// The decode attention operators of a step of `seqs` sequences at context 1,536: (class, dtype, dims, calls).
 fn decode_attention(cfg: &ServingConfig, seqs: u32) -> Vec<(OpClass, Precision, Vec<u64>, f64)> {
-    let load = StepLoad { decode_seqs: seqs, decode_context: 1536, prefill_tokens: 0, prompt_len: 1024, sampled: seqs };
+    let load = StepLoad {
+        decode_seqs: seqs,
+        decode_context: 1536,
+        prefill_tokens: 0,
+        prompt_len: 1024,
+        sampled: seqs,
+        graph_pad_tokens: 0,
+    };
     let (dense, moe) = (cfg.model.layers - cfg.model.moe_layers(), cfg.model.moe_layers());
     let ops: Vec<StepOp> = stage_ops(cfg, &system(), &load, StageRole { first: true, last: true }, dense, moe);
     ops.into_iter()

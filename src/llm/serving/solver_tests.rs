@@ -66,10 +66,38 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
     let b_cfg =
         validate(&llama70b(4, json!({"input_tokens": 2048, "output_tokens": 128, "concurrency": 8})), &s).unwrap();
     let loads = [
-        step::StepLoad { decode_seqs: 32, decode_context: 1152, prefill_tokens: 0, prompt_len: 1024, sampled: 32 },
-        step::StepLoad { decode_seqs: 31, decode_context: 1152, prefill_tokens: 1024, prompt_len: 1024, sampled: 32 },
-        step::StepLoad { decode_seqs: 1, decode_context: 1100, prefill_tokens: 0, prompt_len: 1024, sampled: 1 },
-        step::StepLoad { decode_seqs: 0, decode_context: 0, prefill_tokens: 8192, prompt_len: 1024, sampled: 8 },
+        step::StepLoad {
+            decode_seqs: 32,
+            decode_context: 1152,
+            prefill_tokens: 0,
+            prompt_len: 1024,
+            sampled: 32,
+            graph_pad_tokens: 0,
+        },
+        step::StepLoad {
+            decode_seqs: 31,
+            decode_context: 1152,
+            prefill_tokens: 1024,
+            prompt_len: 1024,
+            sampled: 32,
+            graph_pad_tokens: 0,
+        },
+        step::StepLoad {
+            decode_seqs: 1,
+            decode_context: 1100,
+            prefill_tokens: 0,
+            prompt_len: 1024,
+            sampled: 1,
+            graph_pad_tokens: 0,
+        },
+        step::StepLoad {
+            decode_seqs: 0,
+            decode_context: 0,
+            prefill_tokens: 8192,
+            prompt_len: 1024,
+            sampled: 8,
+            graph_pad_tokens: 0,
+        },
     ];
     let first = Counting::new(&b);
     let mut a = steady::Solver::new(&a_cfg, &first, consts, 1000);

@@ -66,12 +66,24 @@ pub struct StepLoad {
     pub prompt_len: u32,
     /// Sequences that sample a token at the end of the step (the decodes and the prompts whose last chunk ran).
     pub sampled: u32,
+    /// Padding tokens the step's non-attention operators (projections, MLP/MoE, norms, all-reduces) run beyond
+    /// [`Self::tokens`]: vLLM V1 pads a piecewise-graph step's `num_tokens` up to the next captured size
+    /// (`GPUModelRunner._get_num_input_tokens` → `VllmConfig.pad_for_cudagraph`, `vllm/v1/worker/gpu_model_runner.py`)
+    /// while attention, run eagerly between the pieces, sees only the real tokens. Set by the step solver
+    /// (`steady::Solver::step`); 0 elsewhere.
+    pub graph_pad_tokens: u32,
 }
 
 impl StepLoad {
     /// Tokens in the step: prefill tokens plus one per decoding sequence.
     pub fn tokens(&self) -> u32 {
         self.prefill_tokens + self.decode_seqs
+    }
+
+    /// Tokens the non-attention operators process: [`Self::tokens`] plus the CUDA-graph padding
+    /// ([`Self::graph_pad_tokens`]).
+    pub fn gemm_tokens(&self) -> u32 {
+        self.tokens() + self.graph_pad_tokens
     }
 }
 
@@ -168,7 +180,7 @@ pub fn for_each_op(
     let m = &cfg.model;
     // Attention and the dense layers split over tp, or data-parallel (full on every GPU) with dp_attention.
     let (tp, layers) = (cfg.attn_tp() as u64, (dense_layers + moe_layers) as f64);
-    let t = load.tokens() as u64;
+    let t = load.gemm_tokens() as u64;
     let d = m.hidden as u64;
     let a = m.heads as u64 / tp;
     let g = cfg.kv_heads_per_gpu() as u64;
@@ -340,7 +352,7 @@ fn stage_ends(
     final_norm: Option<(OpName, OpClass)>,
 ) {
     let tp = cfg.attn_tp() as u64;
-    let (t, d) = (load.tokens() as u64, cfg.model.hidden as u64);
+    let (t, d) = (load.gemm_tokens() as u64, cfg.model.hidden as u64);
     let (act, act_bytes) = (cfg.activation_precision, cfg.activation_precision.bytes());
     let (agroup, aactive) = attention_group(cfg, system);
     let vp = vocab_per_gpu(cfg.model.vocab, tp as u32);
@@ -427,7 +439,7 @@ fn dsa_indexer(
     layers: f64,
 ) {
     let m = &cfg.model;
-    let t = load.tokens() as u64;
+    let t = load.gemm_tokens() as u64;
     let (d, h, di) = (m.hidden as u64, ix.heads as u64, ix.head_dim as u64);
     let (w, act) = (cfg.precision, cfg.activation_precision);
     let q_in = m.mla.as_ref().map_or(d, |x| if x.q_lora_rank > 0 { x.q_lora_rank as u64 } else { d });

@@ -406,9 +406,16 @@ fn a_disaggregated_requests_ttft_includes_its_kv_transfer() {
         prefill_tokens: 1024,
         prompt_len: 1024,
         sampled: 1,
+        graph_pad_tokens: 0,
     });
-    let first =
-        ds.step(step::StepLoad { decode_seqs: 1, decode_context: 1024, prefill_tokens: 0, prompt_len: 0, sampled: 1 });
+    let first = ds.step(step::StepLoad {
+        decode_seqs: 1,
+        decode_context: 1024,
+        prefill_tokens: 0,
+        prompt_len: 0,
+        sampled: 1,
+        graph_pad_tokens: 0,
+    });
     let want = (pre.unwrap().time_s + 1.6827216e-3 + first.unwrap().time_s) * 1e3;
     let sim = p.simulation.as_ref().unwrap();
     assert!((sim.ttft.mean_ms - want).abs() < 1e-6 && (sim.ttft.max_ms - want).abs() < 1e-6, "{sim:?} vs {want}");

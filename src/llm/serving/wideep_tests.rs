@@ -89,8 +89,14 @@ fn moe_ops(engine: &str, parallelism: serde_json::Value, prefill: u32) -> Vec<(O
     .unwrap();
     let system = system("dgx-b200");
     let cfg = validate(&req, &system).unwrap();
-    let load =
-        StepLoad { decode_seqs: 64, decode_context: 1536, prefill_tokens: prefill, prompt_len: 1024, sampled: 64 };
+    let load = StepLoad {
+        decode_seqs: 64,
+        decode_context: 1536,
+        prefill_tokens: prefill,
+        prompt_len: 1024,
+        sampled: 64,
+        graph_pad_tokens: 0,
+    };
     let ops = stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 0, 1);
     ops.into_iter()
         .filter(|o| matches!(o.op.name, OpName::Moe | OpName::EpAllToAll))

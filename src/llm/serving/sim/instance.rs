@@ -324,6 +324,7 @@ impl Instance {
             // The prompt length prefill attention is charged against: the chunks' prompts weighted by their tokens.
             prompt_len: if prefill > 0 { bucket((prompt / prefill as u64) as u32) } else { 0 },
             sampled: bucket(sampled),
+            graph_pad_tokens: 0,
         };
         if prefill == 0 && decodes > 0 && self.settings.graph_padding {
             let dp = self.settings.dp.max(1);

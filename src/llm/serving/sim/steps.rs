@@ -63,11 +63,22 @@ pub fn bucket(x: u32) -> u32 {
     ((x + grid / 2) / grid * grid).max(1)
 }
 
+/// vLLM V1's largest CUDA-graph capture size, tokens (`VllmConfig._set_cudagraph_sizes`, `vllm/config/vllm.py`):
+/// `compilation_config.max_cudagraph_capture_size` where given (`asked`, perfcast's
+/// `engine_options.cuda_graph_max_batch`), else min(2·`max_num_seqs`, 512); capped at `max_num_batched_tokens`; then
+/// the largest size of the list vLLM builds up to it ([`graph_sizes`]: 1, 2, 4, multiples of 8 below 256, multiples
+/// of 16 from 256), which it stores back as `max_cudagraph_capture_size`. Steps of more tokens run without graphs.
+pub fn vllm_max_capture_size(asked: Option<u32>, max_num_seqs: u32, max_num_batched_tokens: u32) -> u32 {
+    let max = asked.unwrap_or(max_num_seqs.saturating_mul(2).min(512)).min(max_num_batched_tokens);
+    graph_sizes(Engine::Vllm, max, true).last().copied().unwrap_or(0)
+}
+
 /// The decode batch sizes `engine` captures CUDA graphs for, ascending, up to `max_batch` (empty: no graphs);
 /// `padding`: TensorRT-LLM's `cuda_graph_config.enable_padding` (the other engines ignore it).
 ///
 /// - vLLM (`vllm/config/vllm.py`, `_set_cudagraph_sizes`, V1): 1, 2, 4, then multiples of 8 below 256, then
-///   multiples of 16 up to the largest capture size (`max_cudagraph_capture_size`, here `cuda_graph_max_batch`).
+///   multiples of 16 up to the largest capture size (`max_cudagraph_capture_size`, here `cuda_graph_max_batch`,
+///   [`vllm_max_capture_size`]).
 /// - SGLang (`server_args.py`, the default `cuda_graph_bs`): 1, 2, 4, 8, 12, then multiples of 8 up to 256, then
 ///   multiples of 16 up to `cuda_graph_max_bs`.
 /// - TensorRT-LLM (PyTorch backend, `CudaGraphConfig._generate_cuda_graph_batch_sizes` in

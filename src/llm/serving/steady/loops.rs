@@ -92,6 +92,7 @@ impl Solver<'_> {
                 prefill_tokens: pt,
                 prompt_len: l,
                 sampled,
+                graph_pad_tokens: 0,
             })?;
             let decode = self.step(StepLoad {
                 decode_seqs: dr,
@@ -99,6 +100,7 @@ impl Solver<'_> {
                 prefill_tokens: 0,
                 prompt_len: l,
                 sampled: dr,
+                graph_pad_tokens: 0,
             })?;
             let tau = q * mixed.time_s + (1.0 - q) * decode.time_s;
             let tpot = if chunked { tau } else { tau / (1.0 - q) };
@@ -147,6 +149,7 @@ impl Solver<'_> {
             prefill_tokens: pt.round() as u32,
             prompt_len: l,
             sampled: (pt / lf).ceil() as u32,
+            graph_pad_tokens: 0,
         })?;
         let x = pt / lf / mixed.time_s;
         let ttft = (n / x).max(k as f64 * mixed.time_s);
@@ -217,6 +220,7 @@ impl Solver<'_> {
             prefill_tokens: b * l,
             prompt_len: l,
             sampled: b,
+            graph_pad_tokens: 0,
         })?;
         let decode = self.step(StepLoad {
             decode_seqs: b,
@@ -224,6 +228,7 @@ impl Solver<'_> {
             prefill_tokens: 0,
             prompt_len: l,
             sampled: b,
+            graph_pad_tokens: 0,
         })?;
         let o1 = cfg.output_tokens.saturating_sub(1) as f64;
         let latency_s = waves as f64 * (prefill.time_s + o1 * decode.time_s);

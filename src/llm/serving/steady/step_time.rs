@@ -9,6 +9,7 @@ use crate::llm::config::ConfigError;
 use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::launch::{LaunchCounts, LaunchPath, OpHost};
+use crate::llm::serving::sim::steps::{graph_sizes, padded, replays_graph};
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
 /// One step of the whole running batch, timed.
@@ -134,17 +135,14 @@ impl Solver<'_> {
             return Ok(s.clone());
         }
         let cfg = self.cfg;
-        let micro = self.micro(&load);
+        let mut micro = self.micro(&load);
         // A decode-only step replays a graph when its batch is (padded to) a captured size.
         let s = &cfg.settings;
-        let graph = s.cuda_graphs
-            && load.prefill_tokens == 0
-            && crate::llm::serving::sim::steps::replays_graph(
-                &crate::llm::serving::sim::steps::graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding),
-                micro.decode_seqs,
-                s.cuda_graph_padding,
-            );
+        let sizes = graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding);
+        let graph =
+            s.cuda_graphs && load.prefill_tokens == 0 && replays_graph(&sizes, micro.decode_seqs, s.cuda_graph_padding);
         let launch = LaunchPath::of(cfg.engine, s, graph, micro.tokens());
+        pad_piecewise(&mut micro, launch, &sizes);
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
             let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
@@ -182,7 +180,13 @@ impl Solver<'_> {
 
     /// The slowest stage's operators of `step`, each timed (the report's operator table).
     pub fn detail(&mut self, step: &StepResult) -> Result<TimedStep, ConfigError> {
-        let micro = self.micro(&step.load);
+        let mut micro = self.micro(&step.load);
+        let s = &self.cfg.settings;
+        pad_piecewise(
+            &mut micro,
+            step.launch,
+            &graph_sizes(self.cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding),
+        );
         let (role, dense, moe) = self.stages()[step.slowest_stage];
         let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
         let mut timed = time_step(ops, &mut self.timer)?;
@@ -204,6 +208,18 @@ impl Solver<'_> {
             timed.gpu_s = gpu_us * 1e-6;
         }
         Ok(timed)
+    }
+}
+
+/// Pads `micro`'s tokens on a piecewise-graph step (`launch`) up to the next of the captured `sizes`, as vLLM does
+/// (`GPUModelRunner._get_num_input_tokens`, `vllm/v1/worker/gpu_model_runner.py`: `pad_for_cudagraph` when
+/// `num_scheduled_tokens` ≤ the largest capture size): the pieces' operators run the padded rows
+/// ([`StepLoad::graph_pad_tokens`]), the attention between them only the real ones. Other paths: unchanged.
+fn pad_piecewise(micro: &mut StepLoad, launch: LaunchPath, sizes: &[u32]) {
+    if launch == LaunchPath::Piecewise {
+        if let Some(p) = padded(sizes, micro.tokens()) {
+            micro.graph_pad_tokens = p - micro.tokens();
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::llm::config::{bad, ConfigError};
 use crate::llm::serving::engine::{defaults, EngineSettings};
 use crate::llm::serving::model::ServingModel;
 use crate::llm::serving::request::{Engine, InferenceRequest, ServingMode, ServingParallelism, ServingPrecision};
+use crate::llm::serving::sim::steps::vllm_max_capture_size;
 
 /// Validates one aggregated instance of `req` on `system`: the model, its parallel layout
 /// ([`attention_dp_size`], [`check_sharding`], [`check_size`]), its precisions ([`precisions`]) and its engine
@@ -218,7 +219,15 @@ fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<Eng
         chunked_prefill: o.chunked_prefill.unwrap_or(d.chunked_prefill),
         gpu_memory_utilization: o.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
         cuda_graphs: o.cuda_graphs.unwrap_or(d.cuda_graphs),
-        cuda_graph_max_batch: o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
+        // vLLM sizes its graphs from the batch limits it runs with ([`vllm_max_capture_size`]).
+        cuda_graph_max_batch: match req.engine {
+            Engine::Vllm => vllm_max_capture_size(
+                o.cuda_graph_max_batch,
+                o.max_num_seqs.unwrap_or(d.max_num_seqs),
+                o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
+            ),
+            _ => o.cuda_graph_max_batch.unwrap_or(d.cuda_graph_max_batch),
+        },
         cuda_graph_padding: o.cuda_graph_padding.unwrap_or(d.cuda_graph_padding),
         vllm_engine: o.vllm_engine.unwrap_or(d.vllm_engine),
         trtllm_backend: d.trtllm_backend,
