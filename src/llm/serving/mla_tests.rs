@@ -93,8 +93,14 @@ fn named(ops: &[StepOp], name: OpName) -> Vec<(OpClass, Precision, Vec<u64>, f64
         .collect()
 }
 
-const PREFILL_8K: StepLoad =
-    StepLoad { decode_seqs: 0, decode_context: 0, prefill_tokens: 8192, prompt_len: 8192, sampled: 1 };
+const PREFILL_8K: StepLoad = StepLoad {
+    decode_seqs: 0,
+    decode_context: 0,
+    prefill_tokens: 8192,
+    prompt_len: 8192,
+    sampled: 1,
+    graph_pad_tokens: 0,
+};
 
 #[test]
 fn every_engine_normalizes_both_latents_of_every_token_in_every_layer() {
@@ -106,7 +112,14 @@ fn every_engine_normalizes_both_latents_of_every_token_in_every_layer() {
             (OpClass::RmsNorm, Precision::Bf16, vec![t, 512], 61.0),
         ]
     };
-    let decode = StepLoad { decode_seqs: 64, decode_context: 1536, prefill_tokens: 0, prompt_len: 1024, sampled: 64 };
+    let decode = StepLoad {
+        decode_seqs: 64,
+        decode_context: 1536,
+        prefill_tokens: 0,
+        prompt_len: 1024,
+        sampled: 64,
+        graph_pad_tokens: 0,
+    };
     for engine in ["sglang", "trtllm", "vllm"] {
         assert_eq!(named(&step_ops(engine, &PREFILL_8K), OpName::MlaNorm), norms(8192), "{engine}");
         assert_eq!(named(&step_ops(engine, &decode), OpName::MlaNorm), norms(64), "{engine}");
