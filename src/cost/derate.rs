@@ -152,6 +152,11 @@ impl Efficiency {
     /// 0.844; the fits with one source left out 0.657–0.700, 26.3–28.3 µs, 65.1–70.7 µs, 0.844–0.855, none at a
     /// bound (main 691e9cd's run printed the same four values: the MoE and same-die changes move none of them at
     /// the printed precision).
+    /// Refit 2026-11-29 (main 117d741, after the quantized sequence-parallel gathers, Qwen3's QK norm, HybridEP at
+    /// its measured NVLink and 2-node rates and the sequence-parallel reduce-scatter hidden behind the wgrad GEMM;
+    /// the same all-rows fit, 1,793 rows): `memory` 0.675, `kernel_us` 27.1 µs, `host_us` 70.7 µs,
+    /// [`SUSTAINED_CLOCK`] 0.840; with one source left out 0.648–0.693, 25.96–29.62 µs, 64.6–70.7 µs, 0.841–0.848,
+    /// none at a bound.
     /// Without the sustained clock
     /// and the fused cast (commit b3b06cc) `memory` sat at its lower bound 0.5 in every fold (0.30 unbounded): it
     /// slowed the bandwidth-bound operators to make up for H100 bf16 steps predicted 10–15 % too fast, a gap the
@@ -170,12 +175,12 @@ impl Efficiency {
         gemm_16bit: 0.8,
         gemm_fp8: 0.565,
         gemm_32bit: 0.81,
-        // fitted by `perfcast eval training --leave-source-out --iterations 60`, 2026-11-28, commit 0a0b797
-        memory: 0.684,   // folds 0.657–0.700
-        kernel_us: 27.3, // folds 26.298–28.303
+        // fitted by `perfcast eval training --leave-source-out --iterations 60`, 2026-11-29, commit 117d741
+        memory: 0.675,   // folds 0.648–0.693
+        kernel_us: 27.1, // folds 25.963–29.619
         network: 0.74,
         collective_us: 50.0,
-        host_us: 70.7, // folds 65.074–70.712
+        host_us: 70.7, // folds 64.633–70.685
         measured_gemm: true,
         overlap_slowdown: OVERLAP_SLOWDOWN,
         sustained_clock: SUSTAINED_CLOCK,
@@ -239,7 +244,10 @@ pub const OVERLAP_SLOWDOWN: f64 = 0.1;
 /// timed as fitted slices): 0.847, the four leave-one-source-out fits 0.843–0.857.
 /// Refit 2026-11-28 evening (branch `calib` on main 0a0b797, the same all-rows fit): 0.844, the fits with one
 /// source left out 0.844–0.855.
-pub const SUSTAINED_CLOCK: f64 = 0.844;
+/// Refit 2026-11-29 (main 117d741: quantized SP gathers, Qwen3's QK norm, HybridEP's measured rates, the
+/// sequence-parallel reduce-scatter hidden behind wgrad; the same all-rows fit): 0.840, the fits with one source left
+/// out 0.841–0.848.
+pub const SUSTAINED_CLOCK: f64 = 0.840;
 
 /// Sustained clock fraction of training runs on Ampere GPUs ([`Efficiency::sustained_clock_ampere`]), measured,
 /// not fitted: SuperBench's `gemm-flops` (DATA.md train data) runs cutlass tensor-core GEMMs of m = n = k = 16,384

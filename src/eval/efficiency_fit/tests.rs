@@ -67,24 +67,24 @@ fn the_printed_constants_carry_the_fold_ranges() {
 
 #[test]
 fn the_block_for_the_shipped_constants_prints_each_at_its_shipped_precision() {
-    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.684 (3 decimals), kernel_us
-    // 27.3 and host_us 70.7 (1 decimal), SUSTAINED_CLOCK 0.844 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100).
+    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.675 (3 decimals), kernel_us
+    // 27.1 and host_us 70.7 (1 decimal), SUSTAINED_CLOCK 0.840 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100).
     let shipped = Efficiency::CALIBRATED;
     let want = "// fitted by `perfcast eval training --cross-validate`, 2026-11-28\n\
-                memory: 0.684,\n\
-                kernel_us: 27.3,\n\
+                memory: 0.675,\n\
+                kernel_us: 27.1,\n\
                 host_us: 70.7,\n\
-                sustained_clock: 0.844,\n\
+                sustained_clock: 0.840,\n\
                 overlap_slowdown: 0.100,\n";
     assert_eq!(rust_block(&shipped, &[], true, "2026-11-28"), want);
-    // With two folds, memory 0.684 and 0.7001: each line carries the folds' range at 3 decimals, least first
-    // (0.684–0.700; kernel_us 27.3 and 30.04: 27.300–30.040), and without the contention κ its line is left out.
+    // With two folds, memory 0.675 and 0.7001: each line carries the folds' range at 3 decimals, least first
+    // (0.675–0.700; kernel_us 27.1 and 30.04: 27.100–30.040), and without the contention κ its line is left out.
     let other = Efficiency { memory: 0.7001, kernel_us: 30.04, ..shipped };
     let want = "// fitted by `perfcast eval training --cross-validate`, today\n\
-                memory: 0.684, // folds 0.684–0.700\n\
-                kernel_us: 27.3, // folds 27.300–30.040\n\
+                memory: 0.675, // folds 0.675–0.700\n\
+                kernel_us: 27.1, // folds 27.100–30.040\n\
                 host_us: 70.7, // folds 70.700–70.700\n\
-                sustained_clock: 0.844, // folds 0.844–0.844\n";
+                sustained_clock: 0.840, // folds 0.840–0.840\n";
     assert_eq!(rust_block(&shipped, &[shipped, other], false, "today"), want);
 }
 
