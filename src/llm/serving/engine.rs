@@ -58,9 +58,9 @@ pub struct EngineSettings {
     pub gpu_memory_utilization: f64,
     /// Decode steps replay CUDA graphs.
     pub cuda_graphs: bool,
-    /// Largest decode batch with a captured graph (vLLM: tokens of any step, its `max_cudagraph_capture_size`, set
-    /// from the batch limits the instance runs with, [`super::sim::steps::vllm_max_capture_size`]; 512 at the
-    /// defaults).
+    /// Largest decode batch with a captured graph (vLLM: the tokens of any step, its `max_cudagraph_capture_size`:
+    /// min(2·`max_num_seqs`, 512) capped at `max_num_batched_tokens`, 512 at the defaults; computed by
+    /// `vllm_max_capture_size` in `src/llm/serving/sim/steps.rs`).
     pub cuda_graph_max_batch: u32,
     /// A decode batch between two captured sizes is padded up to the next one and replays its graph (vLLM and
     /// SGLang always; TensorRT-LLM's `cuda_graph_config.enable_padding`); off, only a batch of exactly a captured
