@@ -27,14 +27,7 @@ fn decode_allreduce(system: &System) -> (f64, Group, u32) {
         "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 4}}))
     .unwrap();
     let cfg = validate(&req, system).unwrap();
-    let load = StepLoad {
-        decode_seqs: 4,
-        decode_context: 1536,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: 4,
-        graph_pad_tokens: 0,
-    };
+    let load = StepLoad::decode(4, 1536, 1024);
     let ops = stage_ops(&cfg, system, &load, StageRole { first: false, last: false }, 80, 0);
     let o = ops.iter().find(|o| o.op.name == OpName::MpAllReduce).unwrap();
     // Two per layer (after attention and after the MLP).

@@ -24,14 +24,7 @@ fn decode_ops(engine: &str) -> Vec<crate::llm::serving::step::StepOp> {
     .unwrap();
     let system = presets().into_iter().find(|p| p.name == "dgx-b200").unwrap().resolve().unwrap();
     let cfg = validate(&req, &system).unwrap();
-    let load = StepLoad {
-        decode_seqs: 4,
-        decode_context: 1536,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: 4,
-        graph_pad_tokens: 0,
-    };
+    let load = StepLoad::decode(4, 1536, 1024);
     stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 80, 0)
 }
 

@@ -21,14 +21,7 @@ fn decode_moe(engine: &str) -> (OpShape, Precision, Vec<Precision>) {
     .unwrap();
     let system = presets().into_iter().find(|p| p.name == "dgx-b200").unwrap().resolve().unwrap();
     let cfg = validate(&req, &system).unwrap();
-    let load = StepLoad {
-        decode_seqs: 64,
-        decode_context: 1536,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: 64,
-        graph_pad_tokens: 0,
-    };
+    let load = StepLoad::decode(64, 1536, 1024);
     let ops = stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 0, 1);
     let moe = ops.iter().find(|o| o.op.name == OpName::Moe).expect("a MoE layer has experts");
     let Work::Compute { shape, dtype } = moe.op.work else { panic!("the experts are compute") };

@@ -35,14 +35,7 @@ fn dims(o: &StepOp) -> Vec<u64> {
     o.op.features.clone()
 }
 
-const DECODE4: StepLoad = StepLoad {
-    decode_seqs: 4,
-    decode_context: 1536,
-    prefill_tokens: 0,
-    prompt_len: 1024,
-    sampled: 4,
-    graph_pad_tokens: 0,
-};
+const DECODE4: StepLoad = StepLoad::decode(4, 1536, 1024);
 
 #[test]
 fn glm5_runs_its_indexer_on_every_layer_whatever_the_tensor_parallel_split() {

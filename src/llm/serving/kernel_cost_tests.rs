@@ -23,14 +23,7 @@ fn config(model: &str, engine: &str, tp: u32) -> ServingConfig {
     validate(&req, &system("dgx-h100")).unwrap()
 }
 
-const DECODE4: StepLoad = StepLoad {
-    decode_seqs: 4,
-    decode_context: 1536,
-    prefill_tokens: 0,
-    prompt_len: 1024,
-    sampled: 4,
-    graph_pad_tokens: 0,
-};
+const DECODE4: StepLoad = StepLoad::decode(4, 1536, 1024);
 
 /// Calls per step of `name` in the single stage's decode step of `cfg`.
 fn calls(cfg: &ServingConfig, name: OpName) -> f64 {

@@ -112,14 +112,7 @@ fn every_engine_normalizes_both_latents_of_every_token_in_every_layer() {
             (OpClass::RmsNorm, Precision::Bf16, vec![t, 512], 61.0),
         ]
     };
-    let decode = StepLoad {
-        decode_seqs: 64,
-        decode_context: 1536,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: 64,
-        graph_pad_tokens: 0,
-    };
+    let decode = StepLoad::decode(64, 1536, 1024);
     for engine in ["sglang", "trtllm", "vllm"] {
         assert_eq!(named(&step_ops(engine, &PREFILL_8K), OpName::MlaNorm), norms(8192), "{engine}");
         assert_eq!(named(&step_ops(engine, &decode), OpName::MlaNorm), norms(64), "{engine}");

@@ -74,6 +74,22 @@ pub struct StepLoad {
     pub graph_pad_tokens: u32,
 }
 
+#[cfg(test)]
+impl StepLoad {
+    /// A decode-only step for tests: `seqs` sequences each decoding (and sampling) one token at a mean context of
+    /// `context` tokens, of prompts `prompt_len` tokens long; no prefill, no CUDA-graph padding.
+    pub(crate) const fn decode(seqs: u32, context: u32, prompt_len: u32) -> StepLoad {
+        StepLoad {
+            decode_seqs: seqs,
+            decode_context: context,
+            prefill_tokens: 0,
+            prompt_len,
+            sampled: seqs,
+            graph_pad_tokens: 0,
+        }
+    }
+}
+
 impl StepLoad {
     /// Tokens in the step: prefill tokens plus one per decoding sequence.
     pub fn tokens(&self) -> u32 {
