@@ -67,8 +67,8 @@ pub struct FoldConstants {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub rows: Vec<RowResult>,
-    /// The shipped constants (front-end time 0) on every run: nothing is fitted on this source, so the whole source
-    /// is left out. The headline.
+    /// The shipped constants (their front-end time per request: vLLM V1 10 ms, the others 0) on every run: nothing
+    /// is fitted on this source, so the whole source is left out. The headline.
     pub whole_source_out: Vec<Subset>,
     /// Per split (`leave model out`, `leave GPU out`): accuracy per subset.
     pub leave_model_out: Vec<Subset>,
@@ -169,13 +169,30 @@ pub fn run(
         sglang_request_us: 0.0,
         trtllm_request_us: 0.0,
     };
+    // The shipped constants' front end (vLLM V1's cited 10 ms; the others 0): the whole-source-left-out figure.
+    let cal = ServingConstants::CALIBRATED;
+    let shipped_front = FoldConstants {
+        split: "source",
+        held_out: String::new(),
+        vllm_request_us: cal.vllm.request_us,
+        sglang_request_us: cal.sglang.request_us,
+        trtllm_request_us: cal.trtllm.request_us,
+    };
     let mut base: Vec<(&Ready, f64)> = Vec::new();
     let mut shipped = Vec::new();
     for r in &ready {
         match predict_row(&backends, r, constants(&zero)) {
             Some((t, p, st, sp)) => {
                 base.push((r, t));
-                shipped.push(row_result(r, "source", (t, p, st, sp)));
+                let front = constants(&shipped_front).host(r.cfg.engine, &r.cfg.settings).request_us;
+                let pred = if front == 0.0 {
+                    Some((t, p, st, sp))
+                } else {
+                    predict_row(&backends, r, constants(&shipped_front))
+                };
+                if let Some(pred) = pred {
+                    shipped.push(row_result(r, "source", pred));
+                }
             }
             None => *skipped.entry("not predictable".to_string()).or_default() += 1,
         }
