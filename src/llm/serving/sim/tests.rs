@@ -518,7 +518,7 @@ fn overlap_engines_decode_runs_change_nothing() {
         same_both_ways(&[(s.clone(), 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
         same_both_ways(&[(s.clone(), 2)], &varied(60, 400, 150, 0.05, 11), None, 0.001);
         let (slow, fast) = same_both_ways(&[(s.clone(), 1)], &same(40, 200, 90), Some(16), 0.002);
-        assert!(fast * 4 < slow, "{fast} timer calls with runs, {slow} step by step: the runs ran");
+        assert!(fast * 2 < slow, "{fast} timer calls with runs, {slow} step by step: the runs ran");
         let (mut p, mut d) = (s.clone(), s.clone());
         (p.role, d.role) = (Role::Prefill, Role::Decode);
         same_both_ways(&[(p, 2), (d, 3)], &varied(50, 300, 120, 0.0, 3), Some(16), 0.0);
