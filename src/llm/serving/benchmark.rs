@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::disagg::{DisaggReport, Transfers};
 use super::engine::ServingConstants;
 use super::memory::{serving_memory, ServingMemory};
-use super::request::Slo;
+use super::request::{Engine, Slo};
 use super::sim::instance::{InstanceSettings, Role};
 use super::sim::stats::{stats_s, LatencyStats};
 use super::sim::steps::{graph_sizes, StepTimer};
@@ -49,6 +49,14 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         dp,
         recv_interval: s.scheduler_recv_interval,
         overlap: s.async_scheduling,
+        // The engine's host thread launches the next step before it streams this one's tokens: SGLang and
+        // TensorRT-LLM always; vLLM V1 when its engine core launches the kernels itself (one GPU per engine,
+        // `UniProcExecutor`), not when worker processes do ([`InstanceSettings::results_after_launch`]).
+        results_after_launch: s.async_scheduling
+            && match cfg.engine {
+                Engine::Sglang | Engine::Trtllm => true,
+                Engine::Vllm => cfg.tp * cfg.pp == 1,
+            },
     }
 }
 

@@ -57,6 +57,8 @@ pub struct RunScratch {
     first_draw: Vec<u64>,
     /// Requests drawing at steps ≡ residue (mod block tokens), of those whose first draw is past.
     active: Vec<u32>,
+    /// Completions when the last step's tokens are streamed (always none: a run does not start while one is due).
+    done: Vec<u32>,
 }
 
 impl Instance {
@@ -83,6 +85,11 @@ impl Instance {
             || !self.held.is_empty()
             || !may_start(self.free_at)
         {
+            return Ok(0);
+        }
+        // A completion still to be streamed frees a client slot, which may send a request before the run's next
+        // step: the ordinary step streams it ([`Instance::show`]).
+        if self.unseen.iter().any(|&r| reqs[r as usize].generated >= reqs[r as usize].output) {
             return Ok(0);
         }
         // Steps before the first request finishes (the step that finishes one is an ordinary one).
@@ -116,16 +123,22 @@ impl Instance {
         scratch.active.resize(block as usize, 0);
         let (mut next_draw, mut drawn) = (0usize, 0u64);
         let decay = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / SGLANG_DECAY_STEPS;
-        let (mut start, mut dt, mut timed_ctx) = (self.free_at, 0.0, u32::MAX);
+        let (mut start, mut dt, mut launch, mut timed_ctx) = (self.free_at, 0.0, 0.0, u32::MAX);
         let mut last_start = start;
+        // Engines that stream a step's tokens once the next is launched ([`Instance::launched`]): the first step
+        // follows the previous one as [`Instance::follows`] says, every later one does (it runs back to back with
+        // requests running); `shown` is when the client got the previous step's tokens.
+        let (deferred, recv_interval) = (s.results_after_launch, s.recv_interval);
+        let follows_first = self.follows(start);
+        let mut shown = f64::NAN;
         let mut steps = 0u64;
         // SGLang's recv counter over the run ([`Instance::receive`]): a step whose reception would take requests
         // from the inbox is not part of the run (the ordinary step receives them and prefills).
         let (mut counter, mut last_decode) = (self.recv_counter, self.last_decode);
         while steps < left.min(max_steps) && may_start(start) {
-            if s.recv_interval > 1 {
+            if recv_interval > 1 {
                 let c = counter.saturating_add(if last_decode { 1 } else { SGLANG_RECV_WEIGHT_OTHER });
-                let fires = c >= s.recv_interval;
+                let fires = c >= recv_interval;
                 if fires && !self.inbox.is_empty() {
                     break;
                 }
@@ -143,7 +156,8 @@ impl Instance {
             let ctx = bucket(base_ctx + steps as u32);
             if ctx != timed_ctx {
                 let load = StepLoad { decode_context: ctx, ..template };
-                dt = timer.step_s(&load)?;
+                let t = timer.time(&load)?;
+                (dt, launch) = (t.wall_s, t.launch_s);
                 if !(dt.is_finite() && dt > 0.0) {
                     return Err(bad("model", format!("a step of {load:?} was timed at {dt} s")));
                 }
@@ -157,7 +171,23 @@ impl Instance {
             *totals.busy += dt;
             *totals.pool_busy += dt;
             *totals.kv_usage_max = totals.kv_usage_max.max(usage);
-            totals.itl.push(end - start, n as u64);
+            if !deferred {
+                totals.itl.push(end - start, n as u64);
+            } else if steps == 0 {
+                // The step before the run: its tokens are streamed as the ordinary step does.
+                let launched = self.launched(start, follows_first, dt, launch);
+                let at = if follows_first { launched.max(self.last_end) } else { self.last_end };
+                self.show(reqs, at, totals.itl, &mut scratch.done);
+                debug_assert!(scratch.done.is_empty(), "no completion is streamed in a run");
+                shown = reqs[self.running[0] as usize].shown_s;
+            } else {
+                // The previous step of the run (it started at `last_start` and ended at `start`).
+                let from = self.host_s.max(last_start);
+                self.host_s = from + launch.min(dt);
+                let at = self.host_s.max(start);
+                totals.itl.push(at - shown, n as u64);
+                shown = at;
+            }
             if self.settings.engine == Engine::Sglang {
                 self.new_token_ratio = (self.new_token_ratio - decay).max(SGLANG_MIN_NEW_TOKEN_RATIO);
             }
@@ -168,7 +198,7 @@ impl Instance {
         if steps == 0 {
             return Ok(0);
         }
-        if s.recv_interval > 1 {
+        if recv_interval > 1 {
             self.recv_counter = counter;
         }
         self.last_decode = true;
@@ -180,11 +210,21 @@ impl Instance {
             q.tokens += k;
             q.generated += k;
             q.last_s = start;
+            if deferred {
+                q.shown_s = shown;
+            } else {
+                q.shown_s = start;
+            }
             let computed = q.computed;
             let grown = self.grow(reqs, r, computed);
             debug_assert!(grown, "the run's allocations were counted to fit");
         }
         debug_assert_eq!(self.free_blocks, free0 - drawn, "the run's block count matches the requests' growth");
+        if deferred {
+            // The run's last step's tokens: streamed when the next step is launched, or when it ends if none is.
+            self.unseen.clear();
+            self.unseen.extend_from_slice(&self.running);
+        }
         self.free_at = start;
         (self.last_start, self.last_end) = (last_start, start);
         Ok(steps)

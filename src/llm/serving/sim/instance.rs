@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use super::super::request::Engine;
 use super::super::step::StepLoad;
+use super::stats::Weighted;
 use super::steps::{bucket, padded};
 
 /// Where an instance sits in the deployment.
@@ -46,8 +47,11 @@ pub struct Req {
     pub sent_s: f64,
     /// First token at the client, s (NaN before).
     pub first_s: f64,
-    /// Last token at the client, s.
+    /// When the engine sampled its last token (the end of that step), s.
     pub last_s: f64,
+    /// When the client got its last token so far, s (NaN before): the previous token of the next inter-token
+    /// latency. Later than `last_s` while an overlap engine has not streamed it yet ([`Instance::show`]).
+    pub shown_s: f64,
     /// Last token of the request, s (NaN before).
     pub done_s: f64,
     /// Times it was preempted.
@@ -68,6 +72,7 @@ impl Req {
             sent_s,
             first_s: f64::NAN,
             last_s: f64::NAN,
+            shown_s: f64::NAN,
             done_s: f64::NAN,
             preemptions: 0,
         }
@@ -111,6 +116,17 @@ pub struct InstanceSettings {
     /// TensorRT-LLM's `PyExecutor._executor_loop_overlap`), so a request that reaches a busy instance after a step
     /// started joins the step after the next ([`Instance::release_held`]).
     pub overlap: bool,
+    /// An overlap engine's host thread launches step k + 1 before it processes (and streams) step k's sampled
+    /// tokens, so a token of step k reaches the client only when step k + 1 is launched ([`Instance::launched`],
+    /// [`Instance::show`]). SGLang `Scheduler.event_loop_overlap` (`python/sglang/srt/managers/scheduler.py`:
+    /// `run_batch(batch)`, then `pop_and_process()` → `process_batch_result` of the last batch); TensorRT-LLM
+    /// `PyExecutor._executor_loop_overlap` (`tensorrt_llm/_torch/pyexecutor/py_executor.py`: `_forward_step`, then
+    /// `_process_previous_batch` → `_handle_responses`); vLLM V1 `EngineCore.step_with_batch_queue`
+    /// (`vllm/v1/engine/core.py`) only with one GPU per engine: `UniProcExecutor.collective_rpc` runs the worker's
+    /// `execute_model` in the engine-core thread before it blocks on the oldest batch's future, whereas with
+    /// several (`MultiprocExecutor`) the workers launch and hand step k's output to their output thread
+    /// (`WorkerProc.handle_output` → `async_output_busy_loop`), which streams it while step k + 1 is launched.
+    pub results_after_launch: bool,
 }
 
 /// The requests one step runs: (request, new tokens).
@@ -150,6 +166,11 @@ pub struct Instance {
     /// when it starts at `last_end`, and an overlap engine formed that next batch at `last_start`.
     pub last_start: f64,
     pub last_end: f64,
+    /// Engines with [`InstanceSettings::results_after_launch`]: the requests that sampled a token in the last
+    /// step (at `last_end`) that the client has not got yet ([`Instance::show`]).
+    pub unseen: Vec<u32>,
+    /// When the host finished launching the last step, s ([`Instance::launched`]; −∞ before the first).
+    pub host_s: f64,
 }
 
 /// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
@@ -181,7 +202,53 @@ impl Instance {
             held: VecDeque::new(),
             last_start: f64::NEG_INFINITY,
             last_end: f64::NEG_INFINITY,
+            unseen: Vec::new(),
+            host_s: f64::NEG_INFINITY,
         }
+    }
+
+    /// Nothing running, waiting or received: a batch formed now would be empty.
+    pub fn quiet(&self) -> bool {
+        self.running.is_empty() && self.waiting.is_empty() && self.inbox.is_empty()
+    }
+
+    /// Whether an overlap engine formed the batch of the step starting at `start_s` while the previous step ran
+    /// (when that one started): the step follows the previous one back to back and the batch formed then was not
+    /// empty ([`Instance::release_held`]). Call it before the step's batch is scheduled.
+    pub fn follows(&self, start_s: f64) -> bool {
+        self.settings.overlap && start_s == self.last_end && !self.quiet()
+    }
+
+    /// The host launches the step of `wall_s` starting at `start_s` in `launch_s` (at most `wall_s`); `follows`:
+    /// [`Instance::follows`] before it was scheduled. Returns when the host has finished launching it, s, and keeps
+    /// it in `host_s`. A step that follows is launched as soon as the host has launched the previous one and
+    /// the one before that has ended (SGLang's and TensorRT-LLM's overlap loops wait for step k − 1's results
+    /// after launching step k, then form and launch step k + 1: `max(host_s, last_start)`, `last_start` being
+    /// step k − 1's end); any other step when it starts.
+    pub fn launched(&mut self, start_s: f64, follows: bool, wall_s: f64, launch_s: f64) -> f64 {
+        let from = if follows { self.host_s.max(self.last_start) } else { start_s };
+        self.host_s = from + launch_s.min(wall_s);
+        self.host_s
+    }
+
+    /// Streams the tokens of the last step to the client at `at_s` ([`InstanceSettings::results_after_launch`]):
+    /// a request's first token sets its TTFT, any other adds an ITL; a request with all its output tokens is done
+    /// (pushed to `done`). Empties `unseen`.
+    pub fn show(&mut self, reqs: &mut [Req], at_s: f64, itl: &mut Weighted, done: &mut Vec<u32>) {
+        for &r in &self.unseen {
+            let q = &mut reqs[r as usize];
+            if q.first_s.is_nan() {
+                q.first_s = at_s;
+            } else {
+                itl.push(at_s - q.shown_s, 1);
+            }
+            q.shown_s = at_s;
+            if q.generated >= q.output {
+                q.done_s = at_s;
+                done.push(r);
+            }
+        }
+        self.unseen.clear();
     }
 
     /// Requests sent and not finished: held, in the inbox, waiting or running.
@@ -215,8 +282,7 @@ impl Instance {
         if self.held.is_empty() {
             return;
         }
-        let empty = self.running.is_empty() && self.waiting.is_empty() && self.inbox.is_empty();
-        let formed = if start_s == self.last_end && !empty { self.last_start } else { f64::INFINITY };
+        let formed = if self.follows(start_s) { self.last_start } else { f64::INFINITY };
         while let Some(&(r, t)) = self.held.front() {
             if t > formed {
                 break;

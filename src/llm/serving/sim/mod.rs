@@ -8,7 +8,11 @@
 //!
 //! Peers: Vidur (Agrawal et al., MLSys 2024) and LLMServingSim simulate the scheduler step by step the same way;
 //! BLIS (llm-d) is a discrete-event simulator of vLLM. Time only advances by steps: a step's tokens are visible to
-//! the client when it ends (streaming latency, detokenization and the network are not modelled).
+//! the client when it ends — or, on an engine whose host thread launches the next step before it processes this
+//! one's results ([`InstanceSettings::results_after_launch`]: SGLang's and TensorRT-LLM's overlap loops, vLLM V1
+//! with one GPU per engine), when the next step has been launched, if one follows ([`Instance::launched`],
+//! [`Instance::show`]); the TTFT, ITL, end-to-end latency and the closed loop's next send follow. Streaming latency,
+//! detokenization and the network are not modelled.
 //!
 //! **Events.** A request is sent when it arrives and a client slot is free (closed loop: `concurrency` slots, each
 //! freed when its request's last token arrives). It goes to the next instance of its pool in turn (round robin,
@@ -214,7 +218,8 @@ pub fn simulate(
     let mut out = SimOutcome { busy_fraction: vec![0.0; pools.len()], ..SimOutcome::default() };
     let (mut next, mut finished) = (0usize, 0usize);
     let (mut kv_area, mut batch_area, mut busy) = (0.0f64, 0.0f64, 0.0f64);
-    let mut done: Vec<u32> = Vec::new();
+    // Requests whose last token the client got (completions), and requests that left an instance in a step.
+    let (mut done, mut left): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut scratch = RunScratch::default();
     // When the front end's one tokenizer thread is free (SimOptions::tokenize_s_per_token).
     let mut tokenizer_free = 0.0f64;
@@ -302,12 +307,21 @@ pub fn simulate(
             }
         }
         let start = instances[i].free_at;
+        let follows = instances[i].follows(start);
         let preempted_before = instances[i].preemptions;
         instances[i].release_held(start);
         instances[i].schedule(&mut reqs);
         if instances[i].batch.is_empty() {
             // Nothing can run: a request larger than the KV cache (or one the policy can never admit). Drop it.
             let inst = &mut instances[i];
+            // The engine launches nothing: it streams the last step's tokens when that step ends.
+            done.clear();
+            let at = inst.last_end;
+            inst.show(&mut reqs, at, &mut out.itl_s, &mut done);
+            for &r in &done {
+                finished += 1;
+                complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
+            }
             if inst.preemptions > preempted_before && inst.running.is_empty() {
                 continue;
             }
@@ -323,7 +337,8 @@ pub fn simulate(
             continue;
         }
         let load = instances[i].load(&reqs);
-        let dt = pools[pool].timer.step_s(&load)?;
+        let timed = pools[pool].timer.time(&load)?;
+        let dt = timed.wall_s;
         if !(dt.is_finite() && dt > 0.0) {
             return Err(bad("model", format!("a step of {load:?} was timed at {dt} s")));
         }
@@ -363,33 +378,30 @@ pub fn simulate(
             out.trace_truncated = true;
         }
         done.clear();
-        inst.apply(&mut reqs, end, &mut out.itl_s, &mut done);
+        if inst.settings.results_after_launch {
+            // The previous step's tokens reach the client once this step is launched ([`Instance::launched`]).
+            let launched = inst.launched(start, follows, dt, timed.launch_s);
+            let at = if follows { launched.max(inst.last_end) } else { inst.last_end };
+            inst.show(&mut reqs, at, &mut out.itl_s, &mut done);
+        }
+        left.clear();
+        inst.apply(&mut reqs, end, &mut left);
         inst.free_at = end;
         (inst.last_start, inst.last_end) = (start, end);
-        for &r in &done {
-            if inst.settings.role == Role::Prefill {
-                let pool = decode_pool.expect("a prefill role only in disaggregated runs");
+        if inst.settings.role == Role::Prefill {
+            let pool = decode_pool.expect("a prefill role only in disaggregated runs");
+            for &r in &left {
                 transfers.push(Reverse((Time(end + transfer_s(reqs[r as usize].input)), r, pool)));
-                continue;
             }
+        }
+        // The client gets this step's tokens when it ends, unless the engine launches another step first: an
+        // overlap engine with more to run streams them when that step is launched (above, at the next step).
+        if !inst.settings.results_after_launch || inst.quiet() {
+            inst.show(&mut reqs, end, &mut out.itl_s, &mut done);
+        }
+        for &r in &done {
             finished += 1;
-            let q = &reqs[r as usize];
-            out.completed += 1;
-            out.input_tokens += q.input as u64;
-            out.output_tokens += q.generated as u64;
-            let (ttft, e2e) = (q.first_s - q.sent_s, q.done_s - q.sent_s);
-            out.ttft_s.push(ttft);
-            out.e2e_s.push(e2e);
-            let tpot = if q.generated > 1 { (e2e - ttft) / (q.generated - 1) as f64 } else { 0.0 };
-            if q.generated > 1 {
-                out.tpot_s.push(tpot);
-            }
-            out.tpot_or_zero_s.push(tpot);
-            out.outputs.push(q.generated);
-            out.duration_s = out.duration_s.max(q.done_s);
-            if concurrency.is_some() {
-                slots.push(Reverse(Time(q.done_s)));
-            }
+            complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
         }
     }
     out.preemptions = instances.iter().map(|i| i.preemptions).sum();
@@ -403,11 +415,32 @@ pub fn simulate(
     Ok(out)
 }
 
+/// Records the completion of request `q` (its last token at the client at `q.done_s`) in `out`, and frees its
+/// client's slot at that time when the clients are a closed loop.
+fn complete(q: &Req, out: &mut SimOutcome, slots: &mut BinaryHeap<Reverse<Time>>, closed_loop: bool) {
+    out.completed += 1;
+    out.input_tokens += q.input as u64;
+    out.output_tokens += q.generated as u64;
+    let (ttft, e2e) = (q.first_s - q.sent_s, q.done_s - q.sent_s);
+    out.ttft_s.push(ttft);
+    out.e2e_s.push(e2e);
+    let tpot = if q.generated > 1 { (e2e - ttft) / (q.generated - 1) as f64 } else { 0.0 };
+    if q.generated > 1 {
+        out.tpot_s.push(tpot);
+    }
+    out.tpot_or_zero_s.push(tpot);
+    out.outputs.push(q.generated);
+    out.duration_s = out.duration_s.max(q.done_s);
+    if closed_loop {
+        slots.push(Reverse(Time(q.done_s)));
+    }
+}
+
 impl Instance {
-    /// Applies the step in `self.batch`, ending at `end`: tokens computed, tokens sampled (the first sets the
-    /// request's TTFT, the others add an ITL), and the requests that leave (done, or handed to a decode worker)
-    /// pushed to `done` with their blocks freed.
-    pub fn apply(&mut self, reqs: &mut [Req], end: f64, itl: &mut Weighted, done: &mut Vec<u32>) {
+    /// Applies the step in `self.batch`, ending at `end`: tokens computed, tokens sampled (their requests pushed
+    /// to `unseen`, for the client: [`Instance::show`]), and the requests that leave (all output tokens sampled, or
+    /// handed to a decode worker) pushed to `left` with their blocks freed.
+    pub fn apply(&mut self, reqs: &mut [Req], end: f64, left: &mut Vec<u32>) {
         let prefill_role = self.settings.role == Role::Prefill;
         for k in 0..self.batch.len() {
             let (r, n) = self.batch[k];
@@ -419,30 +452,25 @@ impl Instance {
             if prefill_role {
                 self.free_blocks += q.blocks as u64 + q.reserved as u64;
                 (q.blocks, q.reserved) = (0, 0);
-                done.push(r);
+                left.push(r);
                 continue;
             }
             q.generated += 1;
             q.tokens += 1;
-            if q.generated == 1 {
-                q.first_s = end;
-            } else {
-                itl.push(end - q.last_s, 1);
-            }
             q.last_s = end;
+            self.unseen.push(r);
             if q.generated >= q.output {
-                q.done_s = end;
                 self.free_blocks += q.blocks as u64 + q.reserved as u64;
                 (q.blocks, q.reserved) = (0, 0);
-                done.push(r);
+                left.push(r);
             }
         }
-        if !done.is_empty() {
-            let leaving = |r: &u32| done.contains(r);
-            if done.len() <= 4 {
+        if !left.is_empty() {
+            let leaving = |r: &u32| left.contains(r);
+            if left.len() <= 4 {
                 self.running.retain(|r| !leaving(r));
             } else {
-                let set: std::collections::HashSet<u32> = done.iter().copied().collect();
+                let set: std::collections::HashSet<u32> = left.iter().copied().collect();
                 self.running.retain(|r| !set.contains(r));
             }
         }

@@ -13,10 +13,21 @@ use super::super::steady::Solver;
 use super::super::step::StepLoad;
 use crate::llm::config::ConfigError;
 
-/// Times one engine step (wall time, host overhead included, s).
+/// What one engine step costs, s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepTime {
+    /// Wall time, host overhead included, s.
+    pub wall_s: f64,
+    /// The host's time to launch the step's kernels, s (pp micro-batches together; 0 when a whole-step CUDA graph
+    /// is replayed): [`super::super::steady::StepResult::launch_s`] × pp. The simulator uses it for when an overlap
+    /// engine streams the previous step's tokens ([`super::instance::InstanceSettings::results_after_launch`]).
+    pub launch_s: f64,
+}
+
+/// Times one engine step.
 pub trait StepTimer {
-    /// The wall time of a step of `load`, s.
-    fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError>;
+    /// The wall time and host launch time of a step of `load`, s.
+    fn time(&mut self, load: &StepLoad) -> Result<StepTime, ConfigError>;
 }
 
 /// Most distinct step shapes one simulation may time (each costs the step model a few dozen operator lookups): a
@@ -24,7 +35,7 @@ pub trait StepTimer {
 pub const MAX_DISTINCT_STEPS: usize = 50_000;
 
 impl StepTimer for Solver<'_> {
-    fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError> {
+    fn time(&mut self, load: &StepLoad) -> Result<StepTime, ConfigError> {
         if self.cached_steps() > MAX_DISTINCT_STEPS {
             return Err(crate::llm::config::bad(
                 "workload",
@@ -34,21 +45,29 @@ impl StepTimer for Solver<'_> {
                 ),
             ));
         }
-        Ok(self.step(*load)?.time_s)
+        let pp = self.config().pp.max(1) as f64;
+        let step = self.step(*load)?;
+        Ok(StepTime { wall_s: step.time_s, launch_s: pp * step.launch_s })
     }
 }
 
-/// Steps of fixed durations: `decode_s` for a step without prefill, `prefill_s` for one with (the hand-worked
-/// tests' timer).
+/// Steps of fixed durations: `decode_s` for a step without prefill, `prefill_s` for one with, launched by the host
+/// in `decode_launch_s` and `prefill_launch_s` (the hand-worked tests' timer).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConstantSteps {
     pub decode_s: f64,
     pub prefill_s: f64,
+    pub decode_launch_s: f64,
+    pub prefill_launch_s: f64,
 }
 
 impl StepTimer for ConstantSteps {
-    fn step_s(&mut self, load: &StepLoad) -> Result<f64, ConfigError> {
-        Ok(if load.prefill_tokens > 0 { self.prefill_s } else { self.decode_s })
+    fn time(&mut self, load: &StepLoad) -> Result<StepTime, ConfigError> {
+        Ok(if load.prefill_tokens > 0 {
+            StepTime { wall_s: self.prefill_s, launch_s: self.prefill_launch_s }
+        } else {
+            StepTime { wall_s: self.decode_s, launch_s: self.decode_launch_s }
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Hand-worked simulations with constant step times (every number in the comments).
 
 use super::instance::{InstanceSettings, Role};
-use super::steps::{ConstantSteps, StepTimer};
+use super::steps::{ConstantSteps, StepTime, StepTimer};
 use super::*;
 use crate::llm::serving::request::Engine;
 
@@ -20,6 +20,7 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
         dp: 1,
         recv_interval: 1,
         overlap: false,
+        results_after_launch: false,
     }
 }
 
@@ -29,7 +30,8 @@ fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
 
 const OPTS: SimOptions =
     SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
-const STEPS: ConstantSteps = ConstantSteps { decode_s: 0.010, prefill_s: 0.050 };
+const STEPS: ConstantSteps =
+    ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
 
 fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
     run_with(s, 1, reqs, concurrency, OPTS)
@@ -269,9 +271,9 @@ struct ShapedSteps {
 }
 
 impl StepTimer for ShapedSteps {
-    fn step_s(&mut self, l: &crate::llm::serving::step::StepLoad) -> Result<f64, ConfigError> {
+    fn time(&mut self, l: &crate::llm::serving::step::StepLoad) -> Result<StepTime, ConfigError> {
         self.calls += 1;
-        Ok(0.004
+        let wall_s = 0.004
             + 1e-6 * l.decode_context as f64
             + 3e-5 * l.decode_seqs as f64
             + 2e-6 * l.sampled as f64
@@ -279,7 +281,17 @@ impl StepTimer for ShapedSteps {
                 0.02 + 1e-5 * l.prefill_tokens as f64 + 1e-7 * l.prompt_len as f64
             } else {
                 0.0
-            })
+            };
+        // Launches that are sometimes shorter than the step (GPU-bound), sometimes as long (host-bound): eager
+        // prefill steps, and decode steps of more than 8 sequences (none captured); smaller decodes replay a graph.
+        let launch_s = if l.prefill_tokens > 0 {
+            0.015 + 2e-5 * l.prefill_tokens as f64
+        } else if l.decode_seqs > 8 {
+            0.0043 + 1e-5 * l.decode_seqs as f64
+        } else {
+            0.0
+        };
+        Ok(StepTime { wall_s, launch_s })
     }
 }
 
@@ -493,18 +505,102 @@ fn an_overlap_engine_with_nothing_else_to_run_takes_a_new_request_at_once() {
 
 #[test]
 fn overlap_engines_decode_runs_change_nothing() {
-    // The held requests of an overlap engine stop a decode run; the step-by-step path and the runs agree.
-    for engine in [Engine::Vllm, Engine::Sglang, Engine::Trtllm] {
+    // The held requests of an overlap engine stop a decode run; the step-by-step path and the runs agree, also
+    // when the engine streams a step's tokens only once the next step is launched (ShapedSteps' launches are
+    // host-bound for decodes of 9 or more sequences at short contexts, GPU-bound for the others and for prefills).
+    for (engine, after_launch) in
+        [Engine::Vllm, Engine::Sglang, Engine::Trtllm].into_iter().flat_map(|e| [(e, false), (e, true)])
+    {
         let mut s = settings(engine, 1024, 16, 100_000);
         s.overlap = true;
+        s.results_after_launch = after_launch;
         s.max_num_seqs = 12;
         same_both_ways(&[(s.clone(), 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
         same_both_ways(&[(s.clone(), 2)], &varied(60, 400, 150, 0.05, 11), None, 0.001);
-        same_both_ways(&[(s.clone(), 1)], &same(40, 200, 90), Some(16), 0.002);
+        let (slow, fast) = same_both_ways(&[(s.clone(), 1)], &same(40, 200, 90), Some(16), 0.002);
+        assert!(fast * 2 < slow, "{fast} timer calls with runs, {slow} step by step: the runs ran");
         let (mut p, mut d) = (s.clone(), s.clone());
         (p.role, d.role) = (Role::Prefill, Role::Decode);
         same_both_ways(&[(p, 2), (d, 3)], &varied(50, 300, 120, 0.0, 3), Some(16), 0.0);
         s.recv_interval = 10;
         same_both_ways(&[(s, 1)], &varied(60, 400, 150, 0.0, 7), Some(20), 0.0);
     }
+}
+
+/// SGLang with the overlap loop, one request of 100 prompt tokens per prefill step (a 100-token chunk), steps of
+/// `steps`, streaming a step's tokens once the next step is launched when `after_launch` (no overlap loop when
+/// not). Run step by step and with decode runs: both give the same answer.
+fn overlap_run(steps: ConstantSteps, after_launch: bool, reqs: &[SimRequest]) -> SimOutcome {
+    let mut s = settings(Engine::Sglang, 100, 1, 100_000);
+    (s.overlap, s.results_after_launch) = (after_launch, after_launch);
+    let go = |trace_steps: usize| {
+        let mut timer = steps;
+        let mut pools = [Pool { settings: s.clone(), workers: 1, timer: &mut timer }];
+        simulate(&mut pools, reqs, None, &|_| 0.0, SimOptions { trace_steps, ..OPTS }).unwrap()
+    };
+    let (slow, fast) = (go(1000), go(0));
+    assert_eq!((&slow.ttft_s, &slow.e2e_s, &slow.itl_s), (&fast.ttft_s, &fast.e2e_s, &fast.itl_s));
+    slow
+}
+
+/// DeepSeek-R1's eager prefill step on SGLang (dsprefill, sgeager §3): 199.9 ms on the GPU, 154.4 ms of host
+/// launches; a decode step replays a CUDA graph (10 ms, nothing to launch).
+const EAGER: ConstantSteps =
+    ConstantSteps { decode_s: 0.010, prefill_s: 0.1999, decode_launch_s: 0.0, prefill_launch_s: 0.1544 };
+
+#[test]
+fn an_overlap_engine_streams_a_prefill_after_launching_the_next_prefill() {
+    // A and B (100 prompt tokens, 2 output tokens) both sent at 0; the 100-token chunk prefills one per step.
+    // [0, 199.9] prefill A: the host launches it in [0, 154.4]. [199.9, 399.8] prefill B, formed and launched
+    // while A's prefill runs: from 154.4 (A launched; nothing before A to wait for) to 154.4 + 154.4 = 308.8.
+    // The engine processes A's first token after launching B: A's TTFT max(199.9, 308.8) = 308.8 ms (+108.9).
+    // [399.8, 409.8] decodes A and B (a graph, 0 launch): launched at max(308.8, 199.9) + 0 = 308.8, so B's first
+    // token is streamed when its prefill ends: TTFT 399.8 ms. Both finish there and nothing follows: their last
+    // tokens at 409.8 ms. A's ITL 409.8 − 308.8 = 101 ms, B's 10 ms.
+    let reqs = same(2, 100, 2);
+    let o = overlap_run(EAGER, true, &reqs);
+    close(&o.ttft_s, &[0.3088, 0.3998]);
+    close(&o.e2e_s, &[0.4098, 0.4098]);
+    let itl = o.itl_s.stats(1e3);
+    // Two gaps: (101 + 10)/2 = 55.5 ms on average.
+    assert!(itl.count == 2 && (itl.max_ms - 101.0).abs() < 1e-9 && (itl.mean_ms - 55.5).abs() < 1e-9, "{itl:?}");
+    // Streamed when each step ends (no overlap loop): A's TTFT 199.9 ms, ITLs 210 and 10 ms.
+    let o = overlap_run(EAGER, false, &reqs);
+    close(&o.ttft_s, &[0.1999, 0.3998]);
+    close(&o.e2e_s, &[0.4098, 0.4098]);
+}
+
+#[test]
+fn an_overlap_engine_streams_a_prefill_followed_by_a_graph_decode_at_its_end() {
+    // One request of 100 prompt and 3 output tokens: [0, 199.9] prefill (launched in [0, 154.4]); [199.9, 209.9]
+    // decode, a graph launched at max(154.4, 0) + 0 = 154.4 < 199.9: the first token at 199.9 ms, unchanged.
+    // [209.9, 219.9] decode: launched at max(154.4, 199.9) + 0, token 2 at 209.9; token 3 ends the request and
+    // nothing follows: 219.9 ms. A lone request of 1 output token at an idle instance: its prefill's end, 199.9 ms.
+    for after_launch in [true, false] {
+        let o = overlap_run(EAGER, after_launch, &same(1, 100, 3));
+        close(&o.ttft_s, &[0.1999]);
+        close(&o.e2e_s, &[0.2199]);
+        let o = overlap_run(EAGER, after_launch, &same(1, 100, 1));
+        close(&o.ttft_s, &[0.1999]);
+        close(&o.e2e_s, &[0.1999]);
+    }
+}
+
+#[test]
+fn a_host_bound_overlap_engine_streams_every_token_one_step_late() {
+    // Eager decodes whose launch is the whole step (10 ms; prefill 50 ms, host-bound too: TensorRT-LLM beyond its
+    // captured batch sizes). One request of 100 prompt and 4 output tokens. [0, 50] prefill, launched [0, 50];
+    // [50, 60] decode launched [max(50, 0), 60]: the first token at max(50, 60) = 60 ms (TTFT +10 ms);
+    // [60, 70] launched [max(60, 50), 70]: token 2 at 70; [70, 80] launched [70, 80]: token 3 at 80; token 4 ends
+    // the request at 80 ms with nothing after it. ITLs 10, 10, 0 ms: every token but the last one step late.
+    let host_bound =
+        ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.010, prefill_launch_s: 0.050 };
+    let o = overlap_run(host_bound, true, &same(1, 100, 4));
+    close(&o.ttft_s, &[0.06]);
+    close(&o.e2e_s, &[0.08]);
+    close(&o.tpot_s, &[(0.08 - 0.06) / 3.0]);
+    // A non-overlap engine streams every token when its step ends: 50, 60, 70, 80 ms.
+    let o = overlap_run(host_bound, false, &same(1, 100, 4));
+    close(&o.ttft_s, &[0.05]);
+    close(&o.e2e_s, &[0.08]);
 }
