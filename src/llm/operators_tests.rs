@@ -274,3 +274,20 @@ fn qwen3_normalizes_each_query_and_key_head_by_hand() {
     assert!(resolve_named(&hf("qwen3")).unwrap().qk_norm);
     assert!(!resolve_named(&hf("llama")).unwrap().qk_norm);
 }
+
+#[test]
+fn megatron_deepspeeds_loss_runs_on_the_fp32_upcast_and_the_others_on_the_fused_kernel() {
+    // The head's cross-entropy shape: T = 2 · 1,024 tokens, V = 50,304 / 2 columns at tp 2; the third dim 1 only under
+    // deepspeed (GPTModelPipe's `float16_to_fp32` before `_VocabParallelCrossEntropy`).
+    use crate::llm::framework::Framework;
+    use crate::llm::with_framework;
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257});
+    let head = |fw: Framework| {
+        let c = with_framework(cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 2}), Precision::Fp16), fw)
+            .unwrap();
+        dims(&head_ops(&c, &Layout::new(&c, 8), PREC, 50_304), OpName::CrossEntropy)
+    };
+    assert_eq!(head(Framework::Deepspeed), [2_048, 25_152, 1, 0, 0]);
+    assert_eq!(head(Framework::Megatron), [2_048, 25_152, 0, 0, 0]);
+    assert_eq!(head(Framework::Nemo), [2_048, 25_152, 0, 0, 0]);
+}
