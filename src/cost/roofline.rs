@@ -192,7 +192,8 @@ fn gemm(acc: &mut Acc, b: u64, m: u64, n: u64, k: u64, elem_bytes: f64, peak: f6
 /// layernorm, rmsnorm 2 [1] / 5 [2] (dx, then dγ/dβ re-reading x and dy); softmax, fused_softmax, gelu 2 [1] / 3 [1];
 /// fillmask 2 + 1 byte of mask per element [1] both ways; swiglu 3 [1] / 5 [1]; rope 4 [1] / 4 [1] (q and k);
 /// elementwise with I inputs I + 1 [1] both ways; embedding 2·T·H [1] / V·H + 3·T·H [2]; cross_entropy N·(3e + 4) [4] /
-/// N·(4 + e) [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel); optimizer 28 B per parameter [1]
+/// N·(4 + e) [2] (fp32 softmax kept between passes, Megatron's vocab-parallel kernel), with its third dim 1 (Megatron-DeepSpeed's fp32
+/// upcast and unfused loss) N·(e + 36) [6] / N·(12 + e) [2]; optimizer 28 B per parameter [1]
 /// (fused Adam: read fp32 p, m, v and 16-bit g, write p, m, v and the 16-bit copy); quantize 2 B + e per element [1] (e
 /// the target precision's bytes), quantize_scale 2 B per element [1] (the amax read). GEMMs: forward one GEMM, backward
 /// two (dX = dY·Wᵀ, dW = Xᵀ·dY); a forward `linear` in fp8, fp8_block or nvfp4 first quantizes its input

@@ -274,3 +274,50 @@ fn qwen3_normalizes_each_query_and_key_head_by_hand() {
     assert!(resolve_named(&hf("qwen3")).unwrap().qk_norm);
     assert!(!resolve_named(&hf("llama")).unwrap().qk_norm);
 }
+
+#[test]
+fn megatron_deepspeeds_loss_runs_on_the_fp32_upcast_and_the_others_on_the_fused_kernel() {
+    // The head's cross-entropy shape: T = 2 · 1,024 tokens, V = 50,304 / 2 columns at tp 2; the third dim 1 only under
+    // deepspeed (GPTModelPipe's `float16_to_fp32` before `_VocabParallelCrossEntropy`).
+    use crate::llm::framework::Framework;
+    use crate::llm::with_framework;
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257});
+    let head = |fw: Framework| {
+        let c = with_framework(cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 2}), Precision::Fp16), fw)
+            .unwrap();
+        dims(&head_ops(&c, &Layout::new(&c, 8), PREC, 50_304), OpName::CrossEntropy)
+    };
+    assert_eq!(head(Framework::Deepspeed), [2_048, 25_152, 1, 0, 0]);
+    assert_eq!(head(Framework::Megatron), [2_048, 25_152, 0, 0, 0]);
+    assert_eq!(head(Framework::Nemo), [2_048, 25_152, 0, 0, 0]);
+}
+
+#[test]
+fn megatron_deepspeeds_column_parallel_input_gradient_all_reduces_hide_behind_the_weight_gradients() {
+    // tp 2 without sequence parallelism: backward, the two input-gradient all-reduces of a layer (QKV = Linear1,
+    // up-projection = Linear3) each of b·s·h = 2·1,024·1,024 elements; under deepspeed each is its own op,
+    // overlapping its layer's weight-gradient GEMM (`async_tensor_model_parallel_allreduce`); under megatron one op
+    // of 2 calls charged in full (as before). The forward's two row-parallel all-reduces stay synchronous.
+    use crate::llm::framework::Framework;
+    use crate::llm::with_framework;
+    let m = serde_json::json!({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257});
+    let ars = |fw: Framework, phase: Phase| {
+        let c = with_framework(cfg(m.clone(), serde_json::json!({"tp": 2, "micro_batch": 2}), Precision::Fp16), fw)
+            .unwrap();
+        layer_ops(&c, &Layout::new(&c, 8), PREC)
+            .into_iter()
+            .filter(|o| o.name == OpName::MpAllReduce && o.phase == phase && !o.recompute)
+            .map(|o| (o.calls, o.overlaps.map(|v| (v.with, v.chunks, v.wgrad_only)), o.features))
+            .collect::<Vec<_>>()
+    };
+    let f = vec![2 * 1024 * 1024, 1, 2];
+    assert_eq!(
+        ars(Framework::Deepspeed, Phase::Bwd),
+        vec![
+            (1, Some((OpName::Linear3, 1, true)), f.clone()),
+            (1, Some((OpName::Linear1, 1, true)), f.clone())
+        ]
+    );
+    assert_eq!(ars(Framework::Megatron, Phase::Bwd), vec![(2, None, f.clone())]);
+    assert_eq!(ars(Framework::Deepspeed, Phase::Fwd), vec![(2, None, f)]);
+}

@@ -16,7 +16,7 @@
 //! | `attention_decode` | B, C, A, G, D | B sequences decoding one token each, attending C cached tokens (history + the new one), A query heads, G key/value heads on this GPU, head dim D |
 //! | `moe` | T, H, F, E, K | T tokens whose top-K routed copies this GPU's experts receive (tokens entering the layer / EP: T·K copies), hidden H, expert FFN width F on this GPU (inter_size / expert TP), E experts on this GPU (experts / EP), top-K routing; SwiGLU experts |
 //! | `embedding` | T, V, H | tokens, vocabulary rows (on this GPU), hidden |
-//! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU) |
+//! | `cross_entropy` | T, V | tokens, vocabulary columns (on this GPU); a third slot, not named (samples, the estimate API and traces leave it 0, the fused kernel), is 1 where the training decomposition upcasts the 16-bit logits to fp32 and runs the unfused loss on the copy (Megatron-DeepSpeed) |
 //! | `optimizer` | P | parameters updated by this GPU (fused Adam) |
 //! Unused trailing dims are 0.
 //!

@@ -111,3 +111,22 @@ fn flash_attention_backward_runs_at_0_87_of_the_forwards_flop_rate() {
     assert!((bwd.compute_us - 20292.9).abs() < 0.5, "{}", bwd.compute_us);
     assert_eq!((fwd.bound, bwd.bound), (Bound::Compute, Bound::Compute));
 }
+
+#[test]
+fn megatron_deepspeeds_upcast_loss_moves_38_bytes_per_logit_forward_and_14_backward() {
+    // GPT-2's padded vocabulary at tp 1 and 1,024 tokens: N = 1,024 · 50,304 = 51,511,296 logits, fp16 (e = 2).
+    // Forward (third dim 1): upcast 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4, div_ 4 + 4 = 38 B per logit in
+    // 6 kernels: 38 · 51,511,296 = 1,957,429,248 B. Backward: mul_ 4 + 4, cast back 4 + 2 = 14 B in 2 kernels:
+    // 721,158,144 B. The fused kernel (0): 3·2 + 4 = 10 B forward in 4 kernels, 4 + 2 = 6 B backward in 2.
+    let n = 1024.0 * 50_304.0;
+    let ce = |u: u64, phase: Phase| {
+        estimate(&OpShape::new(OpClass::CrossEntropy, phase, &[1024, 50_304, u]), Precision::Fp16, &a100()).unwrap()
+    };
+    let (f, b) = (ce(1, Phase::Fwd), ce(1, Phase::Bwd));
+    assert_eq!((f.bytes, f.kernels, b.bytes, b.kernels), (1_957_429_248.0, 6, 721_158_144.0, 2));
+    assert_eq!((f.bytes / n, b.bytes / n), (38.0, 14.0));
+    let (f0, b0) = (ce(0, Phase::Fwd), ce(0, Phase::Bwd));
+    assert_eq!((f0.bytes / n, f0.kernels, b0.bytes / n, b0.kernels), (10.0, 4, 6.0, 2));
+    // Memory-bound: 1,957,429,248 B over the A100-40GB's 1,555 GB/s = 1,258.8 µs of DRAM time.
+    assert!((f.memory_us - 1_957_429_248.0 / 1555e9 * 1e6).abs() < 1e-6, "{}", f.memory_us);
+}

@@ -55,6 +55,27 @@ pub(super) fn memory_bound(acc: &mut Acc, class: OpClass, d: &Dims, bwd: bool, e
                 vector(acc, t * h, 0.0, 2.0 * t * h * e, gpu);
             }
         }
+        // The third slot, 1 only from the training decomposition under `deepspeed` (`crate::op`'s table).
+        OpClass::CrossEntropy if d[2] == 1 => {
+            // Megatron-DeepSpeed's loss (`GPTModelPipe`: the `float16_to_fp32` stage after the LM head, then
+            // `_VocabParallelCrossEntropy` in `megatron/core/tensor_parallel/cross_entropy.py`) on N = T·V logits:
+            // forward the upcast (read e, write 4 B), `torch.max` (read 4), the out-of-place subtraction of the
+            // max (read 4, write 4), `torch.exp` (read 4, write 4), `.sum` (read 4) and `exp_logits.div_` (read 4,
+            // write 4), the softmax kept for backward: 6 kernels, N·(e + 36) B. Backward `grad_input.mul_`
+            // (read 4, write 4) and the upcast's backward cast to 16 bits (read 4, write e): N·(12 + e) B.
+            let n = (d[0] * d[1]) as f64;
+            if bwd {
+                vector(acc, n, 1.0, 8.0 * n, gpu);
+                vector(acc, n, 0.0, 4.0 * n + n * e, gpu);
+            } else {
+                vector(acc, n, 0.0, n * e + 4.0 * n, gpu);
+                vector(acc, n, 1.0, 4.0 * n, gpu);
+                vector(acc, n, 1.0, 8.0 * n, gpu);
+                vector(acc, n, 4.0, 8.0 * n, gpu);
+                vector(acc, n, 1.0, 4.0 * n, gpu);
+                vector(acc, n, 1.0, 8.0 * n, gpu);
+            }
+        }
         OpClass::CrossEntropy => {
             let n = (d[0] * d[1]) as f64;
             if bwd {

@@ -6,6 +6,7 @@ use super::work::{collective, comm_elem_bytes, compute, eager_ops, OpPrecisions,
 use super::OpName;
 use crate::hw::Precision;
 use crate::llm::config::{Activation, Attention, Norm, TrainingConfig};
+use crate::llm::framework::Framework;
 use crate::llm::layout::Layout;
 use crate::op::Collective;
 use crate::op::{OpClass, Phase};
@@ -34,6 +35,8 @@ pub(crate) fn norm_op(cfg: &TrainingConfig) -> (OpName, OpClass) {
 /// Without it, under Megatron-Core (Transformer Engine's modules), the backward reduce-scatters of the
 /// column-parallel layers' input gradients (Linear1, Linear3) run asynchronously beside those layers' weight-gradient
 /// GEMMs ([`super::work::Overlap::wgrad_only`]); every other sequence-parallel collective is charged in full.
+/// Without sequence parallelism, under `deepspeed` (Megatron-DeepSpeed's `ColumnParallelLinear` with its default
+/// asynchronous all-reduce), the backward all-reduces of the same input gradients overlap the same way.
 ///
 /// An MoE layer's MLP is not tensor-parallel (`mlp` false): its one site surrounds the attention (all-gather before
 /// Linear1, reduce-scatter after Linear2; backward the mirror image); the MoE module adds the shared experts'.
@@ -73,6 +76,13 @@ pub(crate) fn tp_sync(
             })
             .collect();
     }
+    // The column-parallel layers of the sites (QKV = Linear1, the MLP's up-projection = Linear3), whose backward
+    // input-gradient collective may run beside their weight-gradient GEMM.
+    let column: &[OpName] = match (mlp, sites) {
+        (true, 2) => &[OpName::Linear3, OpName::Linear1],
+        (_, 1) => &[OpName::Linear1],
+        _ => &[],
+    };
     if cfg.sp() {
         let ag = collective(OpName::MpAllGather, phase, sites, Collective::AllGather, ag_bytes, tp, a, f.clone());
         // Without Userbuffers, Transformer Engine's column-parallel layers (QKV = Linear1, the MLP's
@@ -82,11 +92,6 @@ pub(crate) fn tp_sync(
         // (`transformer_engine/pytorch/module/linear.py`, `layernorm_linear.py`, `layernorm_mlp.py`, the branch
         // `elif ctx.parallel_mode == "column" and not ctx.ub_bulk_wgrad`). The all-gathers of the row-parallel
         // layers' output gradients (`grad_output_preprocess`) stay synchronous.
-        let column: &[OpName] = match (mlp, sites) {
-            (true, 2) => &[OpName::Linear3, OpName::Linear1],
-            (_, 1) => &[OpName::Linear1],
-            _ => &[],
-        };
         if phase == Phase::Bwd && cfg.framework.framework.is_megatron_core() && !column.is_empty() {
             let mut ops = vec![ag];
             for &gemm in column {
@@ -98,6 +103,21 @@ pub(crate) fn tp_sync(
             return ops;
         }
         vec![ag, collective(OpName::MpReduceScatter, phase, sites, Collective::ReduceScatter, bytes, tp, a, f)]
+    } else if phase == Phase::Bwd && cfg.framework.framework == Framework::Deepspeed && !column.is_empty() {
+        // Megatron-DeepSpeed's `ColumnParallelLinear` without sequence parallelism (`megatron/core/tensor_parallel/
+        // layers.py`, `LinearWithGradAccumulationAndAsyncCommunication.backward`): with
+        // `async_tensor_model_parallel_allreduce` (on unless `--no-async-tensor-model-parallel-allreduce`,
+        // `arguments.py`) it launches `torch.distributed.all_reduce(grad_input, async_op=True)` after the dgrad
+        // GEMM, computes the weight gradient, then waits on the handle: each column-parallel input-gradient
+        // all-reduce hides behind its layer's weight-gradient GEMM.
+        column
+            .iter()
+            .map(|&gemm| {
+                let mut ar = collective(OpName::MpAllReduce, phase, 1, Collective::AllReduce, bytes, tp, a, f.clone());
+                ar.overlaps = Some(Overlap { with: gemm, chunks: 1, wgrad_only: true });
+                ar
+            })
+            .collect()
     } else {
         vec![collective(OpName::MpAllReduce, phase, sites, Collective::AllReduce, bytes, tp, a, f)]
     }

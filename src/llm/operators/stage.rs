@@ -8,6 +8,7 @@ use super::OpName;
 use crate::comm::Group;
 use crate::hw::Precision;
 use crate::llm::config::{Norm, TrainingConfig};
+use crate::llm::framework::Framework;
 use crate::llm::layout::Layout;
 use crate::op::Collective;
 use crate::op::{OpClass, OpShape, Phase};
@@ -69,11 +70,14 @@ pub fn head_ops(cfg: &TrainingConfig, layout: &Layout, prec: OpPrecisions, v_pad
         ops.push(collective(OpName::MpReduceScatter, Phase::Bwd, 1, Collective::ReduceScatter, bytes, tp, a, f));
     }
     ops.extend(compute(OpName::FinalLinear, OpClass::Linear, prec.other, &[1, t, vp, d], vec![t, d, vp], 1));
+    // Megatron-DeepSpeed's `GPTModelPipe` upcasts the logits (`float16_to_fp32`) and runs the unfused
+    // vocabulary-parallel loss on the fp32 copy (the shape's third dim 1: [`crate::op`]'s table).
+    let upcast = u64::from(cfg.framework.framework == Framework::Deepspeed);
     ops.extend(compute(
         OpName::CrossEntropy,
         OpClass::CrossEntropy,
         prec.other,
-        &[t, vp],
+        &[t, vp, upcast],
         vec![b, t / b.max(1), vp],
         1,
     ));

@@ -60,7 +60,8 @@ pub struct Overlap {
     /// only: half of the partner's backward time, which perfcast times as the two GEMMs of equal FLOPs (for M
     /// tokens, K inputs and N outputs, dgrad dY·W and wgrad dYᵀ·X, 2·M·N·K each). Transformer Engine's
     /// column-parallel layers without Userbuffers launch the reduce-scatter of the input gradient with
-    /// `async_op=True` right after the dgrad GEMM and wait for it after the wgrad GEMM (`layer::tp_sync`).
+    /// `async_op=True` right after the dgrad GEMM and wait for it after the wgrad GEMM, as Megatron-DeepSpeed's
+    /// `ColumnParallelLinear` does its input-gradient all-reduce without sequence parallelism (`layer::tp_sync`).
     pub wgrad_only: bool,
 }
 
