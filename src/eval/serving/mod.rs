@@ -36,6 +36,7 @@ mod moe_source_tests;
 pub mod recipes;
 mod report;
 pub mod rows;
+pub mod speculative;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -256,6 +257,7 @@ fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f6
         concurrency: r.row.concurrency,
         replicas: r.row.replicas,
         workers_known: r.row.workers_known,
+        speculative: r.row.speculative,
         memory_fraction_raised: r.raised,
         split,
         measured_ttft_ms: r.row.ttft_ms,

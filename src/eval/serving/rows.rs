@@ -21,6 +21,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use super::speculative::{columns, db_dump_measurements, measurement_key, speculative};
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
@@ -47,6 +48,8 @@ pub struct RunRow {
     pub tpot_ms: f64,
     /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
     pub workers_known: bool,
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart.
+    pub speculative: bool,
     /// The deployment: every configuration column but the concurrency and the measurements.
     pub deployment: String,
     pub request: InferenceRequest,
@@ -206,9 +209,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let all_systems = systems();
+    let records = rdr
+        .records()
+        .enumerate()
+        .map(|(line, rec)| rec.map_err(|e| format!("{} line {}: {e}", path.display(), line + 2)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let db_dump = db_dump_measurements(&header, &records);
     let mut rows = Vec::new();
-    for (line, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| format!("{} line {}: {e}", path.display(), line + 2))?;
+    for rec in &records {
         let get = |i: usize| rec.get(i).unwrap_or("").trim().to_string();
         let Some(conc) = concurrency_of(&get(source)) else {
             *skipped.entry("no silicon_concurrency in silicon_data_source".into()).or_default() += 1;
@@ -375,6 +383,10 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
+            speculative: {
+                let col = columns(&header, &rec);
+                speculative(&col, measurement_key(&col).is_some_and(|k| db_dump.contains(&k)))
+            },
             deployment: deployment.join("|"),
             request,
         });
@@ -396,7 +408,8 @@ pub const SAME_MEASUREMENT: &str =
 /// significant digits (the dumps print 16 or 17) are one run filed twice, not two runs: the file holds ~370 such
 /// copies past its 668 exact ones (2026-11-28), e.g. DeepSeek-R1 runs repeated under `deepseek-ai/DeepSeek-V3` and a disaggregated run
 /// with and without its worker counts. Counting them twice would weigh those deployments double in every MAPE.
-/// The copy that states its disaggregated worker counts is kept (it can be predicted as it ran), else the first.
+/// The copy that states its disaggregated worker counts is kept (it can be predicted as it ran), else the first;
+/// it is [`speculative`] if any copy is.
 pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
     let mut at: HashMap<(Engine, String, String, u32, u32, u32, String, String), usize> = HashMap::new();
     let mut kept: Vec<RunRow> = Vec::with_capacity(rows.len());
@@ -414,7 +427,12 @@ pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
         );
         dropped += u64::from(at.contains_key(&key));
         match at.get(&key) {
-            Some(&i) if row.workers_known && !kept[i].workers_known => kept[i] = row,
+            Some(&i) if row.workers_known && !kept[i].workers_known => {
+                let speculative = kept[i].speculative || row.speculative;
+                kept[i] = row;
+                kept[i].speculative = speculative;
+            }
+            Some(&i) if row.speculative => kept[i].speculative = true,
             Some(_) => {}
             None => {
                 at.insert(key, kept.len());
@@ -440,6 +458,8 @@ pub struct RowResult {
     /// Aggregated workers the clients were spread over (one of them simulated with concurrency / replicas).
     pub replicas: u32,
     pub workers_known: bool,
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart from the headline.
+    pub speculative: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,
     /// Which split predicted it: `source` (the shipped constants, nothing fitted on these runs), `model` (constants
