@@ -21,8 +21,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::speculative::{columns, db_dump_measurements, measurement_key, speculative};
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
+use super::speculative::{columns, db_dump_measurements, measurement_key, speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 

@@ -102,9 +102,7 @@ pub fn speculative_ids(header: &csv::StringRecord, records: &[csv::StringRecord]
 
 /// A row's columns by header name (trimmed, `""` if absent).
 pub(super) fn columns<'a>(header: &'a csv::StringRecord, rec: &'a csv::StringRecord) -> impl Fn(&str) -> String + 'a {
-    move |name: &str| {
-        header.iter().position(|h| h == name).and_then(|i| rec.get(i)).unwrap_or("").trim().to_string()
-    }
+    move |name: &str| header.iter().position(|h| h == name).and_then(|i| rec.get(i)).unwrap_or("").trim().to_string()
 }
 
 /// The measurement keys ([`measurement_key`]) of the db-dump rows (`silicon_data_source` `db-dump/…`).
