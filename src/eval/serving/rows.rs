@@ -224,7 +224,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         };
         // An aggregated row whose dump squared its GPU count is read as what ran ([`unsquared`]).
         let node = all_systems.iter().find(|(n, _)| *n == get(system_col)).map_or(u32::MAX, |(_, s)| s.gpus_per_node);
-        let given = |i: usize| num(&rec, i).unwrap_or(1).max(1);
+        let given = |i: usize| num(rec, i).unwrap_or(1).max(1);
         let (agg_tp, agg_adp) = if get(mode_col) == "agg" {
             unsquared(given(agg[0]), given(agg[2]), given(moe_tp), given(agg[3]), node)
         } else {
@@ -274,15 +274,15 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             continue;
         };
         let parallelism = |cols: &[usize; 5]| {
-            let (tp, pp) = (num(&rec, cols[0]).unwrap_or(1).max(1), num(&rec, cols[1]).unwrap_or(1).max(1));
-            let adp = num(&rec, cols[2]).unwrap_or(1).max(1);
-            let ep = num(&rec, cols[3]).unwrap_or(1).max(1);
-            let workers = if cols[4] == usize::MAX { None } else { num(&rec, cols[4]) };
+            let (tp, pp) = (num(rec, cols[0]).unwrap_or(1).max(1), num(rec, cols[1]).unwrap_or(1).max(1));
+            let adp = num(rec, cols[2]).unwrap_or(1).max(1);
+            let ep = num(rec, cols[3]).unwrap_or(1).max(1);
+            let workers = if cols[4] == usize::MAX { None } else { num(rec, cols[4]) };
             // perfcast's tp is the GPUs of a stage: the attention tensor-parallel degree times its DP ranks.
             (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
         };
         let mode = get(mode_col);
-        let replicas = if mode == "agg" { replicas(conc, num(&rec, batch_size), agg_adp) } else { 1 };
+        let replicas = if mode == "agg" { replicas(conc, num(rec, batch_size), agg_adp) } else { 1 };
         // Each replica's share of the clients (see the module doc).
         let instance_clients = conc / replicas;
         // nvfp4 GEMMs and MoE (`gemm_quant_mode`/`moe_quant_mode` nvfp4 on every fp4 row) are perfcast's `fp4`.
@@ -291,7 +291,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             "fp4" => "fp4",
             _ => "bf16",
         };
-        let (in_len, out_len) = (num(&rec, isl).unwrap_or(0), num(&rec, osl).unwrap_or(0));
+        let (in_len, out_len) = (num(rec, isl).unwrap_or(0), num(rec, osl).unwrap_or(0));
         let mut req = json!({
             "system": sys.name, "model": model, "precision": precision_req,
             "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
@@ -312,7 +312,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["engine_options"] = json!({"scheduler_recv_interval": r});
         }
         if engine == Engine::Trtllm {
-            let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
+            let per_rank = num(rec, if mode == "agg" { batch_size } else { dec_bs });
             let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
                 json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
@@ -335,7 +335,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             // `max_running_requests` per rank); the runs' concurrency is workers × ranks × this. The prefill batch
             // size is left to the engine's default token budget (aiconfigurator's `prefill_batch_size` is 1 in
             // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
-            if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+            if let Some(bs) = num(rec, dec_bs).filter(|&b| b > 0) {
                 req["decode"]["engine_options"] = json!({"max_num_seqs": bs});
             }
             // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off
@@ -346,7 +346,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             if engine == Engine::Trtllm {
                 req["prefill"]["engine_options"] = json!({"async_scheduling": false,
                     "max_num_batched_tokens": trtllm_max_num_tokens(WorkerRole::Prefill, in_len, 0)});
-                if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                if let Some(bs) = num(rec, dec_bs).filter(|&b| b > 0) {
                     req["decode"]["engine_options"]["max_num_batched_tokens"] =
                         json!(trtllm_max_num_tokens(WorkerRole::Decode, in_len, bs));
                 }
@@ -376,15 +376,15 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             gpu: get(system_col),
             model,
             precision,
-            isl: num(&rec, isl).unwrap_or(0),
-            osl: num(&rec, osl).unwrap_or(0),
+            isl: num(rec, isl).unwrap_or(0),
+            osl: num(rec, osl).unwrap_or(0),
             concurrency: conc,
             replicas,
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
             speculative: {
-                let col = columns(&header, &rec);
+                let col = columns(&header, rec);
                 speculative(&col, measurement_key(&col).is_some_and(|k| db_dump.contains(&k)))
             },
             deployment: deployment.join("|"),
