@@ -4,7 +4,8 @@
 //! **The sources** (what `../shared` has, each predicted with nothing fitted on it):
 //! - `blackwell/<engine>` (vLLM, SGLang, TensorRT-LLM): the aggregated rows of `perfcast eval serving`'s
 //!   `serving_rows.csv` under the headline split (`split` = `source`: the shipped constants, the whole source left
-//!   out). TTFT and TPOT. Disaggregated rows are not a source: 623 of 845 have no worker counts and are predicted
+//!   out), less InferenceX's speculative-decoding runs (`speculative`; not modelled, set apart from the headline
+//!   too). TTFT and TPOT. Disaggregated rows are not a source: 623 of 845 have no worker counts and are predicted
 //!   with one prefill and one decode worker (a known failure of the row, not a bias of the deployment), so the
 //!   bands are not measured on disaggregated serving.
 //! - `llm-inference-bench/<framework>` (vLLM, TensorRT-LLM): `perfcast eval inference --cross-validate`'s
@@ -61,6 +62,10 @@ struct ServingCsvRow {
     engine: String,
     mode: String,
     split: String,
+    /// InferenceX's speculative-decoding runs ([`super::speculative::speculative`]); absent (false) in rows files
+    /// written before the column.
+    #[serde(default)]
+    speculative: bool,
     measured_ttft_ms: f64,
     predicted_ttft_ms: f64,
     measured_tpot_ms: f64,
@@ -126,7 +131,7 @@ pub fn run(serving_dir: &Path, inference_dir: &Path, stamp: &str) -> Result<Repo
     }
     let (mut ttft, mut tpot): (BTreeMap<String, Vec<f64>>, BTreeMap<String, Vec<f64>>) = Default::default();
     for r in read::<ServingCsvRow>(serving_dir, "serving")? {
-        if r.split != "source" || r.mode != "agg" {
+        if r.split != "source" || r.mode != "agg" || r.speculative {
             continue;
         }
         let name = format!("blackwell/{}", r.engine);

@@ -18,8 +18,9 @@
 //! DATA.md's traps: the 668 exact copies are dropped ([`rows::load`]), and so is a measurement filed again under
 //! other labels ([`rows::one_per_measurement`]); the measured value may be a mean or a median
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
-//! one decode worker and reported apart. LLM-Inference-Bench stays the second serving source (`perfcast eval
-//! inference`).
+//! one decode worker and reported apart; InferenceX's speculative-decoding (MTP) runs, which perfcast does not model
+//! ([`speculative::speculative`]), are reported apart too. LLM-Inference-Bench stays the second serving source
+//! (`perfcast eval inference`).
 //!
 //! **The client** ([`Client`], `--client`): by default every run is simulated with its fixed lengths, so the clients
 //! of a run stay in step. The runs in InferenceX's shapes were measured by InferenceX's client, whose lengths are
@@ -36,6 +37,7 @@ mod moe_source_tests;
 pub mod recipes;
 mod report;
 pub mod rows;
+pub mod speculative;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -256,6 +258,7 @@ fn row_result(r: &Ready, split: &'static str, (t, p, st, sp): (f64, f64, f64, f6
         concurrency: r.row.concurrency,
         replicas: r.row.replicas,
         workers_known: r.row.workers_known,
+        speculative: r.row.speculative,
         memory_fraction_raised: r.raised,
         split,
         measured_ttft_ms: r.row.ttft_ms,

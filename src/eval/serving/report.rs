@@ -1,5 +1,5 @@
 //! The report of `eval serving`: accuracy per subset (engine, mode, GPU, model, concurrency; the rows with and
-//! without known worker counts apart), the headline sentence, and the markdown and files written.
+//! without known worker counts apart, InferenceX's speculative-decoding runs apart), the headline sentence, and the markdown and files written.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -32,6 +32,9 @@ fn coverage(rows: &[(f64, f64, f64)]) -> f64 {
 /// The label of the disaggregated rows whose worker counts the data do not give.
 const NO_WORKER_COUNTS: &str = "disagg, worker counts not in the data";
 
+/// The label of InferenceX's speculative-decoding (MTP) runs ([`super::speculative::speculative`]).
+const SPECULATIVE: &str = "speculative decoding (MTP), not modelled";
+
 /// Accuracy and interval coverage of `rows` over every subset the report shows, in the report's order.
 pub(super) fn subsets(rows: &[RowResult]) -> Vec<Subset> {
     let mut out = Vec::new();
@@ -54,15 +57,18 @@ pub(super) fn subsets(rows: &[RowResult]) -> Vec<Subset> {
         });
     };
     add("all rows".into(), &|_| true);
-    add("worker counts known (agg, or disagg with counts)".into(), &|r| r.workers_known);
+    // The headline: the rows predictable as deployed, less the speculative-decoding runs (perfcast decodes one
+    // token per step; InferenceX's MTP runs up to four), which are reported apart below.
+    add("worker counts known (agg, or disagg with counts)".into(), &|r| r.workers_known && !r.speculative);
     // Not predictable as measured: the data do not give their prefill and decode pools' sizes, and the eval
     // assumes one worker of each (`rows::load`), so one decode worker carries every client. Reported apart so
     // that the rows above are not read as a prediction of these deployments.
     add(format!("{NO_WORKER_COUNTS} (1 + 1 workers assumed)"), &|r| !r.workers_known);
+    add(format!("{SPECULATIVE} (InferenceX `spec-decoding: mtp`)"), &|r| r.speculative);
     let engines: BTreeSet<&str> = rows.iter().map(|r| r.engine).collect();
     let modes: BTreeSet<&str> = rows.iter().map(|r| r.mode.as_str()).collect();
     for e in &engines {
-        add(format!("{e}, worker counts known"), &|r| r.engine == *e && r.workers_known);
+        add(format!("{e}, worker counts known"), &|r| r.engine == *e && r.workers_known && !r.speculative);
     }
     for e in &engines {
         for m in &modes {
@@ -118,8 +124,9 @@ fn table(subsets: &[Subset]) -> String {
     s
 }
 
-/// The headline sentence over `subsets`: the rows predictable as deployed (worker counts known) first, the
-/// disaggregated rows without worker counts apart (empty if neither subset is present).
+/// The headline sentence over `subsets`: the rows predictable as deployed (worker counts known, not speculative
+/// decoding) first, the disaggregated rows without worker counts and the speculative-decoding runs apart (empty if
+/// none of these subsets is present).
 fn headline(subsets: &[Subset]) -> String {
     let pct = crate::eval::output::pct;
     let find = |p: &str| subsets.iter().find(|x| x.label.starts_with(p));
@@ -142,6 +149,13 @@ fn headline(subsets: &[Subset]) -> String {
             " Reported apart, not predictable without their pool sizes ({NO_WORKER_COUNTS}, one prefill and one \
              decode worker assumed): {}.",
             line(u)
+        ));
+    }
+    if let Some(m) = find(SPECULATIVE) {
+        s.push_str(&format!(
+            " Reported apart, {SPECULATIVE} (InferenceX's MTP runs, up to 4 tokens a decode step; perfcast decodes \
+             one): {}.",
+            line(m)
         ));
     }
     if !s.is_empty() {
@@ -199,6 +213,17 @@ mod tests {
     use super::*;
 
     fn row(engine: &'static str, mode: &str, known: bool, ttft: (f64, f64), tpot: (f64, f64)) -> RowResult {
+        spec_row(engine, mode, known, false, ttft, tpot)
+    }
+
+    fn spec_row(
+        engine: &'static str,
+        mode: &str,
+        known: bool,
+        speculative: bool,
+        ttft: (f64, f64),
+        tpot: (f64, f64),
+    ) -> RowResult {
         RowResult {
             id: String::new(),
             engine,
@@ -211,6 +236,7 @@ mod tests {
             concurrency: 4,
             replicas: 1,
             workers_known: known,
+            speculative,
             memory_fraction_raised: false,
             split: "source",
             measured_ttft_ms: ttft.1,
@@ -263,6 +289,33 @@ mod tests {
         let h = headline(&s);
         assert!(h.starts_with("**Headline, worker counts known:** 3 rows"), "{h}");
         assert!(h.contains("not predictable without their pool sizes"), "{h}");
+    }
+
+    #[test]
+    fn speculative_decoding_runs_are_reported_apart_from_the_headline() {
+        // (predicted, measured) ms. trtllm agg: TTFT 110/100 (+10 %), TPOT 9/10 (−10 %); trtllm agg MTP: TTFT
+        // 100/200 (−50 %), TPOT 10/5 (+100 %).
+        let rows = [
+            row("trtllm", "agg", true, (110.0, 100.0), (9.0, 10.0)),
+            spec_row("trtllm", "agg", true, true, (100.0, 200.0), (10.0, 5.0)),
+        ];
+        let s = subsets(&rows);
+        let get = |l: &str| s.iter().find(|x| x.label == l).unwrap_or_else(|| panic!("no subset {l}"));
+        // The headline and its per-engine line hold the non-speculative row only: TPOT 10 % (−10 %).
+        for l in ["worker counts known (agg, or disagg with counts)", "trtllm, worker counts known"] {
+            assert_eq!(get(l).tpot.rows, 1);
+            assert!((get(l).tpot.signed + 0.10).abs() < 1e-12);
+        }
+        let apart = get("speculative decoding (MTP), not modelled (InferenceX `spec-decoding: mtp`)");
+        assert_eq!(apart.tpot.rows, 1);
+        assert!((apart.tpot.mape - 1.0).abs() < 1e-12);
+        assert!((apart.ttft.signed + 0.5).abs() < 1e-12);
+        // All rows and the engine × mode line keep both: TPOT (10 + 100)/2 = 55 %.
+        assert!((get("all rows").tpot.mape - 0.55).abs() < 1e-12);
+        assert!((get("trtllm agg").tpot.mape - 0.55).abs() < 1e-12);
+        let h = headline(&s);
+        assert!(h.starts_with("**Headline, worker counts known:** 1 rows"), "{h}");
+        assert!(h.contains("Reported apart, speculative decoding (MTP), not modelled"), "{h}");
     }
 
     #[test]

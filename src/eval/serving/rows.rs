@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
+use super::speculative::{columns, db_dump_measurements, measurement_key, speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -47,6 +48,8 @@ pub struct RunRow {
     pub tpot_ms: f64,
     /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
     pub workers_known: bool,
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart.
+    pub speculative: bool,
     /// The deployment: every configuration column but the concurrency and the measurements.
     pub deployment: String,
     pub request: InferenceRequest,
@@ -206,9 +209,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let all_systems = systems();
+    let records = rdr
+        .records()
+        .enumerate()
+        .map(|(line, rec)| rec.map_err(|e| format!("{} line {}: {e}", path.display(), line + 2)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let db_dump = db_dump_measurements(&header, &records);
     let mut rows = Vec::new();
-    for (line, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| format!("{} line {}: {e}", path.display(), line + 2))?;
+    for rec in &records {
         let get = |i: usize| rec.get(i).unwrap_or("").trim().to_string();
         let Some(conc) = concurrency_of(&get(source)) else {
             *skipped.entry("no silicon_concurrency in silicon_data_source".into()).or_default() += 1;
@@ -216,7 +224,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         };
         // An aggregated row whose dump squared its GPU count is read as what ran ([`unsquared`]).
         let node = all_systems.iter().find(|(n, _)| *n == get(system_col)).map_or(u32::MAX, |(_, s)| s.gpus_per_node);
-        let given = |i: usize| num(&rec, i).unwrap_or(1).max(1);
+        let given = |i: usize| num(rec, i).unwrap_or(1).max(1);
         let (agg_tp, agg_adp) = if get(mode_col) == "agg" {
             unsquared(given(agg[0]), given(agg[2]), given(moe_tp), given(agg[3]), node)
         } else {
@@ -266,15 +274,15 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             continue;
         };
         let parallelism = |cols: &[usize; 5]| {
-            let (tp, pp) = (num(&rec, cols[0]).unwrap_or(1).max(1), num(&rec, cols[1]).unwrap_or(1).max(1));
-            let adp = num(&rec, cols[2]).unwrap_or(1).max(1);
-            let ep = num(&rec, cols[3]).unwrap_or(1).max(1);
-            let workers = if cols[4] == usize::MAX { None } else { num(&rec, cols[4]) };
+            let (tp, pp) = (num(rec, cols[0]).unwrap_or(1).max(1), num(rec, cols[1]).unwrap_or(1).max(1));
+            let adp = num(rec, cols[2]).unwrap_or(1).max(1);
+            let ep = num(rec, cols[3]).unwrap_or(1).max(1);
+            let workers = if cols[4] == usize::MAX { None } else { num(rec, cols[4]) };
             // perfcast's tp is the GPUs of a stage: the attention tensor-parallel degree times its DP ranks.
             (json!({"tp": tp * adp, "pp": pp, "ep": ep, "attention_dp_size": adp}), workers)
         };
         let mode = get(mode_col);
-        let replicas = if mode == "agg" { replicas(conc, num(&rec, batch_size), agg_adp) } else { 1 };
+        let replicas = if mode == "agg" { replicas(conc, num(rec, batch_size), agg_adp) } else { 1 };
         // Each replica's share of the clients (see the module doc).
         let instance_clients = conc / replicas;
         // nvfp4 GEMMs and MoE (`gemm_quant_mode`/`moe_quant_mode` nvfp4 on every fp4 row) are perfcast's `fp4`.
@@ -283,7 +291,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             "fp4" => "fp4",
             _ => "bf16",
         };
-        let (in_len, out_len) = (num(&rec, isl).unwrap_or(0), num(&rec, osl).unwrap_or(0));
+        let (in_len, out_len) = (num(rec, isl).unwrap_or(0), num(rec, osl).unwrap_or(0));
         let mut req = json!({
             "system": sys.name, "model": model, "precision": precision_req,
             "engine": match engine { Engine::Vllm => "vllm", Engine::Sglang => "sglang", Engine::Trtllm => "trtllm" },
@@ -304,7 +312,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["engine_options"] = json!({"scheduler_recv_interval": r});
         }
         if engine == Engine::Trtllm {
-            let per_rank = num(&rec, if mode == "agg" { batch_size } else { dec_bs });
+            let per_rank = num(rec, if mode == "agg" { batch_size } else { dec_bs });
             let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
                 json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
@@ -327,7 +335,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             // `max_running_requests` per rank); the runs' concurrency is workers × ranks × this. The prefill batch
             // size is left to the engine's default token budget (aiconfigurator's `prefill_batch_size` is 1 in
             // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
-            if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+            if let Some(bs) = num(rec, dec_bs).filter(|&b| b > 0) {
                 req["decode"]["engine_options"] = json!({"max_num_seqs": bs});
             }
             // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off
@@ -338,7 +346,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             if engine == Engine::Trtllm {
                 req["prefill"]["engine_options"] = json!({"async_scheduling": false,
                     "max_num_batched_tokens": trtllm_max_num_tokens(WorkerRole::Prefill, in_len, 0)});
-                if let Some(bs) = num(&rec, dec_bs).filter(|&b| b > 0) {
+                if let Some(bs) = num(rec, dec_bs).filter(|&b| b > 0) {
                     req["decode"]["engine_options"]["max_num_batched_tokens"] =
                         json!(trtllm_max_num_tokens(WorkerRole::Decode, in_len, bs));
                 }
@@ -368,13 +376,17 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             gpu: get(system_col),
             model,
             precision,
-            isl: num(&rec, isl).unwrap_or(0),
-            osl: num(&rec, osl).unwrap_or(0),
+            isl: num(rec, isl).unwrap_or(0),
+            osl: num(rec, osl).unwrap_or(0),
             concurrency: conc,
             replicas,
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
+            speculative: {
+                let col = columns(&header, rec);
+                speculative(&col, measurement_key(&col).is_some_and(|k| db_dump.contains(&k)))
+            },
             deployment: deployment.join("|"),
             request,
         });
@@ -396,7 +408,8 @@ pub const SAME_MEASUREMENT: &str =
 /// significant digits (the dumps print 16 or 17) are one run filed twice, not two runs: the file holds ~370 such
 /// copies past its 668 exact ones (2026-11-28), e.g. DeepSeek-R1 runs repeated under `deepseek-ai/DeepSeek-V3` and a disaggregated run
 /// with and without its worker counts. Counting them twice would weigh those deployments double in every MAPE.
-/// The copy that states its disaggregated worker counts is kept (it can be predicted as it ran), else the first.
+/// The copy that states its disaggregated worker counts is kept (it can be predicted as it ran), else the first;
+/// it is [`speculative`] if any copy is.
 pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
     let mut at: HashMap<(Engine, String, String, u32, u32, u32, String, String), usize> = HashMap::new();
     let mut kept: Vec<RunRow> = Vec::with_capacity(rows.len());
@@ -414,7 +427,12 @@ pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
         );
         dropped += u64::from(at.contains_key(&key));
         match at.get(&key) {
-            Some(&i) if row.workers_known && !kept[i].workers_known => kept[i] = row,
+            Some(&i) if row.workers_known && !kept[i].workers_known => {
+                let speculative = kept[i].speculative || row.speculative;
+                kept[i] = row;
+                kept[i].speculative = speculative;
+            }
+            Some(&i) if row.speculative => kept[i].speculative = true,
             Some(_) => {}
             None => {
                 at.insert(key, kept.len());
@@ -440,6 +458,8 @@ pub struct RowResult {
     /// Aggregated workers the clients were spread over (one of them simulated with concurrency / replicas).
     pub replicas: u32,
     pub workers_known: bool,
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart from the headline.
+    pub speculative: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,
     /// Which split predicted it: `source` (the shipped constants, nothing fitted on these runs), `model` (constants
