@@ -36,7 +36,7 @@ fn source_field<'a>(source: &'a str, key: &str) -> &'a str {
 /// Whether a row is one of InferenceX's speculative-decoding (MTP) runs, which perfcast does not model (it
 /// decodes one token per step; InferenceX's `benchmarks/dsr1_fp4_b200_trt_mtp.sh` starts TensorRT-LLM with
 /// `speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}`, up to 4 tokens a step). No column of
-/// the file says so; the provenance does (research 2026-11-29, `/work/prompts/mtpcheck_report.md`). Only rows of
+/// the file says so; the provenance does (research of 2026-11-29, the book's serving-simulated page). Only rows of
 /// the dated gap-analysis exports (`silicon_data_source` `source_file=2026-…`) can be: the db-dump keeps one
 /// config per parallelism, the non-MTP one. Flagged (163 rows of the file, 102 of them evaluated):
 /// - TensorRT-LLM rows on image [`MTP_TRTLLM_IMAGE_TAG`] (88 rows, all DeepSeek-R1 on B200, aggregated);
