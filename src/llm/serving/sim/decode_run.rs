@@ -175,16 +175,11 @@ impl Instance {
                 totals.itl.push(end - start, n as u64);
             } else if steps == 0 {
                 // The step before the run: its tokens are streamed as the ordinary step does.
-                let launched = self.launched(start, follows_first, dt, launch);
-                let at = if follows_first { launched.max(self.last_end) } else { self.last_end };
-                self.show(reqs, at, totals.itl, &mut scratch.done);
+                shown = self.show_when_launched(reqs, start, follows_first, dt, launch, totals.itl, &mut scratch.done);
                 debug_assert!(scratch.done.is_empty(), "no completion is streamed in a run");
-                shown = reqs[self.running[0] as usize].shown_s;
             } else {
                 // The previous step of the run (it started at `last_start` and ended at `start`).
-                let from = self.host_s.max(last_start);
-                self.host_s = from + launch.min(dt);
-                let at = self.host_s.max(start);
+                let at = self.launched(start, last_start, true, dt, launch).max(start);
                 totals.itl.push(at - shown, n as u64);
                 shown = at;
             }

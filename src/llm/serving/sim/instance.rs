@@ -219,16 +219,37 @@ impl Instance {
         self.settings.overlap && start_s == self.last_end && !self.quiet()
     }
 
-    /// The host launches the step of `wall_s` starting at `start_s` in `launch_s` (at most `wall_s`); `follows`:
-    /// [`Instance::follows`] before it was scheduled. Returns when the host has finished launching it, s, and keeps
-    /// it in `host_s`. A step that follows is launched as soon as the host has launched the previous one and
-    /// the one before that has ended (SGLang's and TensorRT-LLM's overlap loops wait for step k − 1's results
-    /// after launching step k, then form and launch step k + 1: `max(host_s, last_start)`, `last_start` being
-    /// step k − 1's end); any other step when it starts.
-    pub fn launched(&mut self, start_s: f64, follows: bool, wall_s: f64, launch_s: f64) -> f64 {
-        let from = if follows { self.host_s.max(self.last_start) } else { start_s };
+    /// The host launches the step of `wall_s` starting at `start_s` in `launch_s` (at most `wall_s`), all s;
+    /// `prev_start_s`: when the previous step started; `follows`: [`Instance::follows`] before it was scheduled.
+    /// Returns when the host has finished launching it, s, and keeps it in `host_s`. A step that follows is
+    /// launched as soon as the host has launched the previous one and the one before that has ended (SGLang's and
+    /// TensorRT-LLM's overlap loops wait for step k − 1's results after launching step k, then form and launch
+    /// step k + 1: `max(host_s, prev_start_s)`, the previous step having started when step k − 1 ended); any other
+    /// step when it starts.
+    pub fn launched(&mut self, start_s: f64, prev_start_s: f64, follows: bool, wall_s: f64, launch_s: f64) -> f64 {
+        let from = if follows { self.host_s.max(prev_start_s) } else { start_s };
         self.host_s = from + launch_s.min(wall_s);
         self.host_s
+    }
+
+    /// Streams the last step's tokens ([`Instance::show`]) when the step of `wall_s` starting at `start_s` has been
+    /// launched in `launch_s` ([`Instance::launched`]) if it `follows` the last step back to back, else when the
+    /// last step ended ([`InstanceSettings::results_after_launch`]). Returns that time, s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn show_when_launched(
+        &mut self,
+        reqs: &mut [Req],
+        start_s: f64,
+        follows: bool,
+        wall_s: f64,
+        launch_s: f64,
+        itl: &mut Weighted,
+        done: &mut Vec<u32>,
+    ) -> f64 {
+        let launched = self.launched(start_s, self.last_start, follows, wall_s, launch_s);
+        let at = if follows { launched.max(self.last_end) } else { self.last_end };
+        self.show(reqs, at, itl, done);
+        at
     }
 
     /// Streams the tokens of the last step to the client at `at_s` ([`InstanceSettings::results_after_launch`]):

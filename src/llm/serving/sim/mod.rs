@@ -380,9 +380,7 @@ pub fn simulate(
         done.clear();
         if inst.settings.results_after_launch {
             // The previous step's tokens reach the client once this step is launched ([`Instance::launched`]).
-            let launched = inst.launched(start, follows, dt, timed.launch_s);
-            let at = if follows { launched.max(inst.last_end) } else { inst.last_end };
-            inst.show(&mut reqs, at, &mut out.itl_s, &mut done);
+            inst.show_when_launched(&mut reqs, start, follows, dt, timed.launch_s, &mut out.itl_s, &mut done);
         }
         left.clear();
         inst.apply(&mut reqs, end, &mut left);
