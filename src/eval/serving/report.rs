@@ -1,5 +1,6 @@
 //! The report of `eval serving`: accuracy per subset (engine, mode, GPU, model, concurrency; the rows with and
-//! without known worker counts apart, InferenceX's speculative-decoding runs apart), the headline sentence, and the markdown and files written.
+//! without known worker counts apart, InferenceX's speculative-decoding runs apart), the headline sentence, and the
+//! markdown and files written.
 
 use std::collections::BTreeSet;
 use std::path::Path;

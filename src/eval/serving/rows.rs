@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
-use super::speculative::{columns, db_dump_measurements, measurement_key, speculative};
+use super::speculative::{db_dump_measurements, row_is_speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -383,10 +383,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
-            speculative: {
-                let col = columns(&header, rec);
-                speculative(&col, measurement_key(&col).is_some_and(|k| db_dump.contains(&k)))
-            },
+            speculative: row_is_speculative(&header, rec, &db_dump),
             deployment: deployment.join("|"),
             request,
         });
@@ -401,6 +398,12 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
 /// Why [`one_per_measurement`] drops a row.
 pub const SAME_MEASUREMENT: &str =
     "same measurement as another row under other labels (TTFT and TPOT equal to 10 significant digits at the same shape and concurrency)";
+
+/// A measured TTFT or TPOT (ms) to 10 significant digits, as [`one_per_measurement`] compares them (the dumps print
+/// 16 or 17).
+pub(super) fn measured_digits(ms: f64) -> String {
+    format!("{ms:.9e}")
+}
 
 /// The rows with each measurement once, and how many were dropped.
 ///
@@ -422,8 +425,8 @@ pub fn one_per_measurement(rows: Vec<RunRow>) -> (Vec<RunRow>, u64) {
             row.isl,
             row.osl,
             row.concurrency,
-            format!("{:.9e}", row.ttft_ms),
-            format!("{:.9e}", row.tpot_ms),
+            measured_digits(row.ttft_ms),
+            measured_digits(row.tpot_ms),
         );
         dropped += u64::from(at.contains_key(&key));
         match at.get(&key) {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::rows::concurrency_of;
+use super::rows::{concurrency_of, measured_digits};
 
 /// The TensorRT-LLM image only InferenceX's MTP configs ran on: SemiAnalysisAI/InferenceX
 /// `.github/configs/nvidia-master.yaml` @0004cf5 gives `dsr1-fp4-b200-trt-mtp` and `dsr1-fp8-b200-trt-mtp` (every
@@ -78,26 +78,32 @@ pub(super) fn measurement_key(col: &dyn Fn(&str) -> String) -> Option<String> {
     let conc = concurrency_of(&col("silicon_data_source"))?;
     let (t, p) = (col("silicon_ttft_ms").parse::<f64>().ok()?, col("silicon_tpot_ms").parse::<f64>().ok()?);
     Some(format!(
-        "{}|{}|{}|{}|{}|{conc}|{t:.9e}|{p:.9e}",
+        "{}|{}|{}|{}|{}|{conc}|{}|{}",
         col("backend"),
         col("mode"),
         col("system"),
         col("isl"),
-        col("osl")
+        col("osl"),
+        measured_digits(t),
+        measured_digits(p)
     ))
 }
 
+/// Whether the row `rec` (under `header`) is [`speculative`]; `db_dump`: the file's [`db_dump_measurements`].
+pub(super) fn row_is_speculative(
+    header: &csv::StringRecord,
+    rec: &csv::StringRecord,
+    db_dump: &HashSet<String>,
+) -> bool {
+    let col = columns(header, rec);
+    speculative(&col, measurement_key(&col).is_some_and(|k| db_dump.contains(&k)))
+}
+
 /// The ids of the rows of `records` (under `header`) that are [`speculative`], in file order.
-pub fn speculative_ids(header: &csv::StringRecord, records: &[csv::StringRecord]) -> Vec<String> {
+#[cfg(test)]
+pub(super) fn speculative_ids(header: &csv::StringRecord, records: &[csv::StringRecord]) -> Vec<String> {
     let db = db_dump_measurements(header, records);
-    records
-        .iter()
-        .filter(|r| {
-            let col = columns(header, r);
-            speculative(&col, measurement_key(&col).is_some_and(|k| db.contains(&k)))
-        })
-        .map(|r| columns(header, r)("id"))
-        .collect()
+    records.iter().filter(|r| row_is_speculative(header, r, &db)).map(|r| columns(header, r)("id")).collect()
 }
 
 /// A row's columns by header name (trimmed, `""` if absent).
