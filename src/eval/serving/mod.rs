@@ -19,7 +19,8 @@
 //! other labels ([`rows::one_per_measurement`]); the measured value may be a mean or a median
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
 //! one decode worker and reported apart; InferenceX's speculative-decoding (MTP) runs, which perfcast does not model
-//! ([`speculative::speculative`]), are reported apart too. LLM-Inference-Bench stays the second serving source
+//! ([`speculative::speculative`]), are reported apart too; rows whose `tp_size` is a disaggregated deployment's GPU
+//! count ([`gpus_as_tp::gpus_as_tp`]) are left out, counted in the skipped table. LLM-Inference-Bench stays the second serving source
 //! (`perfcast eval inference`).
 //!
 //! **The client** ([`Client`], `--client`): by default every run is simulated with its fixed lengths, so the clients
@@ -31,6 +32,7 @@ mod allreduce_tests;
 #[cfg(test)]
 mod decode_tests;
 mod fit;
+pub mod gpus_as_tp;
 pub mod intervals;
 #[cfg(test)]
 mod moe_source_tests;

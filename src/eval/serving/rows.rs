@@ -21,8 +21,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use super::gpus_as_tp::{gpus_as_tp, GPUS_AS_TP};
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
-use super::speculative::{db_dump_measurements, row_is_speculative};
+use super::speculative::{columns, db_dump_measurements, row_is_speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -254,6 +255,10 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         let (model, precision) = (get(model_col), get(precision_col));
         if let Some(why) = unsupported(&model, &precision) {
             *skipped.entry(why).or_default() += 1;
+            continue;
+        }
+        if gpus_as_tp(&columns(&header, rec)) {
+            *skipped.entry(GPUS_AS_TP.into()).or_default() += 1;
             continue;
         }
         let engine = match get(backend).as_str() {
