@@ -19,6 +19,30 @@
 //! (`MoEDispatch.query`, `sdk/operations/moe.py`, `load_wideep_deepep_ll_data`). So one MoE layer here is one
 //! DeepGEMM call plus one dispatch+combine, and no [`crate::llm::operators::OpName::EpAllToAll`].
 //!
+//! **NVFP4 experts.** SGLang's NVFP4 wide-EP decode recipes for GB200 (`--quantization modelopt_fp4
+//! --moe-a2a-backend deepep --deepep-mode low_latency --moe-runner-backend flashinfer_cutedsl` with
+//! `SGLANG_CUTEDSL_MOE_NVFP4_DISPATCH=1`, ai-dynamo/dynamo@44884ef
+//! `components/backends/sglang/slurm_jobs/scripts/gb200-fp4.sh`)
+//! run the same DeepEP kernels around FlashInfer's NVFP4 experts. Dispatch and combine are timed by the same
+//! `wideep_deepep_*` curves: they move activations, whatever the experts' weights. The tables dispatch fp8 (their
+//! `dispatch_bandwidth_gbps` is (hidden + hidden/128·4 + 16) bytes per routed copy over `dispatch_avg_t_us`: GB200,
+//! hidden 7,168, 1 token, top-8 of 256: 7,408 · 8 B / 16.57 µs = 3.58 GB/s, the row's 3.5766) and combine bf16, as
+//! DeepEP's
+//! `tests/test_low_latency.py` does. The recipe's NVFP4 dispatch (that variable: "use nvfp4 for dispatch", SGLang's
+//! `docs/references/environment_variables.md`; `get_deepep_output_dtype`, `python/sglang/srt/layers/moe/utils.py`:
+//! `input_global_scale` set → NVFP4, else BF16 for the CuteDSL runner, else FP8) moves
+//! hidden/2 + hidden/16 bytes per copy, 54 % of fp8's (4,032 against 7,408 B at hidden 7,168); at decode's few
+//! tokens per rank the low-latency kernels are latency-bound (same table: dispatch 16.6 µs at 1 token, 21.6 µs at
+//! 64), so the fp8 curve is kept unscaled, an upper bound. Without that variable SGLang
+//! dispatches bf16, which no table times. The experts are the measured SGLang NVFP4 MoE
+//! (`moe_perf`, `sglang_flashinfer_trtllm_moe`, `nvfp4`, `balanced`; collected by SGLang 0.5.14's
+//! `collector/sglang/collect_moe.py`, `_benchmark_framework_quantized_moe`: num_tokens hidden states routed top-k
+//! over all experts into rank 0's `FusedMoE` of experts/ep local ones, so num_tokens is the EP group's tokens, as
+//! aiconfigurator's `MoE.query` (`sdk/operations/moe.py`) queries it with per-rank tokens × attention_dp_size).
+//! It is FlashInfer's TensorRT-LLM routed kernel, not the CuteDSL masked GEMM the recipe names (no table times
+//! that): it routes and finalizes all num_tokens tokens on every rank, where DeepEP hands each rank only its
+//! routed copies, so it bounds the CuteDSL experts from above.
+//!
 //! **Lookup.** `wideep.csv` (written by `scripts/wideep-table`: kind, aiconfigurator's `device`, hidden, expert
 //! inter size, top-k, experts, ep, tokens per rank, µs per call) is read once. A curve is one kind, GPU, shape and
 //! ep; its time at `tokens` is the log-log interpolation between the two measured token counts around it, the
@@ -54,6 +78,9 @@ pub enum WideEpKind {
     DeepEpLowLatency,
     /// DeepEP's normal (high-throughput) dispatch + combine at 20 SMs (`wideep_deepep_normal_perf`).
     DeepEpNormal,
+    /// SGLang's fused NVFP4 experts (`moe_perf`, `kernel_source` sglang_flashinfer_trtllm_moe, `moe_dtype` nvfp4,
+    /// balanced routing): the experts of `--quantization modelopt_fp4` (module doc).
+    FlashInferNvfp4,
 }
 
 impl WideEpKind {
@@ -64,11 +91,12 @@ impl WideEpKind {
             WideEpKind::DeepGemmPrefill => "deepgemm_prefill",
             WideEpKind::DeepEpLowLatency => "deepep_ll",
             WideEpKind::DeepEpNormal => "deepep_normal",
+            WideEpKind::FlashInferNvfp4 => "flashinfer_nvfp4",
         }
     }
 
     fn parse(s: &str) -> Option<WideEpKind> {
-        [Self::DeepGemmDecode, Self::DeepGemmPrefill, Self::DeepEpLowLatency, Self::DeepEpNormal]
+        [Self::DeepGemmDecode, Self::DeepGemmPrefill, Self::DeepEpLowLatency, Self::DeepEpNormal, Self::FlashInferNvfp4]
             .into_iter()
             .find(|k| k.as_str() == s)
     }
@@ -79,12 +107,14 @@ impl WideEpKind {
     }
 
     /// Kernels one call launches: DeepGEMM's gate/up GEMM, the SiLU-and-multiply with fp8 re-quantization, the down
-    /// GEMM (SGLang's `DeepEPMoE` DeepGEMM runner); DeepEP's dispatch and combine.
+    /// GEMM (SGLang's `DeepEPMoE` DeepGEMM runner); DeepEP's dispatch and combine; the fused NVFP4 MoE's activation
+    /// fp4 quantization, routing, gate/up GEMM, down GEMM and finalize (SGLang's `flashinfer_trtllm` runner:
+    /// `quantize_hidden_states_fp4`, then FlashInfer's `trtllm_fp4_block_scale_moe`).
     pub fn kernels(self) -> u32 {
-        if self.is_deepep() {
-            2
-        } else {
-            3
+        match self {
+            WideEpKind::DeepEpLowLatency | WideEpKind::DeepEpNormal => 2,
+            WideEpKind::DeepGemmDecode | WideEpKind::DeepGemmPrefill => 3,
+            WideEpKind::FlashInferNvfp4 => 5,
         }
     }
 }
@@ -111,10 +141,14 @@ pub struct WideEpOp {
 }
 
 impl WideEpOp {
-    /// The precision the operator computes in: DeepGEMM's block-scaled fp8 (`fp8_block`, the tables' `moe_dtype`);
-    /// None for DeepEP's communication.
+    /// The precision the operator computes in: DeepGEMM's block-scaled fp8 (`fp8_block`, the tables' `moe_dtype`),
+    /// the fused NVFP4 experts' `nvfp4`; None for DeepEP's communication.
     pub fn precision(&self) -> Option<Precision> {
-        (!self.kind.is_deepep()).then_some(Precision::Fp8Block)
+        match self.kind {
+            WideEpKind::DeepEpLowLatency | WideEpKind::DeepEpNormal => None,
+            WideEpKind::DeepGemmDecode | WideEpKind::DeepGemmPrefill => Some(Precision::Fp8Block),
+            WideEpKind::FlashInferNvfp4 => Some(Precision::Nvfp4),
+        }
     }
 }
 
@@ -238,27 +272,36 @@ pub struct WideEpPlan {
 }
 
 /// What one MoE layer of `cfg` on `system` runs when SGLang serves it with data-parallel attention and ep > 1 over
-/// fp8 (block-scaled) experts: `tokens` is this rank's tokens in the step, `extend_in_batch` whether the step
-/// holds a prefill (DeepEP's normal kernels; decode alone runs the low-latency ones, up to
+/// fp8 (block-scaled) or NVFP4 experts: `tokens` is this rank's tokens in the step, `extend_in_batch` whether the
+/// step holds a prefill (DeepEP's normal kernels; decode alone runs the low-latency ones, up to
 /// [`LL_MAX_TOKENS_PER_RANK`] tokens per rank). The experts' `tokens` is ⌈tokens · dp / ep⌉ (the tokens' worth of
-/// routed copies one rank's experts receive, as the `moe` operator counts them); DeepEP's is this rank's tokens.
-/// None for every other engine, precision or parallelism (expert tensor parallelism included: the tables hold
-/// moe_tp 1), and where no table answers: the caller keeps the fused-MoE path.
+/// routed copies one rank's experts receive, as the `moe` operator counts them; both expert tables' num_tokens / ep,
+/// module doc); DeepEP's is this rank's tokens. fp8 experts are DeepGEMM's (decode or prefill layout); NVFP4
+/// experts are [`WideEpKind::FlashInferNvfp4`] in both DeepEP modes (one measured curve), with DeepEP's dispatch
+/// and combine as measured (module doc: NVFP4 experts). None for every other engine, precision or parallelism (expert
+/// tensor parallelism included: the tables hold moe_tp 1), and where no table answers: the caller keeps the
+/// fused-MoE path.
 pub fn plan(cfg: &super::ServingConfig, system: &System, tokens: u64, extend_in_batch: bool) -> Option<WideEpPlan> {
     let moe = cfg.model.moe.as_ref()?;
     let wide = cfg.engine == super::request::Engine::Sglang && cfg.dp() > 1 && cfg.ep > 1 && cfg.tp == cfg.ep;
-    if !wide || cfg.expert_precision() != Precision::Fp8Block || tokens == 0 {
+    let fp8 = cfg.expert_precision() == Precision::Fp8Block;
+    let nvfp4 = cfg.expert_precision() == Precision::Nvfp4;
+    if !wide || !(fp8 || nvfp4) || tokens == 0 {
         return None;
     }
     let one_domain = super::step::tp_group(cfg, system).0.nodes <= 1;
     let low_latency = !extend_in_batch && tokens <= LL_MAX_TOKENS_PER_RANK;
-    let modes: &[(WideEpKind, WideEpKind)] = if low_latency {
-        &[
+    let modes: &[(WideEpKind, WideEpKind)] = match (nvfp4, low_latency) {
+        (false, true) => &[
             (WideEpKind::DeepGemmDecode, WideEpKind::DeepEpLowLatency),
             (WideEpKind::DeepGemmPrefill, WideEpKind::DeepEpNormal),
-        ]
-    } else {
-        &[(WideEpKind::DeepGemmPrefill, WideEpKind::DeepEpNormal)]
+        ],
+        (false, false) => &[(WideEpKind::DeepGemmPrefill, WideEpKind::DeepEpNormal)],
+        (true, true) => &[
+            (WideEpKind::FlashInferNvfp4, WideEpKind::DeepEpLowLatency),
+            (WideEpKind::FlashInferNvfp4, WideEpKind::DeepEpNormal),
+        ],
+        (true, false) => &[(WideEpKind::FlashInferNvfp4, WideEpKind::DeepEpNormal)],
     };
     let op = |kind, inter, tokens| WideEpOp {
         kind,

@@ -83,11 +83,16 @@ fn gb300_stands_in_with_a_measured_blackwell() {
 /// The MoE layer's operators of one step of DeepSeek-V3 fp8 under `engine` with `parallelism` on a DGX B200: 64
 /// decode sequences per attention rank (`prefill` tokens more), one MoE layer.
 fn moe_ops(engine: &str, parallelism: serde_json::Value, prefill: u32) -> Vec<(OpName, Work)> {
-    let req: InferenceRequest = serde_json::from_value(json!({"system": "dgx-b200", "model": "DeepSeek-V3",
-        "precision": "fp8", "engine": engine, "parallelism": parallelism,
+    moe_ops_on("dgx-b200", "fp8", engine, parallelism, prefill)
+}
+
+/// [`moe_ops`] on system preset `sys` with the request's `precision`.
+fn moe_ops_on(sys: &str, precision: &str, engine: &str, parallelism: serde_json::Value, prefill: u32) -> Vec<(OpName, Work)> {
+    let req: InferenceRequest = serde_json::from_value(json!({"system": sys, "model": "DeepSeek-V3",
+        "precision": precision, "engine": engine, "parallelism": parallelism,
         "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 512}}))
     .unwrap();
-    let system = system("dgx-b200");
+    let system = system(sys);
     let cfg = validate(&req, &system).unwrap();
     let load = StepLoad {
         decode_seqs: 64,
@@ -137,4 +142,64 @@ fn other_engines_and_sglang_without_dp_attention_keep_the_fused_moe() {
         assert!(ops.iter().all(|(_, w)| !matches!(w, Work::WideEp(_))), "{engine} {par}: {ops:?}");
         assert!(ops.iter().any(|(n, w)| *n == OpName::Moe && matches!(w, Work::Compute { .. })), "{engine}");
     }
+}
+
+fn gb200_us(kind: WideEpKind, ep: u32, tokens: u64) -> f64 {
+    lookup_time(&dsv3(kind, ep, tokens), &system("gb200-nvl72")).unwrap().time_us
+}
+
+#[test]
+fn nvfp4_experts_are_sglangs_measured_fused_moe_at_the_ep_groups_tokens() {
+    // gb200/sglang/moe_perf.csv.gz line 109,575: sglang_flashinfer_trtllm_moe, nvfp4, 2,048 tokens, DeepSeek-V3's
+    // 7168/2048/top-8/256, moe_tp 1, moe_ep 32, balanced, 0.24668096542358398 ms. num_tokens is the EP group's
+    // tokens (aiconfigurator's MoE.query: per-rank x × attention_dp_size), so the row is 2,048 / 32 = 64 tokens
+    // per rank: 246.6810 µs (4 decimals).
+    close(gb200_us(WideEpKind::FlashInferNvfp4, 32, 64), 246.6810);
+    // Between measured token counts, log-log: lines 109,573 (1,024 tokens = 32 per rank, 0.14255167961120604 ms)
+    // and 109,574 (1,536 = 48 per rank, 0.1981484794616699 ms). 40 per rank: w = ln(40/32) / ln(48/32)
+    // = 0.223144 / 0.405465 = 0.550340; exp(ln 142.5517 + w · ln(198.1485 / 142.5517)) = 142.5517 · 1.39000^0.55034
+    // = 170.876 µs.
+    let want = (142.5517_f64.ln() + (40.0_f64 / 32.0).ln() / 1.5_f64.ln() * (198.1485_f64 / 142.5517).ln()).exp();
+    assert!((want - 170.876).abs() < 1e-2, "{want}");
+    close(gb200_us(WideEpKind::FlashInferNvfp4, 32, 40), want);
+    // Between measured eps, log-log at the same 64 tokens per rank: line 131,284 (4,096 tokens at ep 64, 64 per rank,
+    // 0.41078910827636717 ms) with the ep-32 point above; ep 48 lies ln(48/32) / ln(64/32) = 0.405465 / 0.693147
+    // = 0.584963 of the way: 246.6810 · (410.7891 / 246.6810)^0.584963 = 246.6810 · 1.66527^0.584963 = 332.426 µs.
+    let want = 246.6810_f64 * (410.7891_f64 / 246.6810).powf((48.0_f64 / 32.0).ln() / 2.0_f64.ln());
+    assert!((want - 332.426).abs() < 1e-2, "{want}");
+    close(gb200_us(WideEpKind::FlashInferNvfp4, 48, 64), want);
+}
+
+#[test]
+fn gb200s_deepep_low_latency_row_is_reproduced() {
+    // gb200/sglang/wideep_deepep_ll_perf.csv.gz line 151: node_num 1, hidden 7168, 64 tokens, top-8 of 256:
+    // combine 25.969 + dispatch 21.642 = 47.611 µs, for every ep of the NVLink domain.
+    close(gb200_us(WideEpKind::DeepEpLowLatency, 8, 64), 47.611);
+    close(gb200_us(WideEpKind::DeepEpLowLatency, 32, 64), 47.611);
+}
+
+#[test]
+fn a_dep32_nvfp4_decode_step_runs_deepep_around_the_measured_nvfp4_experts() {
+    // GB200 NVL72, DeepSeek-V3 fp4, tp = ep = 32 with data-parallel attention (the SGLang GB200 fp4 decode recipe's
+    // layout), 64 decode tokens per rank: low latency (64 ≤ 128); the experts receive ⌈64 · 32 / 32⌉ = 64 tokens'
+    // worth; DeepEP sends this rank's 64.
+    let dep32 = json!({"tp": 32, "ep": 32, "dp_attention": true});
+    let ops = moe_ops_on("gb200-nvl72", "fp4", "sglang", dep32, 0);
+    assert_eq!(
+        ops,
+        vec![
+            (OpName::Moe, Work::WideEp(dsv3(WideEpKind::FlashInferNvfp4, 32, 64))),
+            (OpName::EpAllToAll, Work::WideEp(dsv3(WideEpKind::DeepEpLowLatency, 32, 64))),
+        ]
+    );
+    let gb200 = system("gb200-nvl72");
+    let experts = timed(&dsv3(WideEpKind::FlashInferNvfp4, 32, 64), &gb200).unwrap();
+    assert_eq!(experts.source.to_string(), "measured:sglang_wideep/flashinfer_nvfp4/GB200");
+    assert_eq!(experts.kernels, 5);
+    let a2a = timed(&dsv3(WideEpKind::DeepEpLowLatency, 32, 64), &gb200).unwrap();
+    assert_eq!(a2a.source.to_string(), "measured:sglang_wideep/deepep_ll/GB200");
+    // 246.6810 µs of experts and 47.611 µs of dispatch + combine per MoE layer (the rows above).
+    close(experts.time_us, 246.6810);
+    close(a2a.time_us, 47.611);
+    assert_eq!(dsv3(WideEpKind::FlashInferNvfp4, 32, 64).precision(), Some(Precision::Nvfp4));
 }
