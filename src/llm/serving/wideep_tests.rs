@@ -96,6 +96,7 @@ fn moe_ops(engine: &str, parallelism: serde_json::Value, prefill: u32) -> Vec<(O
         prompt_len: 1024,
         sampled: 64,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     };
     let ops = stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 0, 1);
     ops.into_iter()
