@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
-use super::speculative::{db_dump_measurements, row_is_speculative};
+use super::speculative::{db_dump_measurements, inferencex_mtp, row_is_speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -388,7 +388,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             request,
         });
     }
-    let (rows, relabelled) = one_per_measurement(rows);
+    let (mut rows, relabelled) = one_per_measurement(rows);
+    // The speculative runs are simulated with the speculative decoding their scripts start the engine with (after
+    // the de-duplication, which may flag a row through a copy of it).
+    for r in rows.iter_mut().filter(|r| r.speculative) {
+        let p = &r.request.parallelism;
+        let attention_dp = p.dp_attention || p.attention_dp_size.is_some_and(|a| a > 1);
+        r.request.speculative = inferencex_mtp(r.engine, attention_dp);
+    }
     if relabelled > 0 {
         *skipped.entry(SAME_MEASUREMENT.into()).or_default() += relabelled;
     }
