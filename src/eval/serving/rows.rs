@@ -48,7 +48,8 @@ pub struct RunRow {
     pub tpot_ms: f64,
     /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
     pub workers_known: bool,
-    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart.
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): its request carries the run's speculative
+    /// decoding ([`super::speculative::inferencex_mtp`]); reported apart.
     pub speculative: bool,
     /// The deployment: every configuration column but the concurrency and the measurements.
     pub deployment: String,
@@ -468,7 +469,8 @@ pub struct RowResult {
     /// Aggregated workers the clients were spread over (one of them simulated with concurrency / replicas).
     pub replicas: u32,
     pub workers_known: bool,
-    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart from the headline.
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): simulated with its speculative decoding,
+    /// reported apart from the headline.
     pub speculative: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,

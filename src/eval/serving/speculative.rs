@@ -1,6 +1,7 @@
 //! InferenceX's speculative-decoding (MTP) runs among `aiconfigurator/serving_runs_blackwell.csv`'s rows: which
-//! they are ([`speculative`]), from the rows' provenance (`silicon_data_source`), since no column says so. perfcast
-//! decodes one token per step and does not model them; `eval serving` reports them apart from its headline.
+//! they are ([`speculative`]), from the rows' provenance (`silicon_data_source`), since no column says so, and the
+//! speculative decoding their scripts start the engine with ([`inferencex_mtp`], simulated by
+//! [`crate::llm::serving::speculative`]); `eval serving` reports them apart from its headline.
 
 use std::collections::HashSet;
 

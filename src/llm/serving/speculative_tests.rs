@@ -134,7 +134,8 @@ fn the_simulation_decodes_e_tokens_a_step_and_reports_every_output_token() {
     let reqs = vec![SimRequest { input: 10, output: 50, arrival_s: 0.0 }; 2];
     // Step by step (a trace recorded) and with decode runs (none): the same answer.
     for trace_steps in [1000, 0] {
-        let mut timer = ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
+        let mut timer =
+            ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
         let mut pools = [Pool { settings: settings.clone(), workers: 1, timer: &mut timer }];
         let opts = SimOptions { max_steps: 100_000, trace_steps, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
         let o = simulate(&mut pools, &reqs, Some(2), &|_| 0.0, opts).unwrap();
