@@ -31,6 +31,7 @@ mod predictions;
 mod profiles;
 mod recipes;
 mod search;
+mod speculative;
 mod store;
 mod systems;
 mod timeline;

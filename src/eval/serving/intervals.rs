@@ -4,8 +4,8 @@
 //! **The sources** (what `../shared` has, each predicted with nothing fitted on it):
 //! - `blackwell/<engine>` (vLLM, SGLang, TensorRT-LLM): the aggregated rows of `perfcast eval serving`'s
 //!   `serving_rows.csv` under the headline split (`split` = `source`: the shipped constants, the whole source left
-//!   out), less InferenceX's speculative-decoding runs (`speculative`; not modelled, set apart from the headline
-//!   too). TTFT and TPOT. Disaggregated rows are not a source: 623 of 845 have no worker counts and are predicted
+//!   out), less InferenceX's speculative-decoding runs (`speculative`; modelled since branch `mtp`, still set apart from
+//!   the headline). TTFT and TPOT. Disaggregated rows are not a source: 623 of 845 have no worker counts and are predicted
 //!   with one prefill and one decode worker (a known failure of the row, not a bias of the deployment), so the
 //!   bands are not measured on disaggregated serving.
 //! - `llm-inference-bench/<framework>` (vLLM, TensorRT-LLM): `perfcast eval inference --cross-validate`'s

@@ -18,9 +18,10 @@
 //! DATA.md's traps: the 668 exact copies are dropped ([`rows::load`]), and so is a measurement filed again under
 //! other labels ([`rows::one_per_measurement`]); the measured value may be a mean or a median
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
-//! one decode worker and reported apart; InferenceX's speculative-decoding (MTP) runs, which perfcast does not model
-//! ([`speculative::speculative`]), are reported apart too; rows whose `tp_size` is a disaggregated deployment's GPU
-//! count ([`gpus_as_tp::gpus_as_tp`]) are left out, counted in the skipped table. LLM-Inference-Bench stays the second serving source
+//! one decode worker and reported apart; InferenceX's speculative-decoding (MTP) runs ([`speculative::speculative`]),
+//! simulated with their scripts' speculative decoding ([`speculative::inferencex_mtp`]), are reported apart too; rows
+//! whose `tp_size` is a disaggregated deployment's GPU count ([`gpus_as_tp::gpus_as_tp`]) are left out, counted in the
+//! skipped table. LLM-Inference-Bench stays the second serving source
 //! (`perfcast eval inference`).
 //!
 //! **The client** ([`Client`], `--client`): by default every run is simulated with its fixed lengths, so the clients

@@ -23,7 +23,7 @@ use serde_json::json;
 
 use super::gpus_as_tp::{gpus_as_tp, GPUS_AS_TP};
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
-use super::speculative::{columns, db_dump_measurements, row_is_speculative};
+use super::speculative::{columns, db_dump_measurements, inferencex_mtp, row_is_speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
 
@@ -49,7 +49,8 @@ pub struct RunRow {
     pub tpot_ms: f64,
     /// Disaggregated worker counts were given (else one prefill and one decode worker are assumed).
     pub workers_known: bool,
-    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart.
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): its request carries the run's speculative
+    /// decoding ([`super::speculative::inferencex_mtp`]); reported apart.
     pub speculative: bool,
     /// The deployment: every configuration column but the concurrency and the measurements.
     pub deployment: String,
@@ -393,7 +394,14 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             request,
         });
     }
-    let (rows, relabelled) = one_per_measurement(rows);
+    let (mut rows, relabelled) = one_per_measurement(rows);
+    // The speculative runs are simulated with the speculative decoding their scripts start the engine with (after
+    // the de-duplication, which may flag a row through a copy of it).
+    for r in rows.iter_mut().filter(|r| r.speculative) {
+        let p = &r.request.parallelism;
+        let attention_dp = p.dp_attention || p.attention_dp_size.is_some_and(|a| a > 1);
+        r.request.speculative = inferencex_mtp(r.engine, attention_dp);
+    }
     if relabelled > 0 {
         *skipped.entry(SAME_MEASUREMENT.into()).or_default() += relabelled;
     }
@@ -466,7 +474,8 @@ pub struct RowResult {
     /// Aggregated workers the clients were spread over (one of them simulated with concurrency / replicas).
     pub replicas: u32,
     pub workers_known: bool,
-    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): not modelled, reported apart from the headline.
+    /// An InferenceX speculative-decoding (MTP) run ([`speculative`]): simulated with its speculative decoding,
+    /// reported apart from the headline.
     pub speculative: bool,
     /// The engine's memory fraction was raised to 0.95 so that the model fits perfcast's memory model.
     pub memory_fraction_raised: bool,

@@ -1,6 +1,7 @@
 //! InferenceX's speculative-decoding (MTP) runs among `aiconfigurator/serving_runs_blackwell.csv`'s rows: which
-//! they are ([`speculative`]), from the rows' provenance (`silicon_data_source`), since no column says so. perfcast
-//! decodes one token per step and does not model them; `eval serving` reports them apart from its headline.
+//! they are ([`speculative`]), from the rows' provenance (`silicon_data_source`), since no column says so, and the
+//! speculative decoding their scripts start the engine with ([`inferencex_mtp`], simulated by
+//! [`crate::llm::serving::speculative`]); `eval serving` reports them apart from its headline.
 
 use std::collections::HashSet;
 
@@ -124,3 +125,27 @@ pub(super) fn db_dump_measurements(header: &csv::StringRecord, records: &[csv::S
 #[cfg(test)]
 #[path = "speculative_tests.rs"]
 mod tests;
+
+/// The speculative decoding InferenceX's MTP scripts start `engine` with (`attention_dp`: the run uses attention
+/// data parallelism), at perfcast's default acceptance rate
+/// ([`crate::llm::serving::speculative::DEFAULT_ACCEPTANCE_RATE`], the DeepSeek-V3 report's figure, not fitted):
+/// - TensorRT-LLM: `benchmarks/dsr1_fp4_b200_trt_mtp.sh` (and its fp8 sibling) write
+///   `speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}`, or 1 when `DP_ATTENTION` is true;
+/// - SGLang: `benchmarks/dsr1_fp8_b200_mtp.sh` (SemiAnalysisAI/InferenceX @574bcd3) starts
+///   `--speculative-algorithm EAGLE --speculative-num-steps 2 --speculative-eagle-topk 1
+///   --speculative-num-draft-tokens 3`: 2 draft tokens per step.
+///
+/// `None` for vLLM (InferenceX runs no MTP config of it among these rows).
+pub fn inferencex_mtp(
+    engine: crate::llm::serving::request::Engine,
+    attention_dp: bool,
+) -> Option<crate::llm::serving::request::SpeculativeDecoding> {
+    use crate::llm::serving::request::{Engine, SpeculativeDecoding, SpeculativeMethod};
+    let k = match engine {
+        Engine::Trtllm if attention_dp => 1,
+        Engine::Trtllm => 3,
+        Engine::Sglang => 2,
+        Engine::Vllm => return None,
+    };
+    Some(SpeculativeDecoding { method: SpeculativeMethod::Mtp, num_speculative_tokens: Some(k), acceptance_rate: None })
+}

@@ -57,6 +57,10 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
                 Engine::Sglang | Engine::Trtllm => true,
                 Engine::Vllm => cfg.tp * cfg.pp == 1,
             },
+        tokens_per_decode_step: match (&cfg.speculative, role) {
+            (Some(sp), Role::Both | Role::Decode) => sp.tokens_per_step(),
+            _ => 1.0,
+        },
     }
 }
 

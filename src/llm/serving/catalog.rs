@@ -50,6 +50,7 @@ fn dense(
         moe: None,
         mla: None,
         dsa: None,
+        mtp_layers: 0,
     }
 }
 
@@ -240,6 +241,7 @@ fn build() -> Vec<CatalogEntry> {
         entry(
             ServingModel {
                 mla: Some(DEEPSEEK_V3_MLA),
+                mtp_layers: 1,
                 ..node_limited(
                     moe(dense("DeepSeek-V3", 61, 7168, 128, 128, 192, 18432, 129280, false), 256, 8, 2048, 1, 3),
                     8,
@@ -259,7 +261,7 @@ fn build() -> Vec<CatalogEntry> {
              layer is not served), num_attention_heads 128, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, \
              qk_rope_head_dim 64, v_head_dim 128, intermediate_size 18432, n_routed_experts 256, num_experts_per_tok 8, \
              moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, n_group 8, topk_group 4, \
-             vocab_size 129280; MLA approximated in serving (see MlaSpec)",
+             vocab_size 129280, num_nextn_predict_layers 1 (one MTP module, run only by speculative decoding); MLA approximated in serving (see MlaSpec)",
         ),
         entry(
             ServingModel {

@@ -96,6 +96,7 @@ fn prefill_logits_run_only_for_prompts_longer_than_topk() {
         prompt_len: 1024,
         sampled: 1,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     };
     let o = ops(&cfg, &short);
     assert_eq!((calls(&o, OpName::DsaIndexerLogits), calls(&o, OpName::DsaIndexerElementwise)), (0.0, 780.0));

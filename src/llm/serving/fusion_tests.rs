@@ -30,6 +30,7 @@ const PREFILL: StepLoad = StepLoad {
     prompt_len: 1024,
     sampled: 1,
     graph_pad_tokens: 0,
+    draft_tokens: 0,
 };
 
 /// (kernels launched, launch µs, GPU µs) of `cfg`'s prefill step with every operator analytic.

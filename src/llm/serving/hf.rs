@@ -20,6 +20,7 @@
 //! | dense leading layers | `first_k_dense_replace`; Qwen's `mlp_only_layers` (their count) | 0 |
 //! | group-limited routing | `n_group`, `topk_group` (DeepSeek) | none |
 //! | MLA | `kv_lora_rank`, `q_lora_rank` (null = 0), `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim` | none |
+//! | MTP modules (speculative decoding's drafter) | `num_nextn_predict_layers` (0–16) | 0 |
 //!
 //! `decoder_sparse_step` other than 1 (MoE every k-th layer) is refused: perfcast's MoE layers are contiguous.
 
@@ -50,6 +51,19 @@ fn uint(cfg: &Map<String, Value>, keys: &[&str]) -> Result<Option<u32>, ConfigEr
         }
     }
     Ok(None)
+}
+
+/// The multi-token-prediction modules `num_nextn_predict_layers` names (DeepSeek-V3's config.json: 1), 0 when
+/// absent; an error naming the key unless it is a non-negative integer.
+fn nextn_layers(cfg: &Map<String, Value>) -> Result<u32, ConfigError> {
+    const KEY: &str = "num_nextn_predict_layers";
+    match cfg.get(KEY) {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= 16 => Ok(n as u32),
+            _ => Err(bad(&field(KEY), format!("must be an integer 0–16, got {v}"))),
+        },
+    }
 }
 
 fn required(cfg: &Map<String, Value>, keys: &[&str]) -> Result<u32, ConfigError> {
@@ -147,6 +161,7 @@ pub fn parse(hf_config: &Value, name: Option<&str>) -> Result<ServingModel, Conf
         moe,
         dsa: dsa(cfg, mla.is_some())?,
         mla,
+        mtp_layers: nextn_layers(cfg)?,
     })
 }
 
@@ -255,7 +270,8 @@ mod tests {
             "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
             "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
             "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3,
-            "n_group": 8, "topk_group": 4, "vocab_size": 129280, "tie_word_embeddings": false});
+            "n_group": 8, "topk_group": 4, "vocab_size": 129280, "tie_word_embeddings": false,
+            "num_nextn_predict_layers": 1});
         assert_eq!(parse(&ds, Some("DeepSeek-V3")).unwrap(), lookup("DeepSeek-V3").unwrap().model);
     }
 

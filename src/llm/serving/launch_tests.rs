@@ -31,6 +31,7 @@ const MIXED: StepLoad = StepLoad {
     prompt_len: 1024,
     sampled: 5,
     graph_pad_tokens: 0,
+    draft_tokens: 0,
 };
 
 /// A 252-token chunk beside 4 decodes: 256 tokens, a captured size (no padding).

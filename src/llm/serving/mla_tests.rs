@@ -31,6 +31,7 @@ fn decode_attention(cfg: &ServingConfig, seqs: u32) -> Vec<(OpClass, Precision, 
         prompt_len: 1024,
         sampled: seqs,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     };
     let (dense, moe) = (cfg.model.layers - cfg.model.moe_layers(), cfg.model.moe_layers());
     let ops: Vec<StepOp> = stage_ops(cfg, &system(), &load, StageRole { first: true, last: true }, dense, moe);
@@ -100,6 +101,7 @@ const PREFILL_8K: StepLoad = StepLoad {
     prompt_len: 8192,
     sampled: 1,
     graph_pad_tokens: 0,
+    draft_tokens: 0,
 };
 
 #[test]

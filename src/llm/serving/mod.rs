@@ -31,6 +31,7 @@ pub mod request;
 pub mod runtime;
 pub mod search;
 pub mod sim;
+pub mod speculative;
 pub mod steady;
 pub mod step;
 pub mod validate;
@@ -51,6 +52,8 @@ mod mla_tests;
 mod precision_tests;
 #[cfg(test)]
 mod solver_tests;
+#[cfg(test)]
+mod speculative_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -46,6 +46,14 @@ pub struct ServingModel {
     /// DeepSeek sparse attention's indexer, on every layer (`None`: dense attention).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dsa: Option<DsaIndexer>,
+    /// Multi-token-prediction modules after the last layer (config.json `num_nextn_predict_layers`: 1 for
+    /// DeepSeek-V3/R1), which only speculative decoding runs ([`super::speculative`]); 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mtp_layers: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5; config.json `index_n_heads`, `index_head_dim`,

@@ -478,6 +478,44 @@ pub struct InferenceRequest {
     /// The decode pool (`mode: "disagg"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<WorkerPool>,
+    /// Speculative decoding: each decode step drafts tokens and verifies them in one forward pass of the model
+    /// ([`SpeculativeDecoding`]). Default: none (one token per sequence per decode step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeDecoding>,
+}
+
+/// How speculative tokens are drafted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SpeculativeMethod {
+    /// Multi-token prediction: the model's own MTP module drafts (DeepSeek-V3 technical report §2.2, one
+    /// transformer layer after the model's, sharing its embedding and output head; config.json
+    /// `num_nextn_predict_layers`). vLLM `speculative_config.method: "mtp"`, SGLang `--speculative-algorithm
+    /// EAGLE` (or `NEXTN`) on an MTP checkpoint, TensorRT-LLM `speculative_config.decoding_type: MTP`.
+    Mtp,
+}
+
+/// Speculative decoding of a serving request (Leviathan et al. 2023, "Fast Inference from Transformers via
+/// Speculative Decoding"): every decode step drafts `num_speculative_tokens` tokens per sequence, verifies them
+/// and the sequence's last token in one forward pass of the model, and keeps the accepted prefix plus the model's
+/// own next token.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"method": "mtp", "num_speculative_tokens": 3, "acceptance_rate": 0.85}))]
+pub struct SpeculativeDecoding {
+    /// `mtp` (the model's multi-token-prediction module drafts; the model must have one).
+    pub method: SpeculativeMethod,
+    /// Draft tokens per sequence and decode step, k (vLLM `speculative_config.num_speculative_tokens`; SGLang
+    /// `--speculative-num-steps` with `--speculative-eagle-topk 1` and `--speculative-num-draft-tokens` = k + 1;
+    /// TensorRT-LLM `speculative_config.num_nextn_predict_layers`). 1–16. Required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_speculative_tokens: Option<u32>,
+    /// Probability that a draft token is accepted given the one before it was, a in [0, 1), the same for every
+    /// draft position (Leviathan et al. 2023's i.i.d. assumption). Default 0.85: the DeepSeek-V3 technical report
+    /// (§5.4.3) measured "the acceptance rate of the second token prediction" of its MTP module "between 85% and
+    /// 90%"; perfcast takes the lower end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_rate: Option<f64>,
 }
 
 fn is_agg(m: &ServingMode) -> bool {

@@ -73,6 +73,7 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
             prompt_len: 1024,
             sampled: 32,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         },
         step::StepLoad {
             decode_seqs: 31,
@@ -81,6 +82,7 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
             prompt_len: 1024,
             sampled: 32,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         },
         step::StepLoad {
             decode_seqs: 1,
@@ -89,6 +91,7 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
             prompt_len: 1024,
             sampled: 1,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         },
         step::StepLoad {
             decode_seqs: 0,
@@ -97,6 +100,7 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
             prompt_len: 1024,
             sampled: 8,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         },
     ];
     let first = Counting::new(&b);

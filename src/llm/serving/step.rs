@@ -72,6 +72,10 @@ pub struct StepLoad {
     /// while attention, run eagerly between the pieces, sees only the real tokens. Set by the step solver
     /// (`steady::Solver::step`); 0 elsewhere.
     pub graph_pad_tokens: u32,
+    /// Draft tokens each decoding sequence verifies besides its own token in this step, k (speculative
+    /// decoding's verification pass, [`super::speculative`]): the sequence runs k + 1 tokens through the GEMMs
+    /// and k + 1 query tokens through decode attention. Set by the step solver; 0 without speculative decoding.
+    pub draft_tokens: u32,
 }
 
 #[cfg(test)]
@@ -86,14 +90,16 @@ impl StepLoad {
             prompt_len,
             sampled: seqs,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         }
     }
 }
 
 impl StepLoad {
-    /// Tokens in the step: prefill tokens plus one per decoding sequence.
+    /// Tokens in the step: prefill tokens plus one per decoding sequence (1 + [`Self::draft_tokens`] when it
+    /// verifies drafts).
     pub fn tokens(&self) -> u32 {
-        self.prefill_tokens + self.decode_seqs
+        self.prefill_tokens + self.decode_seqs * (1 + self.draft_tokens)
     }
 
     /// Tokens the non-attention operators process: [`Self::tokens`] plus the CUDA-graph padding
@@ -124,7 +130,7 @@ pub struct StepOp {
 /// nodes and GPUs per node of a collective). The allocation-free path of [`for_each_op`].
 pub type Emit<'e> = dyn FnMut(OpName, Work, f64, &[u64]) + 'e;
 
-pub(super) fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
+pub(crate) fn compute(out: &mut Emit, name: OpName, class: OpClass, dtype: Precision, dims: &[u64], per_step: f64) {
     let shape = OpShape::new(class, Phase::Fwd, dims);
     out(name, Work::Compute { shape, dtype }, per_step, dims);
 }
@@ -292,6 +298,9 @@ fn attention(out: &mut Emit, cfg: &ServingConfig, load: &StepLoad, layers: f64) 
         // DeepSeek sparse attention reads only the indexer's top-k cached tokens.
         let c = load.decode_context.max(1).min(m.dsa.map_or(u32::MAX, |x| x.topk)) as u64;
         let b = load.decode_seqs as u64;
+        // A verification pass's k + 1 query tokens per sequence read its cache once, as that many times the
+        // query heads (FlashMLA's `s_q * h_q // h_kv` query rows per key/value head; [`super::speculative`]).
+        let a = a * (1 + load.draft_tokens as u64);
         match &m.mla {
             None => compute(out, OpName::AttentionDecode, OpClass::AttentionDecode, kv, &[b, c, a, g, dh], layers),
             Some(mla) => mla_decode(out, b, c, a, mla, kv, layers),

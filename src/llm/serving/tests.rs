@@ -407,6 +407,7 @@ fn a_disaggregated_requests_ttft_includes_its_kv_transfer() {
         prompt_len: 1024,
         sampled: 1,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     });
     let first = ds.step(step::StepLoad {
         decode_seqs: 1,
@@ -415,6 +416,7 @@ fn a_disaggregated_requests_ttft_includes_its_kv_transfer() {
         prompt_len: 0,
         sampled: 1,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     });
     let want = (pre.unwrap().time_s + 1.6827216e-3 + first.unwrap().time_s) * 1e3;
     let sim = p.simulation.as_ref().unwrap();

@@ -75,6 +75,7 @@ fn without_padding_only_a_captured_batch_size_replays_a_graph() {
         prompt_len: 1024,
         sampled: n,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     };
     let (at32, at33) = (solver.step(load(32)).unwrap(), solver.step(load(33)).unwrap());
     assert!(at32.cuda_graph && !at33.cuda_graph);

@@ -101,6 +101,7 @@ fn moe_ops_on(sys: &str, precision: &str, engine: &str, parallelism: serde_json:
         prompt_len: 1024,
         sampled: 64,
         graph_pad_tokens: 0,
+        draft_tokens: 0,
     };
     let ops = stage_ops(&cfg, &system, &load, StageRole { first: true, last: true }, 0, 1);
     ops.into_iter()

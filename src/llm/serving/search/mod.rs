@@ -169,6 +169,7 @@ fn configuration(
         mode: Default::default(),
         prefill: None,
         decode: None,
+        speculative: None,
     }
 }
 

@@ -110,6 +110,7 @@ fn sharing_operator_times_among_candidates_changes_no_answer() {
             mode: Default::default(),
             prefill: None,
             decode: None,
+            speculative: None,
         };
         c.workload.concurrency = Some(n);
         c

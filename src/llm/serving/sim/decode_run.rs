@@ -101,7 +101,7 @@ impl Instance {
                 return Ok(0);
             }
             left = left.min((q.output - q.generated - 1) as u64);
-            ctx_sum += q.computed as u64 + 1;
+            ctx_sum += s.decode_context(q.input, q.computed);
         }
         let block = s.block_tokens.max(1) as u64;
         let kv_blocks = s.kv_blocks;
@@ -112,6 +112,9 @@ impl Instance {
         let template = self.load(reqs);
         self.batch.clear();
         let base_ctx = (ctx_sum / n as u64) as u32;
+        // The context grows by one token per step, or by E with speculative decoding ([`InstanceSettings`]).
+        let e = s.tokens_per_decode_step;
+        let advance = |steps: u64| if e == 1.0 { steps as u32 } else { (steps as f64 * e).round() as u32 };
         scratch.first_draw.clear();
         scratch.first_draw.extend(self.running.iter().map(|&r| {
             let q = &reqs[r as usize];
@@ -153,7 +156,7 @@ impl Instance {
             if drawn + draws > free0 {
                 break;
             }
-            let ctx = bucket(base_ctx + steps as u32);
+            let ctx = bucket(base_ctx + advance(steps));
             if ctx != timed_ctx {
                 let load = StepLoad { decode_context: ctx, ..template };
                 let t = timer.time(&load)?;

@@ -127,6 +127,24 @@ pub struct InstanceSettings {
     /// several (`MultiprocExecutor`) the workers launch and hand step k's output to their output thread
     /// (`WorkerProc.handle_output` → `async_output_busy_loop`), which streams it while step k + 1 is launched.
     pub results_after_launch: bool,
+    /// Tokens a decode step yields per sequence on average (speculative decoding's E,
+    /// [`crate::llm::serving::speculative::Speculative::tokens_per_step`]; 1 without it). The simulation steps a
+    /// request of O output tokens through 1 + ⌈(O − 1)/E⌉ samples ([`super::simulate`]) and charges each decode
+    /// the context it has in tokens ([`InstanceSettings::decode_context`]).
+    pub tokens_per_decode_step: f64,
+}
+
+impl InstanceSettings {
+    /// The context a decoding request attends, tokens, when `computed` of its simulated tokens are cached and its
+    /// prompt is `input` tokens long: computed + 1 (the new token), or with speculative decoding the prompt plus
+    /// E tokens per simulated output token (each decode step of the simulation stands for E tokens).
+    pub fn decode_context(&self, input: u32, computed: u32) -> u64 {
+        if self.tokens_per_decode_step == 1.0 || computed < input {
+            computed as u64 + 1
+        } else {
+            input as u64 + ((computed + 1 - input) as f64 * self.tokens_per_decode_step).round() as u64
+        }
+    }
 }
 
 /// The requests one step runs: (request, new tokens).
@@ -395,7 +413,7 @@ impl Instance {
             let q = &reqs[r as usize];
             if n == 1 {
                 decodes += 1;
-                ctx += q.computed as u64 + 1;
+                ctx += self.settings.decode_context(q.input, q.computed);
             } else {
                 prefill += n;
                 prompt += q.tokens as u64 * n as u64;
@@ -412,6 +430,7 @@ impl Instance {
             prompt_len: if prefill > 0 { bucket((prompt / prefill as u64) as u32) } else { 0 },
             sampled: bucket(sampled),
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         };
         if prefill == 0 && decodes > 0 && self.settings.graph_padding {
             let dp = self.settings.dp.max(1);

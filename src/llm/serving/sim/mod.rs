@@ -191,7 +191,14 @@ pub fn simulate(
     options: SimOptions,
 ) -> Result<SimOutcome, ConfigError> {
     let n = requests.len();
-    let mut reqs: Vec<Req> = requests.iter().map(|r| Req::new(r.input, r.output.max(1), r.arrival_s)).collect();
+    // Speculative decoding (the decoding pool's E tokens per decode step): a request of O output tokens samples
+    // its first in the prefill and the other O − 1 in ⌈(O − 1)/E⌉ decode steps, so the simulation runs it as
+    // that many samples and reports its O tokens when it completes ([`complete`]).
+    let e = pools.last().map_or(1.0, |p| p.settings.tokens_per_decode_step);
+    let samples = |output: u32| if e == 1.0 { output } else { 1 + ((output - 1) as f64 / e).ceil() as u32 };
+    let mut reqs: Vec<Req> =
+        requests.iter().map(|r| Req::new(r.input, samples(r.output.max(1)), r.arrival_s)).collect();
+    let reported = |r: usize| if e == 1.0 { None } else { Some(requests[r].output.max(1)) };
     let mut instances: Vec<Instance> = Vec::new();
     let mut pool_of: Vec<(usize, u32)> = Vec::new();
     let mut ranges = Vec::new();
@@ -320,7 +327,7 @@ pub fn simulate(
             inst.show(&mut reqs, at, &mut out.itl_s, &mut done);
             for &r in &done {
                 finished += 1;
-                complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
+                complete(&reqs[r as usize], reported(r as usize), &mut out, &mut slots, concurrency.is_some());
             }
             if inst.preemptions > preempted_before && inst.running.is_empty() {
                 continue;
@@ -399,7 +406,7 @@ pub fn simulate(
         }
         for &r in &done {
             finished += 1;
-            complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
+            complete(&reqs[r as usize], reported(r as usize), &mut out, &mut slots, concurrency.is_some());
         }
     }
     out.preemptions = instances.iter().map(|i| i.preemptions).sum();
@@ -414,20 +421,28 @@ pub fn simulate(
 }
 
 /// Records the completion of request `q` (its last token at the client at `q.done_s`) in `out`, and frees its
-/// client's slot at that time when the clients are a closed loop.
-fn complete(q: &Req, out: &mut SimOutcome, slots: &mut BinaryHeap<Reverse<Time>>, closed_loop: bool) {
+/// client's slot at that time when the clients are a closed loop. `reported`: the output tokens it generated when
+/// they differ from its simulated samples (speculative decoding, [`simulate`]).
+fn complete(
+    q: &Req,
+    reported: Option<u32>,
+    out: &mut SimOutcome,
+    slots: &mut BinaryHeap<Reverse<Time>>,
+    closed_loop: bool,
+) {
+    let generated = reported.unwrap_or(q.generated);
     out.completed += 1;
     out.input_tokens += q.input as u64;
-    out.output_tokens += q.generated as u64;
+    out.output_tokens += generated as u64;
     let (ttft, e2e) = (q.first_s - q.sent_s, q.done_s - q.sent_s);
     out.ttft_s.push(ttft);
     out.e2e_s.push(e2e);
-    let tpot = if q.generated > 1 { (e2e - ttft) / (q.generated - 1) as f64 } else { 0.0 };
-    if q.generated > 1 {
+    let tpot = if generated > 1 { (e2e - ttft) / (generated - 1) as f64 } else { 0.0 };
+    if generated > 1 {
         out.tpot_s.push(tpot);
     }
     out.tpot_or_zero_s.push(tpot);
-    out.outputs.push(q.generated);
+    out.outputs.push(generated);
     out.duration_s = out.duration_s.max(q.done_s);
     if closed_loop {
         slots.push(Reverse(Time(q.done_s)));

@@ -21,6 +21,7 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
         recv_interval: 1,
         overlap: false,
         results_after_launch: false,
+        tokens_per_decode_step: 1.0,
     }
 }
 

@@ -64,9 +64,12 @@ impl Solver<'_> {
         if o1 == 0 {
             return self.prefill_only(n, budget.max(if chunked { 1 } else { l }));
         }
+        // Decode steps per request: O − 1, or (O − 1)/E with speculative decoding's E tokens per step.
+        let e = cfg.speculative.map_or(1.0, |s| s.tokens_per_step());
+        let o1s = o1f / e;
         // The most decodes the budget's prefill can feed: D·L/(O − 1) prompt tokens per step ≤ budget − D.
-        let d_max = if chunked { budget as f64 * o1f / (lf + o1f) } else { f64::INFINITY };
-        let mut d = (n * o1f / (o1f + (lf / budget as f64).ceil())).min(d_max);
+        let d_max = if chunked { budget as f64 * o1s / (lf + o1s) } else { f64::INFINITY };
+        let mut d = (n * o1s / (o1s + (lf / budget as f64).ceil())).min(d_max);
         let mut state = None;
         for _ in 0..16 {
             d = d.min(d_max).max(1e-6);
@@ -74,7 +77,7 @@ impl Solver<'_> {
             let room = if chunked { budget.saturating_sub(dr).max(1) } else { budget.max(l) };
             let c = if chunked { l.min(room) } else { l };
             let k = l.div_ceil(c.max(1));
-            let completions = d / o1f;
+            let completions = d / o1s;
             let demand = completions * lf;
             let (q, prefill_tokens) = if demand <= c as f64 {
                 ((completions * k as f64).min(1.0), lf / k as f64)
@@ -93,6 +96,7 @@ impl Solver<'_> {
                 prompt_len: l,
                 sampled,
                 graph_pad_tokens: 0,
+                draft_tokens: 0,
             })?;
             let decode = self.step(StepLoad {
                 decode_seqs: dr,
@@ -101,9 +105,11 @@ impl Solver<'_> {
                 prompt_len: l,
                 sampled: dr,
                 graph_pad_tokens: 0,
+                draft_tokens: 0,
             })?;
             let tau = q * mixed.time_s + (1.0 - q) * decode.time_s;
-            let tpot = if chunked { tau } else { tau / (1.0 - q) };
+            // Per output token: a step yields E of them per decoding sequence.
+            let tpot = (if chunked { tau } else { tau / (1.0 - q) }) / e;
             let mut ttft = others * tau / 2.0 + k as f64 * mixed.time_s;
             let x = d / (o1f * tpot);
             let implied = x * (ttft + o1f * tpot);
@@ -150,6 +156,7 @@ impl Solver<'_> {
             prompt_len: l,
             sampled: (pt / lf).ceil() as u32,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         })?;
         let x = pt / lf / mixed.time_s;
         let ttft = (n / x).max(k as f64 * mixed.time_s);
@@ -221,6 +228,7 @@ impl Solver<'_> {
             prompt_len: l,
             sampled: b,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         })?;
         let decode = self.step(StepLoad {
             decode_seqs: b,
@@ -229,8 +237,10 @@ impl Solver<'_> {
             prompt_len: l,
             sampled: b,
             graph_pad_tokens: 0,
+            draft_tokens: 0,
         })?;
-        let o1 = cfg.output_tokens.saturating_sub(1) as f64;
+        // Decode steps: O − 1, or (O − 1)/E with speculative decoding.
+        let o1 = cfg.output_tokens.saturating_sub(1) as f64 / cfg.speculative.map_or(1.0, |s| s.tokens_per_step());
         let latency_s = waves as f64 * (prefill.time_s + o1 * decode.time_s);
         Ok(StaticBatch { latency_s, waves, prefill, decode })
     }

@@ -10,6 +10,7 @@ use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::launch::{LaunchCounts, LaunchPath, OpHost};
 use crate::llm::serving::sim::steps::{graph_sizes, padded, replays_graph};
+use crate::llm::serving::speculative::mtp_module_extras;
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
 /// One step of the whole running batch, timed.
@@ -74,13 +75,14 @@ impl Solver<'_> {
         role: StageRole,
         dense: u32,
         moe: u32,
+        mtp: bool,
     ) -> Result<(f64, LaunchCounts, LaunchCounts), ConfigError> {
         let (mut gpu_us, mut kernels, mut analytic) = (0.0, LaunchCounts::default(), LaunchCounts::default());
         let mut err = None;
         let (cfg, timer, cache) = (self.cfg, &mut self.timer, &mut self.ops.times);
         let system = timer.backend().system();
         let kernel_us = self.consts.efficiency.kernel_us;
-        for_each_op(cfg, system, micro, role, dense, moe, &mut |name, work, per_step, _| {
+        let mut sink = |name: OpName, work: Work, per_step: f64, _: &[u64]| {
             if err.is_some() {
                 return;
             }
@@ -114,7 +116,11 @@ impl Solver<'_> {
             if a {
                 analytic.add(name, per_step * f64::from(k));
             }
-        });
+        };
+        for_each_op(cfg, system, micro, role, dense, moe, &mut sink);
+        if mtp {
+            mtp_module_extras(cfg, micro, &mut sink);
+        }
         kernels.splitting_calls = splitting_calls(cfg, dense, moe);
         match err {
             Some(e) => Err(e),
@@ -135,6 +141,12 @@ impl Solver<'_> {
             return Ok(s.clone());
         }
         let cfg = self.cfg;
+        // Speculative decoding: the model's pass verifies every decode's drafts ([`Speculative::verification`]).
+        let drafted = self.micro(&load);
+        let load = match &cfg.speculative {
+            Some(sp) => sp.verification(&load),
+            None => load,
+        };
         let mut micro = self.micro(&load);
         // A decode-only step replays a graph when its batch is (padded to) a captured size.
         let s = &cfg.settings;
@@ -145,9 +157,10 @@ impl Solver<'_> {
         pad_piecewise(&mut micro, launch, &sizes);
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
-            let (g, k, analytic) = self.stage_time(&micro, role, dense, moe)?;
+            let (g, k, analytic) = self.stage_time(&micro, role, dense, moe, false)?;
             let replayed = analytic.in_graph(launch);
             let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
+            let g = if role.last { g + self.draft_s(&drafted, launch)? } else { g };
             let l = launch.host_us(&k, &self.consts, cfg.engine, s) * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
                 (slowest, gpu_s, launch_s) = (i, g, l);
@@ -176,6 +189,29 @@ impl Solver<'_> {
         };
         self.steps.insert(key, result.clone());
         Ok(result)
+    }
+
+    /// GPU seconds of the MTP module's draft passes in a step of `micro` (one micro-batch, before verification;
+    /// [`crate::llm::serving::speculative`]), run on the last stage, launched as the step's kernels are (`launch`):
+    /// 0 without speculative decoding. The module is one MoE layer on a mixture-of-experts model (DeepSeek-V3's
+    /// layer 61), else one dense layer, with the embedding and the output head, and its own norms and `eh_proj`.
+    fn draft_s(&mut self, micro: &StepLoad, launch: LaunchPath) -> Result<f64, ConfigError> {
+        let Some(sp) = self.cfg.speculative else {
+            return Ok(0.0);
+        };
+        let (dense, moe) = if self.cfg.model.moe.is_some() { (0, 1) } else { (1, 0) };
+        let role = StageRole { first: true, last: true };
+        let mut total = 0.0;
+        for (load, passes) in sp.draft_passes(micro) {
+            if passes == 0 || load.tokens() == 0 {
+                continue;
+            }
+            let (g, _, analytic) = self.stage_time(&load, role, dense, moe, true)?;
+            let replayed = analytic.in_graph(launch);
+            let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
+            total += passes as f64 * g;
+        }
+        Ok(total)
     }
 
     /// The slowest stage's operators of `step`, each timed (the report's operator table).

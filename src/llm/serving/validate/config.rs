@@ -8,6 +8,7 @@ use crate::llm::serving::disagg::DisaggPools;
 use crate::llm::serving::engine::EngineSettings;
 use crate::llm::serving::model::ServingModel;
 use crate::llm::serving::request::{Engine, ServingMode, Slo};
+use crate::llm::serving::speculative::Speculative;
 use crate::llm::serving::workload::Traffic;
 
 /// A validated serving configuration with every default filled in.
@@ -49,6 +50,9 @@ pub struct ServingConfig {
     /// The disaggregated pools (the fields above are then the decode pool's worker's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pools: Option<DisaggPools>,
+    /// Speculative decoding (`None`: one token per sequence per decode step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
 }
 
 impl ServingConfig {

@@ -17,6 +17,7 @@ use crate::llm::serving::sim::steps::vllm_max_capture_size;
 pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Result<ServingConfig, ConfigError> {
     let model = resolve_model(&req.model)?;
     limits(&model)?;
+    let speculative = crate::llm::serving::speculative::validate(&req.speculative, &model)?;
     let p = req.parallelism;
     let tp = p.tp;
     let adp = attention_dp_size(p)?;
@@ -48,6 +49,7 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
         slo: req.slo,
         mode: ServingMode::Agg,
         pools: None,
+        speculative,
     })
 }
 

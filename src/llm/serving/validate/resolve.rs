@@ -86,6 +86,7 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
         moe,
         mla: s.mla.clone(),
         dsa: None,
+        mtp_layers: 0,
     })
 }
 

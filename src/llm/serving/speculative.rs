@@ -1,0 +1,148 @@
+//! Speculative decoding with the model's multi-token-prediction (MTP) module: the request's `speculative` checked
+//! ([`validate`]), the tokens a decode step yields ([`Speculative::tokens_per_step`]), and the operators the
+//! drafter adds to a step ([`mtp_module_extras`]; the step solver, `steady::step_time`, times the rest).
+//!
+//! A decode step of a speculative engine (Leviathan et al. 2023, "Fast Inference from Transformers via
+//! Speculative Decoding", §2.3; DeepSeek-V3 technical report §2.2 and §5.4.3 for MTP):
+//! - **drafting**: k sequential passes of the MTP module over the batch's B sequences, one token each. DeepSeek-V3's
+//!   module is one transformer layer (MLA and an MoE MLP: its index 61 is past `first_k_dense_replace` 3) behind
+//!   `enorm` and `hnorm` (RMSNorms of the token's embedding and of the model's last hidden state), their
+//!   concatenation projected by `eh_proj` [2d → d], and the model's shared embedding and output head
+//!   (`shared_head.norm`, `lm_head`). With k above the model's one MTP layer the engines run that one layer k times,
+//!   each pass on the previous pass's hidden state: TensorRT-LLM's `MTPConfig.update_from_model_config`
+//!   (`tensorrt_llm/_torch/speculative/mtp.py`) switches to `SpeculativeDecodingMode.MTP_EAGLE` when the model has
+//!   `num_nextn_predict_layers` 1 ("MTP Eagle" in NVIDIA's blog "DeepSeek R1 MTP Implementation and Optimization"),
+//!   and SGLang's `--speculative-algorithm EAGLE` on DeepSeek runs the NextN layer as an EAGLE draft model for
+//!   `--speculative-num-steps` steps (InferenceX `benchmarks/dsr1_fp8_b200_mtp.sh`: 2 steps, top-k 1, 3 draft
+//!   tokens);
+//! - **verification**: one forward pass of the model over k + 1 tokens per sequence (the last accepted token and
+//!   the k drafts): its GEMMs, norms, all-reduces and experts run B·(k + 1) rows, decode attention runs k + 1
+//!   query tokens per sequence over its cached context (folded into the query heads as FlashMLA does:
+//!   `get_mla_metadata(cache_seqlens, s_q * h_q // h_kv, h_kv)`), and the LM head and sampler run all B·(k + 1)
+//!   positions (each draft is checked against the model's own distribution there);
+//! - **tokens out**: the accepted prefix of the drafts plus the model's own next token. With every draft accepted
+//!   with probability a given the previous one was (Leviathan et al.'s i.i.d. assumption), the expected tokens per
+//!   step are E = 1 + a + … + a^k = (1 − a^{k+1})/(1 − a) (their eq. 1, with α = a and γ = k).
+//!
+//! The prefill also runs the MTP module once over its prompt tokens (the module's own KV cache, and the first
+//! draft from the prompt's last hidden state: TensorRT-LLM's `MTPWorker.forward` runs on context requests too),
+//! and the remaining k − 1 draft passes for the prompts that sample.
+//!
+//! Not modelled: a position-dependent acceptance (later drafts of a reused MTP layer are accepted less often than
+//! the report's second-token figure: the i.i.d. E is an upper bound there); the drafts' KV-cache writes beyond the
+//! accepted tokens; the host's launches of the draft passes outside CUDA graphs.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::model::ServingModel;
+use super::request::{SpeculativeDecoding, SpeculativeMethod};
+use super::step::{compute, Emit, StepLoad};
+use super::validate::ServingConfig;
+use crate::llm::config::{bad, ConfigError};
+use crate::llm::operators::OpName;
+use crate::op::OpClass;
+
+/// The acceptance rate a speculative request gets by default: 0.85, the lower end of the DeepSeek-V3 technical
+/// report's "acceptance rate of the second token prediction ranges between 85% and 90%" (§5.4.3).
+pub const DEFAULT_ACCEPTANCE_RATE: f64 = 0.85;
+
+/// Most draft tokens per step a request may ask for.
+pub const MAX_SPECULATIVE_TOKENS: u32 = 16;
+
+/// Validated speculative decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+pub struct Speculative {
+    pub method: SpeculativeMethod,
+    /// Draft tokens per sequence and decode step, k.
+    pub draft_tokens: u32,
+    /// Acceptance probability of each draft token given the previous one's, a in [0, 1).
+    pub acceptance_rate: f64,
+}
+
+impl Speculative {
+    /// Expected tokens one decode step yields per sequence: E = (1 − a^{k+1})/(1 − a) = Σ_{i=0..k} a^i
+    /// (Leviathan et al. 2023, eq. 1), at least 1 (the model's own token) and at most k + 1.
+    pub fn tokens_per_step(&self) -> f64 {
+        let a = self.acceptance_rate;
+        (0..=self.draft_tokens).map(|i| a.powi(i as i32)).sum()
+    }
+
+    /// The verification pass's load for a step of `load`: every decoding sequence runs its k drafts besides its
+    /// token ([`StepLoad::draft_tokens`]) and samples all k + 1 positions.
+    pub fn verification(&self, load: &StepLoad) -> StepLoad {
+        StepLoad {
+            draft_tokens: self.draft_tokens,
+            sampled: load.sampled + load.decode_seqs * self.draft_tokens,
+            ..*load
+        }
+    }
+
+    /// The MTP module's passes of a step of `load` (one micro-batch), as (load, passes): the first over the step's
+    /// decodes and prefill tokens (one token per decode), sampling as the step does; the k − 1 more over the
+    /// sequences that sample (decodes and finished prompts), one token each, at the decodes' context (the
+    /// prompt's length for a prefill-only step).
+    pub fn draft_passes(&self, load: &StepLoad) -> [(StepLoad, u32); 2] {
+        let first = StepLoad { draft_tokens: 0, graph_pad_tokens: 0, ..*load };
+        let context = if load.decode_seqs > 0 { load.decode_context } else { load.prompt_len };
+        let rest = StepLoad {
+            decode_seqs: load.sampled,
+            decode_context: context,
+            prefill_tokens: 0,
+            prompt_len: load.prompt_len,
+            sampled: load.sampled,
+            graph_pad_tokens: 0,
+            draft_tokens: 0,
+        };
+        [(first, 1), (rest, self.draft_tokens.saturating_sub(1))]
+    }
+}
+
+/// The request's `speculative` checked against `model`: `None` without one. Errors (RFC 9457 fields):
+/// `speculative.num_speculative_tokens` missing or outside 1–[`MAX_SPECULATIVE_TOKENS`];
+/// `speculative.acceptance_rate` outside [0, 1); `speculative.method` `mtp` on a model without MTP layers
+/// (config.json `num_nextn_predict_layers` absent or 0).
+pub fn validate(spec: &Option<SpeculativeDecoding>, model: &ServingModel) -> Result<Option<Speculative>, ConfigError> {
+    let Some(s) = spec else {
+        return Ok(None);
+    };
+    let k = match s.num_speculative_tokens {
+        None => return Err(bad("speculative.num_speculative_tokens", "missing: the draft tokens per step, k")),
+        Some(k) if (1..=MAX_SPECULATIVE_TOKENS).contains(&k) => k,
+        Some(k) => {
+            return Err(bad(
+                "speculative.num_speculative_tokens",
+                format!("must be 1–{MAX_SPECULATIVE_TOKENS}, got {k}"),
+            ))
+        }
+    };
+    let a = s.acceptance_rate.unwrap_or(DEFAULT_ACCEPTANCE_RATE);
+    if !(0.0..1.0).contains(&a) {
+        return Err(bad("speculative.acceptance_rate", format!("must be in [0, 1), got {a}")));
+    }
+    match s.method {
+        SpeculativeMethod::Mtp if model.mtp_layers == 0 => Err(bad(
+            "speculative.method",
+            format!(
+                "{} has no multi-token-prediction layers (config.json num_nextn_predict_layers): mtp needs a model \
+                 trained with them, such as DeepSeek-V3 or R1",
+                model.name
+            ),
+        )),
+        method => Ok(Some(Speculative { method, draft_tokens: k, acceptance_rate: a })),
+    }
+}
+
+/// What the MTP module runs beyond one transformer layer with the embedding and the output head (which
+/// [`super::step::for_each_op`] emits for a first-and-last stage): `enorm` and `hnorm` (two RMSNorms [T, d]) and
+/// `eh_proj` [T, 2d → d] (DeepSeek-V3 technical report §2.2: h' = M[RMSNorm(h); RMSNorm(Emb(t))]; SGLang's
+/// `DeepseekModelNextN`, `python/sglang/srt/models/deepseek_nextn.py`, and TensorRT-LLM's `DeepseekV3MTP` hold
+/// `eh_proj` as a replicated 16-bit linear layer, so every GPU runs it whole).
+pub fn mtp_module_extras(cfg: &ServingConfig, load: &StepLoad, out: &mut Emit) {
+    let (t, d, act) = (load.gemm_tokens() as u64, cfg.model.hidden as u64, cfg.activation_precision);
+    if t == 0 {
+        return;
+    }
+    compute(out, OpName::RMSNorm, OpClass::RmsNorm, act, &[t, d], 2.0);
+    compute(out, OpName::Linear1, OpClass::Linear, act, &[1, t, d, 2 * d], 1.0);
+}
