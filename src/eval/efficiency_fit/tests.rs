@@ -67,27 +67,27 @@ fn the_printed_constants_carry_the_fold_ranges() {
 
 #[test]
 fn the_block_for_the_shipped_constants_prints_each_at_its_shipped_precision() {
-    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.675 (3 decimals), kernel_us
-    // 27.1 and host_us 70.7 (1 decimal), SUSTAINED_CLOCK 0.840 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100). The
+    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.705 (3 decimals), kernel_us
+    // 25.8 and host_us 69.3 (1 decimal), SUSTAINED_CLOCK 0.837 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100). The
     // header names the command and rows it is given, then the stamp.
     let shipped = Efficiency::CALIBRATED;
     let by = "`perfcast eval training --leave-source-out --iterations 60` on the 1,793 rows of vtrain, nemo";
     let want = "// fitted by `perfcast eval training --leave-source-out --iterations 60` on the 1,793 rows of \
                 vtrain, nemo, 2026-11-28, commit 3adfb7b\n\
-                memory: 0.675,\n\
-                kernel_us: 27.1,\n\
-                host_us: 70.7,\n\
-                sustained_clock: 0.840,\n\
+                memory: 0.705,\n\
+                kernel_us: 25.8,\n\
+                host_us: 69.3,\n\
+                sustained_clock: 0.837,\n\
                 overlap_slowdown: 0.100,\n";
     assert_eq!(rust_block(&shipped, &[], true, by, "2026-11-28, commit 3adfb7b"), want);
-    // With two folds, memory 0.675 and 0.7001: each line carries the folds' range at 3 decimals, least first
-    // (0.675–0.700; kernel_us 27.1 and 30.04: 27.100–30.040), and without the contention κ its line is left out.
+    // With two folds, memory 0.705 and 0.7001: each line carries the folds' range at 3 decimals, least first
+    // (0.700–0.705; kernel_us 25.8 and 30.04: 25.800–30.040), and without the contention κ its line is left out.
     let other = Efficiency { memory: 0.7001, kernel_us: 30.04, ..shipped };
     let want = "// fitted by `perfcast eval training --cross-validate`, today\n\
-                memory: 0.675, // folds 0.675–0.700\n\
-                kernel_us: 27.1, // folds 27.100–30.040\n\
-                host_us: 70.7, // folds 70.700–70.700\n\
-                sustained_clock: 0.840, // folds 0.840–0.840\n";
+                memory: 0.705, // folds 0.700–0.705\n\
+                kernel_us: 25.8, // folds 25.800–30.040\n\
+                host_us: 69.3, // folds 69.300–69.300\n\
+                sustained_clock: 0.837, // folds 0.837–0.837\n";
     assert_eq!(
         rust_block(&shipped, &[shipped, other], false, "`perfcast eval training --cross-validate`", "today"),
         want
