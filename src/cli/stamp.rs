@@ -18,8 +18,6 @@ pub(super) fn utc_date() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// The working tree's commit (`git rev-parse --short HEAD`, `-dirty` when it has changes), or `unknown`.
-
 /// The git commit of the working tree at `dir` (`git rev-parse <short> HEAD`: `--short` for git's default
 /// abbreviation, `--short=12` for 12 hex digits), `-dirty` when tracked files have uncommitted changes; None
 /// without git or outside a repository.
@@ -38,8 +36,13 @@ pub(super) fn git_commit(dir: &Path, short: &str) -> Option<String> {
     Some(if dirty { format!("{commit}-dirty") } else { commit })
 }
 
-/// `<YYYY-MM-DD>, commit <commit>` of the current directory (`unknown` without git): the stamp of a paste block.
+/// `<YYYY-MM-DD>, commit <commit>`: the stamp of a paste block. The commit is the one the binary was built from
+/// when the build was given it (`PERFCAST_GIT_COMMIT` at compile time), else the current directory's (run from
+/// the checkout), else `unknown` (a binary built without it and run outside a git checkout, e.g. a copy in /tmp).
 pub(super) fn paste_stamp() -> String {
-    let commit = git_commit(Path::new("."), "--short").unwrap_or_else(|| "unknown".into());
+    let commit = option_env!("PERFCAST_GIT_COMMIT")
+        .map(str::to_string)
+        .or_else(|| git_commit(Path::new("."), "--short"))
+        .unwrap_or_else(|| "unknown".into());
     format!("{}, commit {commit}", utc_date())
 }

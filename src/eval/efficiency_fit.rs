@@ -246,8 +246,10 @@ pub fn fit_objective(
 
 /// The fitted constants as the lines to paste into [`Efficiency::CALIBRATED`] (`src/cost/derate.rs`), each with
 /// the range of the cross-validation folds' fits (the spread shows whether the rows pin it down): `eff` fitted on
-/// every row, `folds` the folds' fits, `contention` whether κ was fitted too.
-pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stamp: &str) -> String {
+/// every row, `folds` the folds' fits, `contention` whether κ was fitted too. The header line says how: `fitted_by`
+/// (the command that ran and the rows `eff` was fitted on, e.g. ``"`perfcast eval training --leave-source-out`
+/// on the 1,793 rows of vtrain, nemo"``), then `stamp` (date and commit).
+pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, fitted_by: &str, stamp: &str) -> String {
     let fold_range = |get: fn(&Efficiency) -> f64| {
         let lo = folds.iter().map(get).fold(f64::INFINITY, f64::min);
         let hi = folds.iter().map(get).fold(f64::NEG_INFINITY, f64::max);
@@ -257,7 +259,7 @@ pub fn rust_block(eff: &Efficiency, folds: &[Efficiency], contention: bool, stam
             format!(" // folds {lo:.3}–{hi:.3}")
         }
     };
-    let mut s = format!("// fitted by `perfcast eval training --cross-validate`, {stamp}\n");
+    let mut s = format!("// fitted by {fitted_by}, {stamp}\n");
     for &(name, get, _, decimals) in &FIELDS[..FITTED.len() + contention as usize] {
         s.push_str(&format!("{name}: {:.*},{}\n", decimals, get(eff), fold_range(get)));
     }

@@ -187,8 +187,8 @@ fn an_unfused_optimizer_takes_longer_than_the_fused_kernel() {
     let (per_tensor, t_per_tensor) = opt("per_tensor");
     // foreach: twice the state passes of the fused kernel (memory-bound).
     assert!((foreach / fused - 2.0).abs() < 1e-9, "{foreach} {fused}");
-    // Per tensor: 32 layers × 7 + 3 = 227 tensors × 8 launches = 1,816 kernels at the shipped 70.7 µs of host
-    // time each = 128,391.2 µs = 0.128 s — longer than the GPU work.
+    // Per tensor: 32 layers × 7 + 3 = 227 tensors × 8 launches = 1,816 kernels at the shipped 69.3 µs of host
+    // time each = 125,848.8 µs = 0.126 s — longer than the GPU work.
     assert!((per_tensor - 1816.0 * Efficiency::CALIBRATED.host_us * 1e-6).abs() < 1e-9, "{per_tensor}");
     assert!(t_per_tensor > t_fused);
 }

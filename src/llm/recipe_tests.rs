@@ -256,7 +256,7 @@ fn cuda_graphs_remove_the_host_time_of_a_host_bound_toy() {
 #[test]
 fn cuda_graphs_change_nothing_where_the_gpu_is_the_bottleneck() {
     // Llama 3.1 8B at 8,192 tokens per micro-batch: every layer pass takes milliseconds on the GPU against
-    // ~30 kernels × 70.7 µs ≈ 2 ms of host time — GPU-bound, so per-layer graphs leave the time as it is.
+    // ~30 kernels × 69.3 µs ≈ 2 ms of host time — GPU-bound, so per-layer graphs leave the time as it is.
     let none = fp8_run("dgx-h100", serde_json::json!({})).unwrap();
     let graphs = fp8_run("dgx-h100", serde_json::json!({"cuda_graphs": "per_layer"})).unwrap();
     assert_eq!(none.iteration_time_s, graphs.iteration_time_s);

@@ -121,13 +121,54 @@ pub(super) fn training(
             mode,
             Mode::CrossValidate { contention: true, .. } | Mode::LeaveSourceOut { contention: true, .. }
         );
-        let block = crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &stamp);
+        let sources: Vec<&str> = report.rows.iter().map(|r| r.source).collect();
+        let fitted_by = fitted_by(mode, kernels, analytic_only, &sources);
+        let block =
+            crate::eval::efficiency_fit::rust_block(&report.efficiency, &report.folds, contention, &fitted_by, &stamp);
         println!(
             "\nFitted constants to paste into `Efficiency::CALIBRATED` (src/cost/derate.rs):\n\n```rust\n{block}```"
         );
     }
     eprintln!("wrote {0}/training.md, {0}/training.json, {0}/training_rows.csv", out.display());
     ExitCode::SUCCESS
+}
+
+/// What fitted the constants a cross-validation or leave-source-out run prints to paste: the command as typed
+/// (`mode`'s flags; `--fit-sources` only when not the default [`crate::eval::efficiency_fit::FIT_SOURCES`],
+/// `--kernels neutral` and `--analytic-only` when given) and the rows of the all-rows fit — the evaluated rows (their
+/// sources, `row_sources`) of the fitted sources, e.g. ``"`perfcast eval training --leave-source-out --iterations 60` on the 1,793 rows of
+/// vtrain, nemo, dgxc, llmfoundry"``. Empty for [`Mode::Fixed`] (nothing is fitted).
+pub(super) fn fitted_by(
+    mode: &Mode,
+    kernels: crate::cost::KernelChoice,
+    analytic_only: bool,
+    row_sources: &[&str],
+) -> String {
+    let (flags, fit_sources, contention) = match mode {
+        Mode::Fixed(_) => return String::new(),
+        Mode::CrossValidate { folds, iterations, fit_sources, contention } => {
+            (format!("--cross-validate --folds {folds} --iterations {iterations}"), fit_sources, *contention)
+        }
+        Mode::LeaveSourceOut { iterations, fit_sources, contention } => {
+            (format!("--leave-source-out --iterations {iterations}"), fit_sources, *contention)
+        }
+    };
+    let mut command = format!("perfcast eval training {flags}");
+    if *fit_sources != crate::eval::efficiency_fit::FIT_SOURCES {
+        command.push_str(&format!(" --fit-sources {}", fit_sources.join(",")));
+    }
+    if contention {
+        command.push_str(" --fit-contention");
+    }
+    if kernels == crate::cost::KernelChoice::Neutral {
+        command.push_str(" --kernels neutral");
+    }
+    if analytic_only {
+        command.push_str(" --analytic-only");
+    }
+    let fitted = row_sources.iter().filter(|r| fit_sources.iter().any(|s| s == *r)).count();
+    let rows = crate::service::startup::thousands(fitted as u64);
+    format!("`{command}` on the {rows} rows of {}", fit_sources.join(", "))
 }
 
 /// The learned models an evaluation predicts with, and their label.
@@ -199,5 +240,39 @@ pub(super) fn cross_gpu(opts: &crate::eval::logo::Options, out: &Path, steps: &m
             ExitCode::SUCCESS
         }
         Err(e) => failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::KernelChoice;
+
+    #[test]
+    fn the_paste_header_names_the_command_and_the_rows_it_fitted() {
+        let defaults: Vec<String> = ["vtrain", "nemo", "dgxc", "llmfoundry"].map(String::from).to_vec();
+        // 3 vtrain + 1 nemo rows are fitted, the neusight row only predicted: 4 rows.
+        let rows = ["vtrain", "vtrain", "neusight", "nemo", "vtrain"];
+        let lso = Mode::LeaveSourceOut { iterations: 60, fit_sources: defaults.clone(), contention: false };
+        assert_eq!(
+            fitted_by(&lso, KernelChoice::Training, false, &rows),
+            "`perfcast eval training --leave-source-out --iterations 60` on the 4 rows of vtrain, nemo, dgxc, llmfoundry"
+        );
+        // Cross-validation with its own sources (only vtrain's 3 rows), κ fitted, neutral kernels, analytic only.
+        let cv =
+            Mode::CrossValidate { folds: 5, iterations: 300, fit_sources: vec!["vtrain".into()], contention: true };
+        assert_eq!(
+            fitted_by(&cv, KernelChoice::Neutral, true, &rows),
+            "`perfcast eval training --cross-validate --folds 5 --iterations 300 --fit-sources vtrain --fit-contention \
+             --kernels neutral --analytic-only` on the 3 rows of vtrain"
+        );
+        // 1,793 rows print with the thousands separator; fixed constants are not fitted.
+        let many = vec!["nemo"; 1793];
+        assert!(fitted_by(&lso, KernelChoice::Training, false, &many)
+            .ends_with("on the 1,793 rows of vtrain, nemo, dgxc, llmfoundry"));
+        assert_eq!(
+            fitted_by(&Mode::Fixed(crate::cost::Efficiency::CALIBRATED), KernelChoice::Training, false, &rows),
+            ""
+        );
     }
 }

@@ -55,7 +55,7 @@ fn the_search_stays_inside_the_plausible_ranges() {
 fn the_printed_constants_carry_the_fold_ranges() {
     let a = Efficiency { memory: 0.6, kernel_us: 20.0, host_us: 60.0, ..start() };
     let b = Efficiency { memory: 0.7, kernel_us: 30.0, host_us: 70.0, sustained_clock: 0.95, ..start() };
-    let s = rust_block(&a, &[a, b], false, "today");
+    let s = rust_block(&a, &[a, b], false, "`perfcast eval training --cross-validate`", "today");
     assert!(s.contains("memory: 0.600, // folds 0.600–0.700"), "{s}");
     assert!(s.contains("kernel_us: 20.0, // folds 20.000–30.000"), "{s}");
     // Both start at the neutral sustained clock 0.9; the second fold moved it to 0.95. The Ampere clock is
@@ -67,25 +67,31 @@ fn the_printed_constants_carry_the_fold_ranges() {
 
 #[test]
 fn the_block_for_the_shipped_constants_prints_each_at_its_shipped_precision() {
-    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.675 (3 decimals), kernel_us
-    // 27.1 and host_us 70.7 (1 decimal), SUSTAINED_CLOCK 0.840 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100).
+    // Written out by hand from `Efficiency::CALIBRATED` (src/cost/derate.rs): memory 0.705 (3 decimals), kernel_us
+    // 25.8 and host_us 69.3 (1 decimal), SUSTAINED_CLOCK 0.837 and OVERLAP_SLOWDOWN 0.1 (3 decimals: 0.100). The
+    // header names the command and rows it is given, then the stamp.
     let shipped = Efficiency::CALIBRATED;
-    let want = "// fitted by `perfcast eval training --cross-validate`, 2026-11-28\n\
-                memory: 0.675,\n\
-                kernel_us: 27.1,\n\
-                host_us: 70.7,\n\
-                sustained_clock: 0.840,\n\
+    let by = "`perfcast eval training --leave-source-out --iterations 60` on the 1,793 rows of vtrain, nemo";
+    let want = "// fitted by `perfcast eval training --leave-source-out --iterations 60` on the 1,793 rows of \
+                vtrain, nemo, 2026-11-28, commit 3adfb7b\n\
+                memory: 0.705,\n\
+                kernel_us: 25.8,\n\
+                host_us: 69.3,\n\
+                sustained_clock: 0.837,\n\
                 overlap_slowdown: 0.100,\n";
-    assert_eq!(rust_block(&shipped, &[], true, "2026-11-28"), want);
-    // With two folds, memory 0.675 and 0.7001: each line carries the folds' range at 3 decimals, least first
-    // (0.675–0.700; kernel_us 27.1 and 30.04: 27.100–30.040), and without the contention κ its line is left out.
+    assert_eq!(rust_block(&shipped, &[], true, by, "2026-11-28, commit 3adfb7b"), want);
+    // With two folds, memory 0.705 and 0.7001: each line carries the folds' range at 3 decimals, least first
+    // (0.700–0.705; kernel_us 25.8 and 30.04: 25.800–30.040), and without the contention κ its line is left out.
     let other = Efficiency { memory: 0.7001, kernel_us: 30.04, ..shipped };
     let want = "// fitted by `perfcast eval training --cross-validate`, today\n\
-                memory: 0.675, // folds 0.675–0.700\n\
-                kernel_us: 27.1, // folds 27.100–30.040\n\
-                host_us: 70.7, // folds 70.700–70.700\n\
-                sustained_clock: 0.840, // folds 0.840–0.840\n";
-    assert_eq!(rust_block(&shipped, &[shipped, other], false, "today"), want);
+                memory: 0.705, // folds 0.700–0.705\n\
+                kernel_us: 25.8, // folds 25.800–30.040\n\
+                host_us: 69.3, // folds 69.300–69.300\n\
+                sustained_clock: 0.837, // folds 0.837–0.837\n";
+    assert_eq!(
+        rust_block(&shipped, &[shipped, other], false, "`perfcast eval training --cross-validate`", "today"),
+        want
+    );
 }
 
 #[test]

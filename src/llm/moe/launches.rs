@@ -1,7 +1,7 @@
 //! The host side of an MoE layer: the framework calls Megatron-Core's `MoELayer` issues beyond the operators
 //! [`super::ops`] times, and its device→host synchronization, per micro-batch.
 //!
-//! perfcast prices host time per counted kernel ([`crate::cost::Efficiency::host_us`], 70.7 µs: fitted on dense
+//! perfcast prices host time per counted kernel ([`crate::cost::Efficiency::host_us`], 69.3 µs: fitted on dense
 //! layers, where it is the cost of one framework call — Python, PyTorch's dispatcher, autograd and Transformer
 //! Engine's module logic — more than of the CUDA launch itself) and runs a pass at the pace of the longer of its
 //! GPU and host time ([`crate::llm::timing::pass_seconds`]). The operator list times one operator per piece of GPU
@@ -353,20 +353,20 @@ mod tests {
         // routing map's all-gather, the dispatch and combine (3), FC1, SwiGLU, FC2 = 16; backward the norms 2 × 2,
         // QKV 2, QK norms 2 × 2, RoPE 1, attention 1, projection 2, router 2, top-k 1, all-to-alls 2, FC1 2,
         // SwiGLU 1, FC2 2 = 24, of which the all-gather, dispatch and combine are collective calls at 44.7 µs
-        // (`cost::host`) and the rest counted kernels at 70.7 µs: 13 × 70.7 + 3 × 44.7 = 919.1 + 134.1 = 1,053.2
-        // and 22 × 70.7 + 2 × 44.7 = 1,555.4 + 89.4 = 1,644.8 µs.
+        // (`cost::host`) and the rest counted kernels at 69.3 µs: 13 × 69.3 + 3 × 44.7 = 900.9 + 134.1 = 1,035.0
+        // and 22 × 69.3 + 2 × 44.7 = 1,524.6 + 89.4 = 1,614.0 µs.
         // The grouped
         // FC1 and FC2 run one GEMM per local expert (128/8 = 16): 15 further GEMMs at 25 µs per projection and GEMM
         // kind — forward 2 × 15 × 25 = 750 µs, backward (dgrad and wgrad) 2 × 2 × 15 × 25 = 1,500 µs. Plus 11 calls
-        // per pass at 70.7 µs (777.7 µs): 1,053.2 + 750 + 777.7 = 2,580.9 and 1,644.8 + 1,500 + 777.7 = 3,922.5 µs.
+        // per pass at 69.3 µs (762.3 µs): 1,035.0 + 750 + 762.3 = 2,547.3 and 1,614.0 + 1,500 + 762.3 = 3,876.3 µs.
         let host = Efficiency::CALIBRATED.host_us;
         let coll = crate::cost::host::COLLECTIVE_HOST_US;
         assert!((hf - (13.0 * host + 3.0 * coll + 750.0)).abs() < 1e-9, "{hf}");
         assert!((hb - (22.0 * host + 2.0 * coll + 1500.0)).abs() < 1e-9, "{hb}");
         let (fwd_host, bwd_host) = (hf + 11.0 * host, hb + 11.0 * host);
-        assert!((fwd_host - 2580.9).abs() < 1e-9 && (bwd_host - 3922.5).abs() < 1e-9);
+        assert!((fwd_host - 2547.3).abs() < 1e-9 && (bwd_host - 3876.3).abs() < 1e-9);
         // On the 2× GPU the backward runs at the host's pace. The forward's host waits at (A) for the all-gather it
-        // issued last and at (B) for the dispatch: (host − the dispatch's call 44.7 + t_A) + (70.7 + D) µs, which
+        // issued last and at (B) for the dispatch: (host − the dispatch's call 44.7 + t_A) + (69.3 + D) µs, which
         // outlasts the GPU time plus one call per synchronization and the next layer's attention behind the
         // expert launches.
         assert!(fwd_host > gf + 2.0 * host && bwd_host > gb, "{gf} {gb}");
@@ -391,9 +391,9 @@ mod tests {
     fn grouped_expert_gemms_cost_the_host_per_local_expert_only_under_megatron_core() {
         use crate::llm::operators::OpName;
         use crate::op::Phase;
-        // The toy at ep 4 (2 local experts), bf16 on the analytic backend: FC1 and FC2 forward 1 kernel (70.7 µs)
-        // plus the second expert's GEMM, 25 µs → 95.7 µs; backward 2 kernels (141.4 µs) plus its dgrad and
-        // wgrad, 50 µs → 191.4 µs.
+        // The toy at ep 4 (2 local experts), bf16 on the analytic backend: FC1 and FC2 forward 1 kernel (69.3 µs)
+        // plus the second expert's GEMM, 25 µs → 94.3 µs; backward 2 kernels (138.6 µs) plus its dgrad and
+        // wgrad, 50 µs → 188.6 µs.
         let model = serde_json::json!({"name": "toy", "layers": 2, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
             "vocab": 32000, "seq_len": 2048, "activation": "swiglu",
             "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}});
@@ -424,7 +424,7 @@ mod tests {
         let close = |a: [f64; 4], b: [f64; 4]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
         let megatron = host_of("megatron");
         assert!(close(megatron, [h + 25.0, h + 25.0, 2.0 * h + 50.0, 2.0 * h + 50.0]), "{megatron:?}");
-        assert!((megatron[0] - 95.7).abs() < 1e-9 && (megatron[2] - 191.4).abs() < 1e-9);
+        assert!((megatron[0] - 94.3).abs() < 1e-9 && (megatron[2] - 188.6).abs() < 1e-9);
         // torchtitan's grouped GEMM (`torch._grouped_mm`) is one kernel per projection and pass.
         let titan = host_of("torchtitan");
         assert!(close(titan, [h, h, 2.0 * h, 2.0 * h]), "{titan:?}");

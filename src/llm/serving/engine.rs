@@ -254,16 +254,16 @@ impl ServingConstants {
     ///
     /// **An eager step run from Python.** SGLang, TensorRT-LLM's PyTorch backend and vLLM's V0 engine replay CUDA
     /// graphs only for decode batches; a step with prefill runs the model's modules op by op from Python, and each counted
-    /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (70.7 µs), the training
+    /// kernel then costs the host `python_kernel_us` = [`crate::cost::Efficiency::host_us`] (69.3 µs), the training
     /// model's host time per counted kernel of an eager PyTorch pass (fitted on the training sources' train rows,
-    /// folds 65.1–70.7 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
+    /// folds 64.6–69.4 µs: the Python module call, PyTorch's dispatch and launch, and the element-wise kernels the
     /// operator list folds into its neighbours) — one constant for one effect, not fitted on serving rows. A
     /// bare eager call is cheaper: aiconfigurator's custom all-reduce called eagerly (train split,
     /// `custom_allreduce_perf`, `vllm_eager` / `sglang_eager` rows up to 65,536 elements) floors at 20–23 µs per
     /// call under vLLM 0.24 and 28–30 µs under SGLang on H100, B200 and B300 hosts (4–7 µs replayed in a graph):
     /// what one custom op costs without the module around it. The step takes max(GPU, host launches): a prefill
-    /// of 1,024 tokens of DeepSeek-R1 at tp 8 (≈ 2,060 counted kernels) cannot finish in less than 146 ms of
-    /// host time, gpt-oss-120b's (≈ 580) in less than 41 ms. Until 2026-11-28 every engine used the C++ launch
+    /// of 1,024 tokens of DeepSeek-R1 at tp 8 (≈ 2,060 counted kernels) cannot finish in less than 143 ms of
+    /// host time, gpt-oss-120b's (≈ 580) in less than 40 ms. Until 2026-11-28 every engine used the C++ launch
     /// cost `eager_kernel_us` 5 µs [rec], now TensorRT-LLM's C++ executor's only.
     ///
     /// **vLLM V1's compiled step** ([`super::launch`]): V1 compiles its model with Inductor and replays piecewise

@@ -81,27 +81,27 @@ fn a_cuda_graph_replay_charges_graph_kernel_us_per_analytic_kernel() {
 #[test]
 fn an_eager_step_from_python_costs_the_host_python_kernel_us_per_kernel() {
     // The same Llama-3.1-8B decode step of 4 sequences, CUDA graphs off: its 324 kernels (counted above) launched
-    // one by one. From Python (vLLM) each costs the host 70.7 µs (`python_kernel_us`, the training model's
-    // `host_us` since the 2026-11-28 refit): 324 · 70.7 = 22,906.8 µs. 8 B parameters in bf16 are 16 GB, read once
-    // per decode step at H100's 3.35 TB/s in ≈ 4.8 ms: the step is bound by its launches, 22.91 ms (async
+    // one by one. From Python (vLLM) each costs the host 69.3 µs (`python_kernel_us`, the training model's
+    // `host_us` since the 2026-11-28 refit): 324 · 69.3 = 22,453.2 µs. 8 B parameters in bf16 are 16 GB, read once
+    // per decode step at H100's 3.35 TB/s in ≈ 4.8 ms: the step is bound by its launches, 22.45 ms (async
     // scheduling: the host's 19 + 4 · 21.7 = 105.8 µs of scheduling overlaps it).
     let s = system("dgx-h100");
     let consts = ServingConstants::CALIBRATED;
     assert_eq!((consts.python_kernel_us, consts.eager_kernel_us), (crate::cost::Efficiency::CALIBRATED.host_us, 5.0));
-    assert_eq!(consts.python_kernel_us, 70.7);
+    assert_eq!(consts.python_kernel_us, 69.3);
     let backend = ServingDerated::new(AnalyticBackend::new(s), consts);
     let mut cfg = config("Llama-3.1-8B", "vllm", 1);
     cfg.settings.cuda_graphs = false;
     let step = steady::Solver::new(&cfg, &backend, consts, 1000).step(DECODE4).unwrap();
-    assert!((step.launch_s * 1e6 - 22_906.8).abs() < 1e-6, "{} s", step.launch_s);
+    assert!((step.launch_s * 1e6 - 22_453.2).abs() < 1e-6, "{} s", step.launch_s);
     assert!(step.gpu_s < step.launch_s && (step.time_s - step.launch_s).abs() < 1e-12);
     // TensorRT-LLM's C++ executor (`trtllm_backend: tensorrt`) launches the same kernels at 5 µs each and its
-    // PyTorch backend at 70.7 µs: at tp 1 (no all-reduce to fuse a norm into) the two run the same kernels, so
-    // their launch times differ by 70.7 / 5 = 14.14×.
+    // PyTorch backend at 69.3 µs: at tp 1 (no all-reduce to fuse a norm into) the two run the same kernels, so
+    // their launch times differ by 69.3 / 5 = 13.86×.
     let mut trt = config("Llama-3.1-8B", "trtllm", 1);
     trt.settings.cuda_graphs = false;
     let py = steady::Solver::new(&trt, &backend, consts, 1000).step(DECODE4).unwrap();
     trt.settings.trtllm_backend = super::request::TrtllmBackend::Tensorrt;
     let cpp = steady::Solver::new(&trt, &backend, consts, 1000).step(DECODE4).unwrap();
-    assert!((py.launch_s / cpp.launch_s - 14.14).abs() < 1e-9, "{} / {}", py.launch_s, cpp.launch_s);
+    assert!((py.launch_s / cpp.launch_s - 13.86).abs() < 1e-9, "{} / {}", py.launch_s, cpp.launch_s);
 }
