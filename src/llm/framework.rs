@@ -254,9 +254,6 @@ pub struct FrameworkTraits {
     pub gather_per_block: bool,
     /// Which parts of the iteration replay as CUDA graphs (host time, [`crate::llm::cuda_graphs`]).
     pub cuda_graphs: CudaGraphs,
-    /// Transformer Engine's scoped graphs in each layer ([`crate::llm::cuda_graphs::GraphScopes`]; none by
-    /// default).
-    pub cuda_graph_scope: crate::llm::cuda_graphs::GraphScopes,
 }
 
 /// A framework's defaults and the request's options over them.
@@ -274,8 +271,6 @@ pub struct FrameworkOptions {
     pub moe_token_dispatcher: Option<Dispatcher>,
     /// CUDA graphs, else none (every framework's default; [`Framework::has_cuda_graphs`]).
     pub cuda_graphs: Option<CudaGraphs>,
-    /// Transformer Engine's scoped CUDA graphs, else none.
-    pub cuda_graph_scope: Option<crate::llm::cuda_graphs::GraphScopes>,
     /// The attention kernel, else the framework's.
     pub attention_backend: Option<AttentionKernel>,
 }
@@ -306,7 +301,6 @@ impl FrameworkTraits {
             grad_reduce_in_fp32: opts.grad_reduce_in_fp32.unwrap_or(reduce_fp32),
             gather_per_block: per_block,
             cuda_graphs: opts.cuda_graphs.unwrap_or_default(),
-            cuda_graph_scope: opts.cuda_graph_scope.unwrap_or_default(),
         }
     }
 

@@ -67,20 +67,6 @@ async fn what_the_gpu_or_framework_lacks_is_a_problem_naming_the_field() {
     titan["framework"] = json!("torchtitan");
     let p = app.post_json("/v1/predictions/training", &titan).await.problem(422);
     assert_eq!(p["errors"][0]["field"], "parallelism.cuda_graphs", "{p}");
-    // Transformer Engine's scoped graphs: a name outside Megatron-Core's CudaGraphScope, a scope perfcast does
-    // not model, moe_preprocess without moe_router, and scopes beside the local graphs are problems naming the
-    // field.
-    for scope in [json!(["router"]), json!(["mlp"]), json!(["moe_preprocess"]), json!("attn")] {
-        let req = llama8b("dgx-h100", "bf16", json!({"cuda_graph_scope": scope}));
-        let p = app.post_json("/v1/predictions/training", &req).await.problem(422);
-        assert!(p.to_string().contains("parallelism.cuda_graph_scope"), "{scope}: {p}");
-    }
-    let both = llama8b("dgx-h100", "bf16", json!({"cuda_graph_scope": ["attn"], "cuda_graphs": "per_layer"}));
-    let p = app.post_json("/v1/predictions/training", &both).await.problem(422);
-    assert_eq!(p["errors"][0]["field"], "parallelism.cuda_graph_scope", "{p}");
-    let ok = llama8b("dgx-h100", "bf16", json!({"cuda_graph_scope": ["attn"]}));
-    let r = app.post_json("/v1/predictions/training", &ok).await;
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let p = app
         .post_json("/v1/predictions/training", &llama8b("dgx-h100", "fp8", json!({"fp8_recipe": "exotic"})))
         .await

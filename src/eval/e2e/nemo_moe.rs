@@ -204,33 +204,6 @@ fn full_iteration_options(p: &mut Value) {
     p["overlap_moe_expert_parallel_comm"] = json!(pp == 1 || vp > 1);
 }
 
-/// Transformer Engine's scoped CUDA graphs (`cuda_graph_impl="transformer_engine"`, Megatron-LM's
-/// `--cuda-graph-scope`) of a Qwen3 row that does not run the full-iteration stack, as Megatron-Bridge's presets
-/// set them (`scripts/performance/configs/qwen/qwen3_workload_base_configs.py` @ 01b2977e):
-/// - Qwen3-235B-A22B on GB200 (`QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_*_V1`, inherited by `_V2`) and on 256
-///   GB300 (`…_GB300_BF16_V2`, inherited by `_FP8_CS_V2`, `_FP8_MX_V2`): `attn`, `moe_router`, `moe_preprocess`;
-///   on 64 GB300 (`…_GB300_*_V1`) `moe_router`, `moe_preprocess`; on B200, B300 and H100 none;
-/// - Qwen3-30B-A3B on B200 (`…_B200_BF16_V1`, which the FP8 presets alias) and on GB200 in BF16 and FP8-CS:
-///   `attn`, `moe_router`, `moe_preprocess`; on GB200 in FP8-MX (`…_GB200_FP8_MX_V1`), on GB300, on B300 and on
-///   H100 in BF16: `moe_router`, `moe_preprocess`; on H100 in FP8-CS (`…_H100_FP8_CS_V1`) none.
-///
-/// DeepSeek-V3's rows get none. `recipe` is the row's fp8 recipe (`mxfp8` for FP8-MX), `gpus` its GPU count.
-fn graph_scope(model: &str, system: &str, gpus: u64, precision: &str, recipe: Option<&str>) -> &'static [&'static str] {
-    const ALL: &[&str] = &["attn", "moe_router", "moe_preprocess"];
-    const MOE: &[&str] = &["moe_router", "moe_preprocess"];
-    match (model, system) {
-        ("Qwen3-235B-A22B", "DGX-GB200") => ALL,
-        ("Qwen3-235B-A22B", "DGX-GB300") if gpus <= 64 => MOE,
-        ("Qwen3-235B-A22B", "DGX-GB300") => ALL,
-        ("Qwen3-30B-A3B", "DGX-B200") => ALL,
-        ("Qwen3-30B-A3B", "DGX-GB200") if recipe == Some("mxfp8") => MOE,
-        ("Qwen3-30B-A3B", "DGX-GB200") => ALL,
-        ("Qwen3-30B-A3B", "DGX-GB300" | "DGX-B300") => MOE,
-        ("Qwen3-30B-A3B", "DGX-H100") if precision == "bf16" => MOE,
-        _ => &[],
-    }
-}
-
 /// DeepSeek-V3's pipeline layout without interleaving as Megatron-Bridge's recipe sets it (`deepseek.py`
 /// `layout_map`: the first stage the embedding and L/pp layers, the last stage the rest, its MTP layer and the
 /// loss): (num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage). `None` for an interleaved
@@ -347,11 +320,6 @@ pub fn nemo_moe(data: &Path, out: &mut E2eData) -> Result<(), String> {
                     o.remove("recompute_modules");
                 }
             }
-        } else {
-            let scope = graph_scope(model, system_name, gpus, precision, recipe);
-            if !scope.is_empty() {
-                p["cuda_graph_scope"] = json!(scope);
-            }
         }
         let model_json = json!({"name": model, "seq_len": seq_len, "mtp_layers": u32::from(mtp)});
         let Some(request) = request(&sys.name, model_json, p, precision, "nemo") else {
@@ -453,27 +421,6 @@ mod tests {
         assert!((b200.measured_s - 33_554_432.0 / 974_080.0).abs() < 1e-9, "{}", b200.measured_s);
         assert!(b200.trap.is_none() && row(&out, "256", "DGX-B300").trap.is_none());
         assert!(row(&out, "445", "DGX-H100").trap.is_none());
-    }
-
-    #[test]
-    fn qwen3_rows_before_the_full_iteration_stack_run_their_presets_scoped_graphs() {
-        use crate::llm::cuda_graphs::{CudaGraphScope as S, GraphScopes};
-        let out = loaded();
-        let scope = |line: &str, system: &str| row(&out, line, system).request.parallelism.cuda_graph_scope;
-        let all = Some(GraphScopes::from(vec![S::Attn, S::MoeRouter, S::MoePreprocess]));
-        let moe = Some(GraphScopes::from(vec![S::MoeRouter, S::MoePreprocess]));
-        // Qwen3-235B-A22B on 256 GB200 in 26.04 (archive line 355): `QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_*_V2`.
-        assert_eq!(scope("355", "DGX-GB200"), all);
-        // Its 26.08 full-iteration row (performance-summary.md line 74) captures the whole iteration instead.
-        assert_eq!(scope("74", "DGX-GB200"), None);
-        // Qwen3-30B-A3B on GB200 in 26.04.01 (line 245, FP8-MX): `…_GB200_FP8_MX_V1`, router and preprocessing.
-        assert_eq!(scope("245", "DGX-GB200"), moe);
-        // Qwen3-235B-A22B on B300 and Qwen3-30B-A3B's FP8-CS rows on H100 (line 132): none.
-        assert_eq!(scope("256", "DGX-B300"), None);
-        assert_eq!(scope("132", "DGX-H100"), None);
-        assert_eq!(graph_scope("Qwen3-30B-A3B", "DGX-B200", 8, "bf16", None), ["attn", "moe_router", "moe_preprocess"]);
-        assert_eq!(graph_scope("Qwen3-235B-A22B", "DGX-GB300", 64, "bf16", None), ["moe_router", "moe_preprocess"]);
-        assert!(graph_scope("DeepSeek-V3", "DGX-GB200", 256, "fp8", Some("mxfp8")).is_empty());
     }
 
     #[test]

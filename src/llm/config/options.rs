@@ -150,15 +150,6 @@ macro_rules! with_training_options {
     /// forward-backward as one graph) — [`crate::llm::cuda_graphs::CudaGraphs`]. Only under `megatron` and `nemo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graphs: Option<crate::llm::cuda_graphs::CudaGraphs> = None,
-    /// Transformer Engine's scoped CUDA graphs (Megatron-LM `--cuda-graph-impl transformer_engine
-    /// --cuda-graph-scope`): a list of Megatron-Core's `CudaGraphScope` names. perfcast models `attn`,
-    /// `moe_router` and `moe_preprocess` (which needs `moe_router`): the captured modules' framework calls become
-    /// one graph launch per pass, while the token dispatch with its host synchronizations, the experts and the
-    /// optimizer stay eager — [`crate::llm::cuda_graphs::GraphScopes`]. Only under `megatron` and `nemo`, with
-    /// `cuda_graphs` `none`. Default: none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<crate::llm::cuda_graphs::CudaGraphScope>>)]
-    pub cuda_graph_scope: Option<crate::llm::cuda_graphs::GraphScopes> = None,
     /// The attention kernel (Megatron-LM's `--attention-backend`): `fused` (Transformer Engine's cuDNN /
     /// FlashAttention-3-class fused attention), `flash2` (FlashAttention-2, PyTorch SDPA's flash backend),
     /// `flash1` (FlashAttention v1) or `triton` (FlashAttention's Triton port, llm-foundry's `attn_impl:

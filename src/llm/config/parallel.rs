@@ -191,7 +191,6 @@ impl ParallelSpec {
             grad_reduce_in_fp32: self.grad_reduce_in_fp32,
             moe_token_dispatcher: self.moe_token_dispatcher,
             cuda_graphs: self.cuda_graphs,
-            cuda_graph_scope: self.cuda_graph_scope,
             attention_backend: self.attention_backend,
         }
     }

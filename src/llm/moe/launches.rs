@@ -115,14 +115,6 @@ pub struct MoeLaunches {
     /// Device→host synchronizations in the forward (none in the backward: the splits are kept from the forward):
     /// 2 for HybridEP with dynamic routing, 0 with drop-and-pad under the all-to-all or HybridEP dispatcher, else 1.
     pub fwd_syncs: u32,
-    /// Of the dispatcher's forward calls, those of its preprocessing on the device before any host copy or
-    /// collective (`dispatch_preprocess`): `alltoall` with expert parallelism the routing map's column sum and
-    /// `.long()`, the input splits' sum, the local slice's `.contiguous()` and three sums — 7 (the counts'
-    /// all-gather, the four host copies and the permute's row-id map stay out); without it the column sum and
-    /// `.long()` — 2; `deepep` the metadata's two `.contiguous()` expansions and the top-k to indices — 3;
-    /// `hybridep` the probabilities' `.contiguous()` expansion — 1 (the permuted tokens' sum and the host copy
-    /// follow the dispatch); `allgather` none (its preprocessing is the all-gathers).
-    pub preprocess: u32,
 }
 
 impl MoeLaunches {
@@ -139,20 +131,6 @@ impl MoeLaunches {
     /// Extra forward calls issued before the synchronization (router and dispatcher bookkeeping).
     pub fn fwd_pre_sync(&self) -> u32 {
         self.router[0] + self.dispatcher[0]
-    }
-
-    /// The calls of these that Transformer Engine's scoped graphs `scopes` capture, [forward, backward]: with
-    /// `moe_router` the router's; with `moe_preprocess` too the dispatcher's preprocessing
-    /// (`MoETokenDispatcher.dispatch_preprocess`), `preprocess` of [`MoeLaunches::dispatcher`]'s forward calls.
-    /// The dispatcher's host copies, its permute's row-id map, its collectives and the experts' calls stay eager
-    /// ([`crate::llm::cuda_graphs::GraphScopes`]).
-    pub fn captured(&self, scopes: crate::llm::cuda_graphs::GraphScopes) -> [u32; 2] {
-        use crate::llm::cuda_graphs::CudaGraphScope;
-        if !scopes.contains(CudaGraphScope::MoeRouter) {
-            return [0, 0];
-        }
-        let pre = if scopes.contains(CudaGraphScope::MoePreprocess) { self.preprocess } else { 0 };
-        [self.router[0] + pre, self.router[1]]
     }
 }
 
@@ -173,13 +151,6 @@ pub fn moe_launches(moe: &MoeTraining, tp_cp: u32, quantized: bool) -> MoeLaunch
         Dispatcher::Deepep => [3 + 1 + 4, 2],
         Dispatcher::Hybridep => [3, 1],
     };
-    let preprocess = match moe.dispatcher {
-        Dispatcher::Alltoall if communicates => 7,
-        Dispatcher::Alltoall => 2,
-        Dispatcher::Allgather => 0,
-        Dispatcher::Deepep => 3,
-        Dispatcher::Hybridep => 1,
-    };
     let q = u32::from(quantized);
     let experts = if moe.grouped_gemm { [1 + 2 * q, 1 + 4 * q] } else { [1, 0] };
     let fwd_syncs = match moe.dispatcher {
@@ -187,7 +158,7 @@ pub fn moe_launches(moe: &MoeTraining, tp_cp: u32, quantized: bool) -> MoeLaunch
         Dispatcher::Hybridep => 2,
         _ => 1,
     };
-    MoeLaunches { router, dispatcher, experts, fwd_syncs, preprocess }
+    MoeLaunches { router, dispatcher, experts, fwd_syncs }
 }
 
 /// One interval of a forward pass between two device→host synchronizations (or, with one, the whole layer), µs:

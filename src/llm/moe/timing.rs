@@ -130,11 +130,6 @@ pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed
     let l = moe_launches(moe, cfg.tp * cfg.cp, cfg.gemm_precision().bytes() < 2.0);
     hf += l.fwd() as f64 * launch_us;
     hb += l.bwd() as f64 * launch_us;
-    // Transformer Engine's scoped graphs: the attention, router and preprocessing calls they capture leave the
-    // host time (before the synchronization: all of them but the captured linears' scale operators).
-    let captured = timer.scopes().captured(ops, timed, launch_us, l.captured(timer.scopes()));
-    hf -= captured.fwd_us;
-    hb -= captured.bwd_us;
     if router(true) {
         hb += l.fwd() as f64 * launch_us;
         gb += l.fwd_syncs as f64 * launch_us;
@@ -154,7 +149,7 @@ pub fn layer_seconds(cfg: &TrainingConfig, timer: &Timer, ops: &[StageOp], timed
         })
         .unwrap_or(ops.len());
     let [(pre_g, pre_h), _] = pass_sums(&ops[..split], &timed[..split]);
-    let pre_h = pre_h + l.fwd_pre_sync() as f64 * launch_us - captured.fwd_listed_before_us;
+    let pre_h = pre_h + l.fwd_pre_sync() as f64 * launch_us;
     let fwd = if l.fwd_syncs == 2 {
         two_sync_forward_us(ops, timed, (gf, hf), (pre_g, pre_h), launch_us)
     } else {

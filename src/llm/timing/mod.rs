@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use crate::comm::Group;
 use crate::cost::{CostBackend, Timed};
 use crate::llm::config::{ConfigError, TrainingConfig};
-use crate::llm::cuda_graphs::{CudaGraphs, GraphScopes};
+use crate::llm::cuda_graphs::CudaGraphs;
 use crate::llm::framework::OptimizerImpl;
 use crate::llm::operators::{optimizer_work, OpName, StageOp, Work};
 use crate::op::Collective;
@@ -59,8 +59,6 @@ pub struct Timer<'a> {
     optimizer: OptimizerImpl,
     /// Which passes replay as CUDA graphs (none by default).
     graphs: CudaGraphs,
-    /// Transformer Engine's scoped graphs in each layer (none by default).
-    scopes: GraphScopes,
 }
 
 /// Optimizer parameter tensors per transformer layer (two norm weights, the QKV, output, up — gate and up with
@@ -91,7 +89,6 @@ impl<'a> Timer<'a> {
             attention_scale: (1.0, 1.0),
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
-            scopes: GraphScopes::NONE,
         }
     }
 
@@ -112,27 +109,17 @@ impl<'a> Timer<'a> {
             attention_scale: fw.attention.slowdown(&backend.system().gpu),
             optimizer: fw.optimizer,
             graphs: fw.cuda_graphs,
-            scopes: fw.cuda_graph_scope,
             ..Timer::new(backend)
         }
     }
 
     /// Forward and backward seconds of one transformer layer's `ops` (timed as `timed`) under the framework's
-    /// CUDA graphs: per pass the longer of the GPU time and the host time, the host time less what Transformer
-    /// Engine's scoped graphs capture ([`GraphScopes::captured`]) and then as [`CudaGraphs::layer_host_us`] gives
-    /// it (one graph launch costs one kernel's host time).
+    /// CUDA graphs: [`pass_seconds_with`] with the layer's host time per pass as
+    /// [`CudaGraphs::layer_host_us`] gives it (one graph launch costs one kernel's host time).
     pub fn layer_seconds(&self, ops: &[StageOp], timed: &[TimedOp]) -> (f64, f64) {
         let host_us = self.host_us();
         let graphs = self.graphs;
-        let c = self.scopes.captured(ops, timed, host_us, [0, 0]);
-        let [(f, hf), (b, hb)] = pass_sums(ops, timed);
-        let pass = |g: f64, h: f64| g.max(graphs.layer_host_us(h, host_us)) * 1e-6;
-        (pass(f, hf - c.fwd_us), pass(b, hb - c.bwd_us))
-    }
-
-    /// Transformer Engine's scoped graphs in each layer.
-    pub fn scopes(&self) -> GraphScopes {
-        self.scopes
+        pass_seconds_with(ops, timed, |eager| graphs.layer_host_us(eager, host_us))
     }
 
     /// The host time of one kernel launch, µs ([`crate::cost::Efficiency::host_us`]; 0 for a backend without

@@ -31,7 +31,6 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
             ),
         ));
     }
-    check_graph_scope(cfg.framework_options.cuda_graph_scope.unwrap_or_default(), graphs, framework)?;
     if cfg.fp8_param_gather && !matches!(framework, Framework::Megatron | Framework::Nemo | Framework::Torchtitan) {
         return Err(bad(
             "parallelism.fp8_param_gather",
@@ -50,54 +49,4 @@ pub fn with_framework(mut cfg: TrainingConfig, framework: Framework) -> Result<T
     }
     cfg.framework = FrameworkTraits::of(framework, &cfg.framework_options, cfg.precision == Precision::Bf16);
     Ok(cfg)
-}
-
-/// Transformer Engine's scoped graphs `scopes` (`parallelism.cuda_graph_scope`) under `graphs` and `framework`.
-/// Errors, all naming `parallelism.cuda_graph_scope`: a framework that does not capture training steps (only
-/// megatron and nemo do); `cuda_graphs` other than `none` (Megatron-LM's `--cuda-graph-impl` is either the local
-/// per-layer / full-iteration graphs or Transformer Engine's scoped ones); a scope perfcast does not model
-/// (`full_iteration`: that is `cuda_graphs: full_iteration`; `mlp`, `moe`, `mamba`, `full_iteration_inference`);
-/// `moe_preprocess` without `moe_router` (Megatron-Core `enums.py` `CudaGraphScope`: "requires moe_router").
-pub fn check_graph_scope(
-    scopes: crate::llm::cuda_graphs::GraphScopes,
-    graphs: crate::llm::cuda_graphs::CudaGraphs,
-    framework: Framework,
-) -> Result<(), ConfigError> {
-    use crate::llm::cuda_graphs::{CudaGraphScope, CudaGraphs};
-    const FIELD: &str = "parallelism.cuda_graph_scope";
-    if scopes.is_empty() {
-        return Ok(());
-    }
-    if !framework.has_cuda_graphs() {
-        return Err(bad(
-            FIELD,
-            format!("{} does not capture training steps as CUDA graphs: cuda_graph_scope applies to megatron and nemo", framework.as_str()),
-        ));
-    }
-    if graphs != CudaGraphs::None {
-        return Err(bad(
-            FIELD,
-            format!(
-                "cuda_graph_scope is Transformer Engine's scoped graphs (--cuda-graph-impl transformer_engine); \
-                 it cannot be combined with cuda_graphs {}",
-                graphs.as_str()
-            ),
-        ));
-    }
-    if let Some(s) = scopes.iter().find(|s| {
-        !matches!(s, CudaGraphScope::Attn | CudaGraphScope::MoeRouter | CudaGraphScope::MoePreprocess)
-    }) {
-        return Err(bad(
-            FIELD,
-            format!(
-                "scope {} is not modelled: perfcast models attn, moe_router and moe_preprocess (the whole \
-                 iteration is cuda_graphs full_iteration)",
-                s.as_str()
-            ),
-        ));
-    }
-    if scopes.contains(CudaGraphScope::MoePreprocess) && !scopes.contains(CudaGraphScope::MoeRouter) {
-        return Err(bad(FIELD, "moe_preprocess requires moe_router (Megatron-Core CudaGraphScope)"));
-    }
-    Ok(())
 }
