@@ -98,6 +98,7 @@ pub fn dgxc(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: step,
             without_update: false,
             group: name,
+            trap: None,
         });
     }
     Ok(())

@@ -110,6 +110,7 @@ pub fn llmfoundry(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: step,
             without_update: false,
             group: format!("MPT-{}", g("model_size")),
+            trap: None,
         });
     }
     Ok(())

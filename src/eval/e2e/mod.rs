@@ -29,6 +29,11 @@ pub struct E2eRow {
     pub without_update: bool,
     /// Model configuration (for grouped cross-validation).
     pub group: String,
+    /// Why the row is a data trap, when it is one: a measurement the source itself contradicts (a release
+    /// regression its patch release re-measured, a run physically slower than a weaker GPU's in the same
+    /// container). Trap rows are still predicted and scored; the report shows every subset that holds them a
+    /// second time without them ([`crate::eval::training`]). `None` for an ordinary row.
+    pub trap: Option<&'static str>,
 }
 
 /// The rows of all sources, and the rows skipped per source with the reason.

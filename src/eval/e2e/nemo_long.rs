@@ -95,6 +95,7 @@ pub fn nemo_long(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: step,
             without_update: false,
             group: name.to_string(),
+            trap: None,
         });
     }
     Ok(())

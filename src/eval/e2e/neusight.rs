@@ -104,6 +104,7 @@ pub fn neusight(data: &Path, out: &mut E2eData) -> Result<(), String> {
                 measured_s: ms * 1e-3,
                 without_update: true,
                 group: model.clone(),
+                trap: None,
             });
         }
     }
@@ -153,6 +154,7 @@ pub fn neusight_single(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: ms * 1e-3,
             without_update: true,
             group: name.to_string(),
+            trap: None,
         });
     }
     Ok(())

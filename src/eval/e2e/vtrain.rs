@@ -35,6 +35,7 @@ pub fn vtrain(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: ms * 1e-3,
             without_update: false,
             group: format!("h{hidden}-L{layers}"),
+            trap: None,
         });
     }
     Ok(())

@@ -65,6 +65,9 @@ pub struct RowResult {
     pub class: String,
     /// Model TFLOP/s per GPU implied by the measurement (generalized Narayanan formula).
     pub measured_tflops_per_gpu: f64,
+    /// Why the row is a data trap ([`E2eRow::trap`]); empty for an ordinary row. Trap rows are scored like the
+    /// others, and every summary subset holding one is repeated without them.
+    pub trap: Option<&'static str>,
 }
 
 pub use super::output::Summary;
@@ -254,6 +257,7 @@ fn row_results(
             p90_s,
             class: class.name(),
             measured_tflops_per_gpu: flops / row.measured_s / cfg.gpus() as f64 / 1e12,
+            trap: row.trap,
         });
     }
     results
@@ -267,6 +271,20 @@ pub fn markdown(r: &Report) -> String {
         r.coverage_kind
     ));
     s.push_str(&coverage_table(&r.coverage));
+    let traps: Vec<&RowResult> = r.rows.iter().filter(|row| row.trap.is_some()).collect();
+    if !traps.is_empty() {
+        s.push_str("\nTrap rows (scored above; each subset holding them is repeated without them):\n\n");
+        s.push_str("| row | measured s | predicted s | why |\n|---|---:|---:|---|\n");
+        for row in traps {
+            s.push_str(&format!(
+                "| {} | {:.2} | {:.2} | {} |\n",
+                row.id,
+                row.measured_s,
+                row.predicted_s,
+                row.trap.unwrap_or_default()
+            ));
+        }
+    }
     s.push_str(&format!("\nEfficiencies: {:?}\n", r.efficiency));
     for (label, f) in r.fold_labels.iter().zip(&r.folds) {
         s.push_str(&format!("{label}: {f:?}\n"));

@@ -11,11 +11,18 @@ use crate::eval::output::{subset, Summary};
 /// MAPE and signed error ([`crate::learn::fit::accuracy`]) of the predicted against the measured times, s, per subset of `results`,
 /// in report order: each source of [`SOURCES`]; NeMo's MoE runs per (model, GPU); the MoE, Blackwell and
 /// long-context sources per GPU; the long-context runs per (GPU, cp); vTrain per pp and per tp; NeMo and DGX Cloud
-/// per precision; every other source per model group. Subsets without rows are left out.
+/// per precision; every other source per model group. Subsets without rows are left out. A subset holding trap
+/// rows ([`RowResult::trap`]) is followed by the same subset without them, labelled
+/// `<label> without trap rows (<the rows out>)` ([`without_traps_label`]): both figures stay in the report.
 pub(super) fn summary(results: &[RowResult]) -> Vec<Summary> {
     let mut summary = Vec::new();
     let mut add = |label: String, f: &dyn Fn(&RowResult) -> bool| {
-        summary.extend(subset(label, results.iter().filter(|r| f(r)).map(|r| (r.predicted_s, r.measured_s))));
+        let rows: Vec<&RowResult> = results.iter().filter(|r| f(r)).collect();
+        let traps: Vec<&RowResult> = rows.iter().copied().filter(|r| r.trap.is_some()).collect();
+        let kept = rows.iter().filter(|r| r.trap.is_none()).map(|r| (r.predicted_s, r.measured_s));
+        let twin = (!traps.is_empty()).then(|| subset(without_traps_label(&label, &traps), kept)).flatten();
+        summary.extend(subset(label, rows.iter().map(|r| (r.predicted_s, r.measured_s))));
+        summary.extend(twin);
     };
     for source in SOURCES {
         add(source.to_string(), &|r| r.source == source);
@@ -53,6 +60,18 @@ pub(super) fn summary(results: &[RowResult]) -> Vec<Summary> {
         add(format!("{s} {g}"), &|r| r.source == s && r.group == g);
     }
     summary
+}
+
+/// The label of `label`'s subset without its trap rows `traps`, naming each row out by its line and GPU as the
+/// row id gives them (`nemo-moe without trap rows (line 530 H100-SXM5-80GB, line 593 H100-SXM5-80GB)`; the whole
+/// id where it has no `line N`).
+pub(super) fn without_traps_label(label: &str, traps: &[&RowResult]) -> String {
+    let name = |r: &RowResult| match r.id.split_once(" line ") {
+        Some((_, rest)) => format!("line {} {}", rest.split(' ').next().unwrap_or(""), r.gpu),
+        None => r.id.clone(),
+    };
+    let out: Vec<String> = traps.iter().map(|r| name(r)).collect();
+    format!("{label} without trap rows ({})", out.join(", "))
 }
 
 /// The coverage rows ([`coverage`]: inside p10–p90, below, above) of `results`: over the fitted sources (under

@@ -124,3 +124,58 @@ fn leave_source_out_intervals_carry_the_spread_between_sources() {
     assert!((q.shift.mean - mean).abs() < 1e-9 && (q.shift.sd - sd).abs() < 1e-9, "{:?} {mean} {sd}", q.shift);
     assert!(q.shift.half_width() > 0.0);
 }
+
+/// A `nemo-moe` row result of `group` on `gpu` with only what the summary reads set.
+fn moe_row(id: &str, group: &str, gpu: &str, measured_s: f64, predicted_s: f64, trap: bool) -> RowResult {
+    RowResult {
+        source: "nemo-moe",
+        id: id.to_string(),
+        group: group.to_string(),
+        gpu: gpu.to_string(),
+        gpus: 16,
+        tp: 1,
+        pp: 2,
+        dp: 8,
+        cp: 1,
+        virtual_stages: 1,
+        micro_batch: 1,
+        grad_accum: 1,
+        precision: "fp8".to_string(),
+        measured_s,
+        predicted_s,
+        p10_s: predicted_s * 0.9,
+        p90_s: predicted_s * 1.1,
+        class: "hopper/multi-node".to_string(),
+        measured_tflops_per_gpu: 100.0,
+        trap: trap.then_some("a release regression"),
+    }
+}
+
+#[test]
+fn subsets_with_trap_rows_are_reported_with_and_without_them() {
+    let rows = vec![
+        moe_row("archive.md line 445 Qwen3 DGX-H100", "Qwen3-30B-A3B", "H100", 10.0, 11.0, false),
+        moe_row("archive.md line 132 Qwen3 DGX-H100", "Qwen3-30B-A3B", "H100", 20.0, 18.0, false),
+        moe_row("archive.md line 530 Qwen3 DGX-H100", "Qwen3-30B-A3B", "H100", 50.0, 30.0, true),
+        moe_row("archive.md line 40 Qwen3 DGX-B200", "Qwen3-30B-A3B", "B200", 8.0, 8.0, false),
+    ];
+    let s = summary::summary(&rows);
+    let get = |label: &str| s.iter().find(|x| x.label == label).unwrap_or_else(|| panic!("{label}: {s:?}")).accuracy.clone();
+    // With the trap: errors (p − m)/m = +0.1, −0.1, −0.4, 0 → MAPE (0.1 + 0.1 + 0.4 + 0)/4 = 0.15,
+    // signed (0.1 − 0.1 − 0.4 + 0)/4 = −0.1.
+    let with = get("nemo-moe");
+    assert_eq!(with.rows, 4);
+    assert!((with.mape - 0.15).abs() < 1e-12 && (with.signed + 0.1).abs() < 1e-12, "{with:?}");
+    // Without it: +0.1, −0.1, 0 → MAPE 0.2/3 = 0.066667, signed 0.
+    let without = get("nemo-moe without trap rows (line 530 H100)");
+    assert_eq!(without.rows, 3);
+    assert!((without.mape - 0.2 / 3.0).abs() < 1e-12 && without.signed.abs() < 1e-12, "{without:?}");
+    // The (model, GPU) cell: H100 with the trap (0.1 + 0.1 + 0.4)/3 = 0.2, without it (0.1 + 0.1)/2 = 0.1.
+    assert!((get("nemo-moe Qwen3-30B-A3B H100").mape - 0.2).abs() < 1e-12);
+    let cell = get("nemo-moe Qwen3-30B-A3B H100 without trap rows (line 530 H100)");
+    assert!((cell.mape - 0.1).abs() < 1e-12 && cell.rows == 2, "{cell:?}");
+    // A subset without trap rows gets no twin; the twin comes right after its subset.
+    assert!(!s.iter().any(|x| x.label.starts_with("nemo-moe B200 without")));
+    let i = s.iter().position(|x| x.label == "nemo-moe").unwrap();
+    assert!(s[i + 1].label.starts_with("nemo-moe without trap rows"));
+}
