@@ -401,12 +401,20 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
         let p = &r.request.parallelism;
         let attention_dp = p.dp_attention || p.attention_dp_size.is_some_and(|a| a > 1);
         r.request.speculative = inferencex_mtp(r.engine, attention_dp);
+        // `dsr1_fp8_b200_mtp.sh` sets `--max-running-requests 256` (SGLang's speculative default would be 48).
+        if r.engine == Engine::Sglang {
+            r.request.engine_options.max_num_seqs = Some(INFERENCEX_SGLANG_MTP_MAX_RUNNING_REQUESTS);
+        }
     }
     if relabelled > 0 {
         *skipped.entry(SAME_MEASUREMENT.into()).or_default() += relabelled;
     }
     Ok((rows, skipped))
 }
+
+/// `--max-running-requests` of InferenceX's SGLang MTP script (`benchmarks/dsr1_fp8_b200_mtp.sh` @574bcd3,
+/// `MAX_RUNNING_REQUESTS=256`, with `--cuda-graph-max-bs 256`).
+pub const INFERENCEX_SGLANG_MTP_MAX_RUNNING_REQUESTS: u32 = 256;
 
 /// Why [`one_per_measurement`] drops a row.
 pub const SAME_MEASUREMENT: &str =

@@ -68,6 +68,30 @@ fn the_request_is_validated_field_by_field() {
 }
 
 #[test]
+fn sglangs_speculative_decoding_caps_running_requests_at_48_and_turns_the_overlap_scheduler_off() {
+    // SGLang's ServerArgs._handle_speculative_decoding: max_running_requests unset → 48, and without
+    // SGLANG_ENABLE_SPEC_V2 disable_overlap_schedule = True. Plain SGLang keeps 4,096 and async scheduling.
+    let s = system("dgx-b200");
+    let sglang = |spec: serde_json::Value, options: serde_json::Value| {
+        let mut r = r1(spec);
+        r.engine = request::Engine::Sglang;
+        r.engine_options = serde_json::from_value(options).unwrap();
+        validate(&r, &s).unwrap().settings
+    };
+    let spec = json!({"method": "mtp", "num_speculative_tokens": 2});
+    let with = sglang(spec.clone(), json!({}));
+    assert_eq!((with.max_num_seqs, with.async_scheduling), (48, false));
+    let plain = sglang(json!(null), json!({}));
+    assert_eq!((plain.max_num_seqs, plain.async_scheduling), (4096, true));
+    // What the request sets wins: InferenceX's script's --max-running-requests 256; the spec-v2 worker overlaps.
+    let set = sglang(spec, json!({"max_num_seqs": 256, "async_scheduling": true}));
+    assert_eq!((set.max_num_seqs, set.async_scheduling), (256, true));
+    // TensorRT-LLM's MTP keeps its overlap scheduler.
+    let trt = validate(&r1(json!({"method": "mtp", "num_speculative_tokens": 3})), &s).unwrap().settings;
+    assert!(trt.async_scheduling);
+}
+
+#[test]
 fn a_verification_step_runs_k_plus_1_tokens_per_sequence() {
     // 8 decoding sequences at 1,536 cached tokens verify k = 3 drafts each: 8·4 = 32 tokens through the GEMMs and
     // 32 positions through the LM head; decode attention folds the 4 query tokens into the heads: 128/8 = 16 heads

@@ -208,12 +208,13 @@ fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Preci
 }
 
 /// The engine settings: `engine_options` where given, else the engine's defaults on `gpu` at `tp`
-/// ([`defaults`]); TensorRT-LLM's follow its backend and entry point ([`trtllm_defaults`]). Errors
+/// ([`defaults`]); TensorRT-LLM's follow its backend and entry point ([`trtllm_defaults`]), SGLang's speculative
+/// decoding ([`sglang_speculative_defaults`]). Errors
 /// (`engine_options.*`): a batch limit outside 1–10,000,000, a memory fraction outside (0, 1], a
 /// `scheduler_recv_interval` outside 1–1,000 or given to another engine than SGLang, or a `trtllm_launcher` given
 /// to another engine than TensorRT-LLM.
 fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
-    let d = trtllm_defaults(req, defaults(req.engine, gpu, tp));
+    let d = sglang_speculative_defaults(req, trtllm_defaults(req, defaults(req.engine, gpu, tp)));
     let o = req.engine_options;
     let settings = EngineSettings {
         max_num_seqs: o.max_num_seqs.unwrap_or(d.max_num_seqs),
@@ -304,6 +305,24 @@ fn longest_prompt(req: &InferenceRequest) -> u32 {
         None => w.input_tokens,
     }
 }
+
+/// SGLang's defaults `d` under speculative decoding (`req.speculative`); other engines' and requests' unchanged.
+/// SGLang's `ServerArgs._handle_speculative_decoding` (`python/sglang/srt/server_args.py`; `NEXTN`, DeepSeek's MTP,
+/// runs as `EAGLE`): `max_running_requests` unset → 48 ("Max running requests is reset to 48 for speculative
+/// decoding"), and without `SGLANG_ENABLE_SPEC_V2` (off by default) `disable_overlap_schedule = True` ("Overlap
+/// scheduler is disabled…"): the host schedules each step after the previous one's results, in series with the
+/// GPU (`engine_options.async_scheduling: true` is the spec-v2 worker).
+pub(super) fn sglang_speculative_defaults(req: &InferenceRequest, mut d: EngineSettings) -> EngineSettings {
+    if req.engine == Engine::Sglang && req.speculative.is_some() {
+        d.max_num_seqs = SGLANG_SPECULATIVE_MAX_RUNNING_REQUESTS;
+        d.async_scheduling = false;
+    }
+    d
+}
+
+/// SGLang's `max_running_requests` under speculative decoding when the request does not set it
+/// ([`sglang_speculative_defaults`]).
+pub const SGLANG_SPECULATIVE_MAX_RUNNING_REQUESTS: u32 = 48;
 
 /// TensorRT-LLM's defaults `d` ([`defaults`]: `trtllm-serve`'s PyTorch backend) for `req`'s backend and entry
 /// point (`engine_options.trtllm_backend`, `engine_options.trtllm_launcher`; the `super::super::engine` module doc
