@@ -337,8 +337,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["prefill"] = json!({"workers": pw.unwrap_or(1).max(1), "parallelism": pp});
             req["decode"] = json!({"workers": dw.unwrap_or(1).max(1), "parallelism": dp});
             // The row's decode batch size caps each decode worker's running requests: aiconfigurator's
-            // `decode_batch_size`, requests per attention-DP rank (the engines' `max_batch_size` /
-            // `max_running_requests` per rank); the runs' concurrency is workers × ranks × this. The prefill batch
+            // `decode_batch_size`, requests per attention-DP rank (TensorRT-LLM's `max_batch_size` is per rank;
+            // SGLang's `--max-running-requests` is the instance's, split over its dp_size ranks); the runs'
+            // concurrency is workers × ranks × this. The prefill batch
             // size is left to the engine's default token budget (aiconfigurator's `prefill_batch_size` is 1 in
             // every row that gives it: its model of a prefill step, not a cap the prefill servers were started with).
             if let Some(bs) = num(rec, dec_bs).filter(|&b| b > 0) {

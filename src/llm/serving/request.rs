@@ -220,8 +220,10 @@ impl Engine {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9}))]
 pub struct EngineOptions {
-    /// Most sequences running at once (vLLM `max_num_seqs`, SGLang `max_running_requests`, TensorRT-LLM
-    /// `max_batch_size`).
+    /// Most sequences running at once per attention data-parallel rank (one rank without data-parallel
+    /// attention): vLLM `max_num_seqs` (per data-parallel engine), TensorRT-LLM `max_batch_size` (per rank's
+    /// scheduler), SGLang `max_running_requests` divided by `dp_size` (SGLang's flag is the instance's, split over
+    /// the ranks under `--enable-dp-attention`: `ModelRunner`/`TpModelWorker`, `max_running_requests // dp_size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<u32>,
     /// Most tokens one step processes, decodes and prefill chunks together (vLLM `max_num_batched_tokens`,

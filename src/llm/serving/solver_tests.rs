@@ -129,3 +129,23 @@ fn a_solver_on_shared_operator_times_answers_as_a_fresh_one_without_asking_the_b
     }
     assert_eq!(other_backend.calls(), fresh_backend.calls());
 }
+
+#[test]
+fn the_running_limit_counts_every_attention_rank() {
+    // Mixtral-8x7B on 4 H100s, SGLang with data-parallel attention over the 4 GPUs and max_num_seqs 16 per rank
+    // (SGLang's `--max-running-requests 64` split over dp_size 4, `ModelRunner`: max_running_requests // dp_size).
+    // Neither the KV cache (0.88 · 80 GiB less 24 GiB of weights and ~3 GiB of workspace ≈ 47·10⁹ B at 131,072 B
+    // per token per rank: ~360,000 tokens, ~560 requests of 640 tokens per rank) nor the token budget (4 · 8192)
+    // binds: the instance runs 16 · 4 = 64, as the simulation's instance does (before: 16, one rank's); 100
+    // clients leave 100 − 64 = 36 queued.
+    let req: InferenceRequest = serde_json::from_value(json!({"system": "dgx-h100", "model": "Mixtral-8x7B",
+        "engine": "sglang", "parallelism": {"tp": 4, "ep": 4, "dp_attention": true},
+        "engine_options": {"max_num_seqs": 16},
+        "workload": {"input_tokens": 512, "output_tokens": 128, "concurrency": 100}}))
+    .unwrap();
+    let s = system("dgx-h100");
+    let cfg = validate(&req, &s).unwrap();
+    let p = predict(&cfg, &backend(&s), ServingConstants::CALIBRATED).unwrap();
+    assert_eq!(p.batch.capacity, 64);
+    assert!((p.batch.queued - 36.0).abs() < 1e-9, "{}", p.batch.queued);
+}

@@ -23,8 +23,8 @@ pub enum Role {
     /// A disaggregated prefill worker: a request leaves once its first token is sampled (its KV cache is sent to a
     /// decode worker).
     Prefill,
-    /// A disaggregated decode worker: requests arrive with their prompt's KV cache but the last token's (vLLM's and
-    /// Dynamo's P/D: the decode worker computes the last prompt token and samples the first output token).
+    /// A disaggregated decode worker: what an arriving request still needs depends on the engine
+    /// ([`decode_arrival`]).
     Decode,
 }
 
@@ -56,6 +56,9 @@ pub struct Req {
     pub done_s: f64,
     /// Times it was preempted.
     pub preemptions: u32,
+    /// The attention data-parallel rank that runs it on a disaggregated SGLang decode worker (0 otherwise;
+    /// [`Instance::prebuild`]).
+    pub dp_rank: u32,
 }
 
 impl Req {
@@ -75,12 +78,39 @@ impl Req {
             shown_s: f64::NAN,
             done_s: f64::NAN,
             preemptions: 0,
+            dp_rank: 0,
         }
     }
 
     /// Tokens still to compute before the next sample.
     pub fn pending(&self) -> u32 {
         self.tokens - self.computed
+    }
+}
+
+/// Sets request `q` (prompt of `input` tokens) up as it arrives at a disaggregated decode worker of `engine`, its
+/// prompt's KV cache transferred from the prefill worker:
+/// - **vLLM** (and Dynamo's vLLM backend, NixlConnector): the connector loads the whole prompt
+///   (`NixlConnectorScheduler.get_num_new_matched_tokens`, `vllm/distributed/kv_transfer/kv_connector/v1/
+///   nixl_connector.py`: prompt length − computed tokens), but the scheduler, on a full-prompt hit, recomputes the
+///   last token in order to sample (`Scheduler._update_waiting_for_remote_kv`, `vllm/v1/core/sched/scheduler.py`):
+///   the decode worker computes the last prompt token and samples the first output token.
+/// - **SGLang** (and Dynamo's SGLang backend, which runs SGLang's own disaggregation): the first output token comes
+///   from the prefill server; the decode worker "creates a schedulebatch for fake completed prefill"
+///   (`get_new_prebuilt_batch`, `python/sglang/srt/disaggregation/decode.py`), runs no forward for it, streams that
+///   token (`process_batch_result_prebuilt`) and merges the request into the running batch at the next iteration
+///   (`get_next_disagg_decode_batch_to_run`, `running_batch.merge_batch`): [`Instance::prebuild`].
+/// - **TensorRT-LLM** (and Dynamo's TensorRT-LLM backend): the generation server starts the request from the
+///   context server's first token (`PyExecutor._prepare_disagg_gen_transmission_complete`,
+///   `tensorrt_llm/_torch/pyexecutor/py_executor.py`: state `GENERATION_IN_PROGRESS`, `context_current_position =
+///   prompt_len`, `add_new_token(first_gen_tokens)`): its first step is an ordinary generation step that computes
+///   the second output token; the client gets the first token with that step's response.
+pub fn decode_arrival(engine: Engine, q: &mut Req) {
+    let input = q.input;
+    (q.blocks, q.reserved) = (0, 0);
+    match engine {
+        Engine::Vllm => (q.tokens, q.computed, q.generated) = (input, input - 1, 0),
+        Engine::Sglang | Engine::Trtllm => (q.tokens, q.computed, q.generated) = (input + 1, input, 1),
     }
 }
 
@@ -189,6 +219,13 @@ pub struct Instance {
     pub unseen: Vec<u32>,
     /// When the host finished launching the last step, s ([`Instance::launched`]; −∞ before the first).
     pub host_s: f64,
+    /// SGLang disaggregated decode: the next attention data-parallel rank a prebuilt request goes to (SGLang's data
+    /// parallel controller's default round robin, `DataParallelController.round_robin_scheduler`,
+    /// `python/sglang/srt/managers/data_parallel_controller.py`).
+    pub rank_turn: u32,
+    /// SGLang disaggregated decode: requests whose only output token came from the prefill server, finished when
+    /// they were prebuilt ([`Instance::prebuild`]); the simulator completes them.
+    pub prebuilt_done: Vec<u32>,
 }
 
 /// SGLang's `SchedulerRecvSkipper` weight of a batch that is not a decode (`SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_
@@ -222,6 +259,8 @@ impl Instance {
             last_end: f64::NEG_INFINITY,
             unseen: Vec::new(),
             host_s: f64::NEG_INFINITY,
+            rank_turn: 0,
+            prebuilt_done: Vec::new(),
         }
     }
 

@@ -36,6 +36,8 @@ pub mod stats;
 pub mod steps;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_decode_arrival;
 pub mod trace;
 
 use std::cmp::Reverse;
@@ -269,9 +271,8 @@ pub fn simulate(
         if arrive_t.is_finite() && arrive_t <= step_at {
             let Reverse((Time(t), r, pool)) = transfers.pop().expect("peeked");
             if pool > 0 {
-                // The decode worker has the prompt's cache but the last token's; it samples the first output token.
-                let q = &mut reqs[r as usize];
-                (q.tokens, q.computed, q.generated, q.blocks, q.reserved) = (q.input, q.input - 1, 0, 0, 0);
+                // The decode worker has the prompt's cache; what it still computes depends on the engine.
+                instance::decode_arrival(pools[pool].settings.engine, &mut reqs[r as usize]);
             }
             let i = route(&mut turns[pool], ranges[pool].clone());
             let inst = &mut instances[i];
@@ -318,7 +319,16 @@ pub fn simulate(
         let preempted_before = instances[i].preemptions;
         instances[i].release_held(start);
         instances[i].schedule(&mut reqs);
+        // SGLang disaggregated decode: requests whose only token came from the prefill server finished when they
+        // were prebuilt (their token streamed at the iteration's start).
+        for r in std::mem::take(&mut instances[i].prebuilt_done) {
+            finished += 1;
+            complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
+        }
         if instances[i].batch.is_empty() {
+            if instances[i].outstanding() == 0 {
+                continue;
+            }
             // Nothing can run: a request larger than the KV cache (or one the policy can never admit). Drop it.
             let inst = &mut instances[i];
             // The engine launches nothing: it streams the last step's tokens when that step ends.

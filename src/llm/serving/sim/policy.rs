@@ -94,7 +94,49 @@ impl Instance {
         }
     }
 
+    /// SGLang's disaggregated decode iteration takes the transferred requests as a prebuilt batch
+    /// (`Scheduler.get_new_prebuilt_batch`, `python/sglang/srt/disaggregation/decode.py`: "Create a schedulebatch
+    /// for fake completed prefill"): from the front of the waiting queue, up to `max_running_requests` running, each
+    /// with its prompt's KV cache and the prefill server's first token; no forward runs for them, that token is
+    /// streamed (`process_batch_result_prebuilt`) and they join the running batch at the next iteration
+    /// (`get_next_disagg_decode_batch_to_run`, `running_batch.merge_batch`). Only requests ready so (their prompt
+    /// cached, one token sampled) are prebuilt; a retracted one waits for the ordinary path.
+    ///
+    /// Their first token reaches the client at the iteration's start, `self.free_at` (the host's few microseconds of
+    /// a prebuilt iteration are not charged); a request of one output token finishes there ([`Instance::prebuilt_done`]).
+    /// With data-parallel attention each prebuilt request goes to the next rank in turn ([`Instance::rank_turn`]);
+    /// a rank with a prebuilt batch runs an idle forward in that iteration while the others decode ("decode +
+    /// prebuilt -> decode + idle", `get_next_disagg_decode_batch_to_run` → `maybe_prepare_mlp_sync_batch`), so its
+    /// running requests skip one step. Returns a mask of the ranks that prebuilt (bit `rank mod 64`; 0: none).
+    pub fn prebuild(&mut self, reqs: &mut [Req]) -> u64 {
+        let (dp, max_seqs, now) = (self.settings.dp.max(1), self.settings.max_num_seqs, self.free_at);
+        let mut ranks = 0u64;
+        while (self.running.len() as u32) < max_seqs {
+            let Some(&r) = self.waiting.front() else { break };
+            let q = reqs[r as usize];
+            if q.generated == 0 || q.pending() != 1 || !self.grow(reqs, r, q.computed) {
+                break;
+            }
+            self.waiting.pop_front();
+            let rank = self.rank_turn % dp;
+            self.rank_turn = self.rank_turn.wrapping_add(1);
+            ranks |= 1u64 << (rank % 64);
+            let q = &mut reqs[r as usize];
+            (q.dp_rank, q.first_s, q.shown_s, q.last_s) = (rank, now, now, now);
+            if q.generated >= q.output {
+                q.done_s = now;
+                self.free_blocks += q.blocks as u64 + q.reserved as u64;
+                (q.blocks, q.reserved) = (0, 0);
+                self.prebuilt_done.push(r);
+            } else {
+                self.running.push(r);
+            }
+        }
+        ranks
+    }
+
     fn schedule_sglang(&mut self, reqs: &mut [Req]) {
+        let prebuilt = if self.settings.role == Role::Decode { self.prebuild(reqs) } else { 0 };
         let s = &self.settings;
         let (chunked, max_seqs, block) = (s.chunked_prefill, s.max_num_seqs, s.block_tokens as f64);
         let mut rem_input = s.max_prefill_tokens.max(1) as i64;
@@ -127,6 +169,10 @@ impl Instance {
         while (self.running.len() as u32) < max_seqs && rem_chunk > 0 && rem_input > 0 {
             let Some(&r) = self.waiting.front() else { break };
             let q = reqs[r as usize];
+            if self.settings.role == Role::Decode && q.generated > 0 && q.pending() == 1 {
+                // A transferred request waits to be prebuilt (no room this iteration).
+                break;
+            }
             let estimate = q.pending() as f64 + clip(q.output.saturating_sub(q.generated));
             if estimate >= avail {
                 break;
@@ -168,9 +214,17 @@ impl Instance {
             self.preempt(reqs, victim);
             self.new_token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO;
         }
+        // Ranks that prebuilt this iteration run an idle forward ([`Instance::prebuild`]); when no rank is left to
+        // decode, the prebuilt iteration ran no forward at all and the next one decodes everything.
+        let dp = self.settings.dp.max(1);
+        let skip = |q: &Req| prebuilt != 0 && dp > 1 && prebuilt & (1u64 << (q.dp_rank % 64)) != 0;
+        let any = self.running.iter().any(|&r| !skip(&reqs[r as usize]));
         for i in 0..self.running.len() {
             let r = self.running[i];
             let q = reqs[r as usize];
+            if any && skip(&q) {
+                continue;
+            }
             if q.pending() == 1 && self.grow(reqs, r, q.computed + 1) {
                 self.batch.push((r, 1));
             }

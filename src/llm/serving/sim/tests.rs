@@ -5,7 +5,7 @@ use super::steps::{ConstantSteps, StepTime, StepTimer};
 use super::*;
 use crate::llm::serving::request::Engine;
 
-fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
+pub(super) fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
     InstanceSettings {
         engine,
         role: Role::Both,
@@ -25,13 +25,13 @@ fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> I
     }
 }
 
-fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
+pub(super) fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
     vec![SimRequest { input, output, arrival_s: 0.0 }; n]
 }
 
-const OPTS: SimOptions =
+pub(super) const OPTS: SimOptions =
     SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
-const STEPS: ConstantSteps =
+pub(super) const STEPS: ConstantSteps =
     ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
 
 fn run(s: InstanceSettings, reqs: &[SimRequest], concurrency: Option<u32>) -> SimOutcome {
@@ -51,7 +51,7 @@ fn run_with(
     simulate(&mut pools, reqs, concurrency, &|_| 0.0, opts).unwrap()
 }
 
-fn close(a: &[f64], b: &[f64]) {
+pub(super) fn close(a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
     for (x, y) in a.iter().zip(b) {
         assert!((x - y).abs() < 1e-9, "{a:?} vs {b:?}");

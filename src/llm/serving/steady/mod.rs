@@ -88,8 +88,12 @@ impl<'a> Solver<'a> {
         ops: OpTimes,
     ) -> Solver<'a> {
         let s = &cfg.settings;
-        let fit = (s.max_num_seqs as u64).min(kv_concurrency.max(1));
-        let capacity = if s.chunked_prefill { fit.min(s.max_num_batched_tokens as u64) } else { fit };
+        // `max_num_seqs` and the token budget are per attention data-parallel rank and the steps are the whole
+        // instance's (split over the ranks, [`Solver::step`]), as the simulation's instance counts them
+        // ([`crate::llm::serving::benchmark::instance_settings`]).
+        let dp = cfg.dp().max(1) as u64;
+        let fit = (s.max_num_seqs as u64 * dp).min(kv_concurrency.max(1));
+        let capacity = if s.chunked_prefill { fit.min(s.max_num_batched_tokens as u64 * dp) } else { fit };
         let mut ops = ops.for_backend(backend);
         Solver {
             cfg,
