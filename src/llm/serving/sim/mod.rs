@@ -323,7 +323,7 @@ pub fn simulate(
         // were prebuilt (their token streamed at the iteration's start).
         for r in std::mem::take(&mut instances[i].prebuilt_done) {
             finished += 1;
-            complete(&reqs[r as usize], &mut out, &mut slots, concurrency.is_some());
+            complete(&reqs[r as usize], reported(r as usize), &mut out, &mut slots, concurrency.is_some());
         }
         if instances[i].batch.is_empty() {
             if instances[i].outstanding() == 0 {
