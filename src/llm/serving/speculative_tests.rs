@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::sim::instance::{InstanceSettings, Role};
+use super::sim::instance::InstanceSettings;
 use super::sim::steps::ConstantSteps;
 use super::sim::{simulate, Pool, SimOptions};
 use super::speculative::{Speculative, DEFAULT_ACCEPTANCE_RATE};
@@ -139,21 +139,8 @@ fn the_simulation_decodes_e_tokens_a_step_and_reports_every_output_token() {
     // other 49 out of ⌈49/1.75⌉ = 28 decode steps: step 1 [0, 50 ms], steps 2–29 to 50 + 28·10 = 330 ms.
     // TTFT 50 ms, end to end 330 ms, TPOT (330 − 50)/49 = 5.714 ms; 50 output tokens each, 100 in all; 29 steps.
     let settings = InstanceSettings {
-        engine: request::Engine::Vllm,
-        role: Role::Both,
-        max_num_seqs: 256,
-        token_budget: 8192,
-        chunked_prefill: true,
-        max_prefill_tokens: 16384,
-        block_tokens: 16,
-        kv_blocks: 1000,
-        graph_sizes: Vec::new(),
-        graph_padding: true,
-        dp: 1,
-        recv_interval: 1,
-        overlap: false,
-        results_after_launch: false,
         tokens_per_decode_step: mtp(2, 0.5).tokens_per_step(),
+        ..super::sim::tests::settings(request::Engine::Vllm, 8192, 16, 1000)
     };
     let reqs = vec![SimRequest { input: 10, output: 50, arrival_s: 0.0 }; 2];
     // Step by step (a trace recorded) and with decode runs (none): the same answer.

@@ -35,7 +35,7 @@ pub mod policy;
 pub mod stats;
 pub mod steps;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 #[cfg(test)]
 mod tests_decode_arrival;
 pub mod trace;

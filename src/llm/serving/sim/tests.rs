@@ -5,7 +5,14 @@ use super::steps::{ConstantSteps, StepTime, StepTimer};
 use super::*;
 use crate::llm::serving::request::Engine;
 
-pub(super) fn settings(engine: Engine, budget: u32, block_tokens: u32, kv_blocks: u64) -> InstanceSettings {
+/// One instance's settings for a hand-worked simulation: `engine` at `budget` tokens per step, `kv_blocks` blocks of
+/// `block_tokens` tokens, 256 sequences, no graphs, no overlap, one token per decode step.
+pub(in crate::llm::serving) fn settings(
+    engine: Engine,
+    budget: u32,
+    block_tokens: u32,
+    kv_blocks: u64,
+) -> InstanceSettings {
     InstanceSettings {
         engine,
         role: Role::Both,
