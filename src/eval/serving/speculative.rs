@@ -127,8 +127,9 @@ pub(super) fn db_dump_measurements(header: &csv::StringRecord, records: &[csv::S
 mod tests;
 
 /// The speculative decoding InferenceX's MTP scripts start `engine` with (`attention_dp`: the run uses attention
-/// data parallelism), at perfcast's default acceptance rate
-/// ([`crate::llm::serving::speculative::DEFAULT_ACCEPTANCE_RATE`], the DeepSeek-V3 report's figure, not fitted):
+/// data parallelism), at perfcast's default acceptance (no `acceptance_rate`: the tokens per step TensorRT-LLM
+/// measured for DeepSeek-R1's reused MTP layer, [`crate::llm::serving::speculative::REUSED_MTP_TOKENS_PER_STEP`];
+/// a cited table, not fitted to these rows):
 /// - TensorRT-LLM: `benchmarks/dsr1_fp4_b200_trt_mtp.sh` (and its fp8 sibling) write
 ///   `speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}`, or 1 when `DP_ATTENTION` is true;
 /// - SGLang: `benchmarks/dsr1_fp8_b200_mtp.sh` (SemiAnalysisAI/InferenceX @574bcd3) starts

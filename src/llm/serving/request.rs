@@ -503,7 +503,7 @@ pub enum SpeculativeMethod {
 /// own next token.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"method": "mtp", "num_speculative_tokens": 3, "acceptance_rate": 0.85}))]
+#[schema(example = json!({"method": "mtp", "num_speculative_tokens": 3}))]
 pub struct SpeculativeDecoding {
     /// `mtp` (the model's multi-token-prediction module drafts; the model must have one).
     pub method: SpeculativeMethod,
@@ -513,9 +513,10 @@ pub struct SpeculativeDecoding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_speculative_tokens: Option<u32>,
     /// Probability that a draft token is accepted given the one before it was, a in [0, 1), the same for every
-    /// draft position (Leviathan et al. 2023's i.i.d. assumption). Default 0.85: the DeepSeek-V3 technical report
-    /// (§5.4.3) measured "the acceptance rate of the second token prediction" of its MTP module "between 85% and
-    /// 90%"; perfcast takes the lower end.
+    /// draft position (Leviathan et al. 2023's i.i.d. assumption: E = (1 − a^{k+1})/(1 − a) tokens per step).
+    /// Default: none — the tokens per step TensorRT-LLM's tech blog 1 measured for DeepSeek-R1's one MTP layer run
+    /// k times (1.92, 2.58, 2.82, 2.99, 3.01 at k = 1…5; later drafts are accepted less often:
+    /// [`crate::llm::serving::speculative::REUSED_MTP_TOKENS_PER_STEP`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance_rate: Option<f64>,
 }

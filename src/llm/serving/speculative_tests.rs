@@ -6,7 +6,7 @@ use serde_json::json;
 use super::sim::instance::InstanceSettings;
 use super::sim::steps::ConstantSteps;
 use super::sim::{simulate, Pool, SimOptions};
-use super::speculative::{Speculative, DEFAULT_ACCEPTANCE_RATE};
+use super::speculative::Speculative;
 use super::step::{stage_ops, StageRole, StepLoad};
 use super::workload::SimRequest;
 use super::*;
@@ -29,7 +29,7 @@ fn r1(speculative: serde_json::Value) -> InferenceRequest {
 }
 
 fn mtp(k: u32, a: f64) -> Speculative {
-    Speculative { method: request::SpeculativeMethod::Mtp, draft_tokens: k, acceptance_rate: a }
+    Speculative::new(request::SpeculativeMethod::Mtp, k, Some(a))
 }
 
 #[test]
@@ -41,14 +41,28 @@ fn expected_tokens_per_step_follow_leviathan_eq_1() {
     assert!((mtp(1, 0.85).tokens_per_step() - 1.85).abs() < 1e-12);
     // Nothing accepted: the model's own token only.
     assert_eq!(mtp(3, 0.0).tokens_per_step(), 1.0);
-    assert_eq!(DEFAULT_ACCEPTANCE_RATE, 0.85);
+}
+
+#[test]
+fn without_a_rate_a_reused_mtp_layer_yields_tensorrt_llms_measured_tokens_per_step() {
+    // TensorRT-LLM tech blog 1, "Autoregressive MTP Layers": DeepSeek-R1 at k = 1…5 measured 1.92, 2.58, 2.82,
+    // 2.99, 3.01 tokens per step; k = 3 is 2.82 where i.i.d. 0.85 gives 3.186625; k = 8 keeps k = 5's 3.01.
+    let measured = |k| Speculative::new(request::SpeculativeMethod::Mtp, k, None).tokens_per_step();
+    assert_eq!([1, 2, 3, 4, 5, 8].map(measured), [1.92, 2.58, 2.82, 2.99, 3.01, 3.01]);
+    // Position by position: the first draft is accepted 92 % of the time, the second 66 % (2.58 − 1.92), the
+    // third 24 % (2.82 − 2.58) — 0.24/0.66 = 0.36 given the second.
+    assert!((measured(3) - measured(2) - 0.24).abs() < 1e-9);
 }
 
 #[test]
 fn the_request_is_validated_field_by_field() {
     let s = system("dgx-b200");
     let cfg = validate(&r1(json!({"method": "mtp", "num_speculative_tokens": 3})), &s).unwrap();
-    assert_eq!(cfg.speculative, Some(mtp(3, 0.85)));
+    let default = Speculative::new(request::SpeculativeMethod::Mtp, 3, None);
+    assert_eq!(cfg.speculative, Some(default));
+    assert_eq!((default.acceptance_rate, default.tokens_per_step), (None, 2.82));
+    let given = validate(&r1(json!({"method": "mtp", "num_speculative_tokens": 3, "acceptance_rate": 0.85})), &s);
+    assert_eq!(given.unwrap().speculative, Some(mtp(3, 0.85)));
     assert_eq!(cfg.model.mtp_layers, 1);
     assert_eq!(validate(&r1(json!(null)), &s).unwrap().speculative, None);
     let field = |spec: serde_json::Value| validate(&r1(spec), &s).unwrap_err().field;
