@@ -328,7 +328,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["engine_options"] = json!({"scheduler_recv_interval": r});
         }
         if engine == Engine::Trtllm {
-            let per_rank = recipe.map(|e| e.decode_max_batch).or_else(|| num(rec, if mode == "agg" { batch_size } else { dec_bs }));
+            let per_rank = recipe
+                .map(|e| e.decode_max_batch)
+                .or_else(|| num(rec, if mode == "agg" { batch_size } else { dec_bs }));
             let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
                 json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
