@@ -1,10 +1,6 @@
 //! Rows of `aiconfigurator/serving_runs_blackwell.csv` whose parallelism columns hold the deployment's total GPU
 //! count rather than a worker's tensor-parallel size ([`gpus_as_tp`]): their deployment is not in the row, so the
-//! eval leaves them out, counted under [`GPUS_AS_TP`] in the report's skipped table.
-
-/// Why [`gpus_as_tp`]'s rows are left out (the skipped table's label).
-pub const GPUS_AS_TP: &str = "deployment not in the row: tp_size is the disaggregated deployment's GPU count \
-     (InferenceMAX dsr1-fp4-gb200-dynamo-trt)";
+//! eval decodes it from the recipe they ran ([`super::dynamo_trt`]) and leaves out the rows it cannot decode.
 
 /// Whether a row is one of the 2026-04-06 export's GB200 TensorRT-LLM DeepSeek-R1 rows that file InferenceMAX's
 /// disaggregated `dsr1-fp4-gb200-dynamo-trt` deployments with `tp_size` (or `prefill_tp_size` = `decode_tp_size`)
@@ -14,8 +10,8 @@ pub const GPUS_AS_TP: &str = "deployment not in the row: tp_size is the disaggre
 /// launch_gb200-nv.sh"): every row matches a search-space entry of prefill workers at DEP4 plus one wide-EP decode
 /// worker, e.g. `tp64` at 538 clients = 8 prefill × 4 GPUs + a 32-GPU decode worker (MTP 3), `tp48` at 538 = 4 × 4 +
 /// 32, `tp28` at 2,150 = 5 × 4 + 8 (research of 2026-11-29, the book's serving-simulated page). Read as written they
-/// are one aggregated tp 12–64 worker (most refused: the heads do not divide) or one prefill and one decode worker of
-/// that tp. `col` gives a column of the row by its header name (`""` if empty).
+/// would be one aggregated tp 12–64 worker (most refused: the heads do not divide) or one prefill and one decode
+/// worker of that tp; [`super::dynamo_trt::entry_of_row`] reads them as the recipe entry they ran. `col` gives a column of the row by its header name (`""` if empty).
 pub fn gpus_as_tp(col: &dyn Fn(&str) -> String) -> bool {
     let family = col("silicon_data_source").starts_with("source_file=2026-04-06")
         && col("backend") == "trtllm"

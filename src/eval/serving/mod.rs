@@ -20,8 +20,9 @@
 //! (the simulated mean is compared), and disaggregated rows without worker counts are predicted with one prefill and
 //! one decode worker and reported apart; InferenceX's speculative-decoding (MTP) runs ([`speculative::speculative`]),
 //! simulated with their scripts' speculative decoding ([`speculative::inferencex_mtp`]), are reported apart too; rows
-//! whose `tp_size` is a disaggregated deployment's GPU count ([`gpus_as_tp::gpus_as_tp`]) are left out, counted in the
-//! skipped table. LLM-Inference-Bench stays the second serving source
+//! whose `tp_size` is a disaggregated deployment's GPU count ([`gpus_as_tp::gpus_as_tp`]) are predicted as the
+//! InferenceMAX recipe entry they ran ([`dynamo_trt`]: once, under their `disagg` label; MTP entries apart), and left
+//! out, counted in the skipped table, where the recipe has two entries for the row. LLM-Inference-Bench stays the second serving source
 //! (`perfcast eval inference`).
 //!
 //! **The client** ([`Client`], `--client`): by default every run is simulated with its fixed lengths, so the clients
@@ -32,6 +33,7 @@
 mod allreduce_tests;
 #[cfg(test)]
 mod decode_tests;
+pub mod dynamo_trt;
 mod fit;
 pub mod gpus_as_tp;
 pub mod intervals;

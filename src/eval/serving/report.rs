@@ -156,7 +156,8 @@ fn headline(subsets: &[Subset]) -> String {
     if let Some(m) = find(SPECULATIVE) {
         s.push_str(&format!(
             " {SPECULATIVE} (InferenceX's MTP runs, simulated with their scripts' draft tokens — \
-             TensorRT-LLM 3, 1 with attention DP; SGLang 2 — at the default acceptance rate 0.85): {}.",
+             TensorRT-LLM 3, 1 with attention DP; SGLang 2; the GB200 dynamo-trt points their recipe's \
+             DECODE_MTP_SIZE 1–3 — at the default acceptance rate 0.85): {}.",
             line(m)
         ));
     }

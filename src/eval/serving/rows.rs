@@ -21,7 +21,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use super::gpus_as_tp::{gpus_as_tp, GPUS_AS_TP};
+use super::dynamo_trt::{entry_of_row, fill_request};
+use super::gpus_as_tp::gpus_as_tp;
 use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
 use super::speculative::{columns, db_dump_measurements, inferencex_mtp, row_is_speculative};
 use crate::hw::SystemSpec;
@@ -258,10 +259,19 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             *skipped.entry(why).or_default() += 1;
             continue;
         }
-        if gpus_as_tp(&columns(&header, rec)) {
-            *skipped.entry(GPUS_AS_TP.into()).or_default() += 1;
-            continue;
-        }
+        // A row whose tp_size is its disaggregated deployment's GPU count is predicted as the recipe entry it ran
+        // ([`super::dynamo_trt`]), once per measurement (its disagg label).
+        let recipe = if gpus_as_tp(&columns(&header, rec)) {
+            match entry_of_row(&columns(&header, rec)) {
+                Ok(entry) => Some(entry),
+                Err(why) => {
+                    *skipped.entry(why.into()).or_default() += 1;
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         let engine = match get(backend).as_str() {
             "vllm" => Engine::Vllm,
             "sglang" => Engine::Sglang,
@@ -318,7 +328,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             req["engine_options"] = json!({"scheduler_recv_interval": r});
         }
         if engine == Engine::Trtllm {
-            let per_rank = num(rec, if mode == "agg" { batch_size } else { dec_bs });
+            let per_rank = recipe
+                .map(|e| e.decode_max_batch)
+                .or_else(|| num(rec, if mode == "agg" { batch_size } else { dec_bs }));
             let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
                 json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
@@ -329,7 +341,9 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             }
         }
         let mut workers_known = true;
-        if mode == "disagg" {
+        if let Some(entry) = recipe {
+            fill_request(entry, &mut req);
+        } else if mode == "disagg" {
             let (pp, pw) = parallelism(&pre);
             let (dp, dw) = parallelism(&dec);
             workers_known = pw.is_some() && dw.is_some();
@@ -390,7 +404,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             ttft_ms: t,
             tpot_ms: p,
             workers_known,
-            speculative: row_is_speculative(&header, rec, &db_dump),
+            speculative: recipe.map_or_else(|| row_is_speculative(&header, rec, &db_dump), |e| e.mtp > 0),
             deployment: deployment.join("|"),
             request,
         });
@@ -398,7 +412,8 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     let (mut rows, relabelled) = one_per_measurement(rows);
     // The speculative runs are simulated with the speculative decoding their scripts start the engine with (after
     // the de-duplication, which may flag a row through a copy of it).
-    for r in rows.iter_mut().filter(|r| r.speculative) {
+    // A row decoded from its recipe ([`super::dynamo_trt`]) already carries the recipe's MTP size.
+    for r in rows.iter_mut().filter(|r| r.speculative && r.request.speculative.is_none()) {
         let p = &r.request.parallelism;
         let attention_dp = p.dp_attention || p.attention_dp_size.is_some_and(|a| a > 1);
         r.request.speculative = inferencex_mtp(r.engine, attention_dp);
