@@ -21,7 +21,10 @@
 //! (`full_iteration_mxfp8`). DeepSeek-V3's pipeline runs the recipe's layout: uneven first and last stages without
 //! interleaving (`deepseek_split`), Megatron-Core's `pipeline_model_parallel_layout` with it (`deepseek_layout`).
 //! HybridEP runs on 32 SMs in every row that uses it (`moe_hybridep_num_sms`: `scripts/performance/utils/overrides.py`
-//! @ 00538e26 `_set_common_perf_overrides`, [`HYBRIDEP_RECIPE_SMS`]).
+//! @ 00538e26 `_set_common_perf_overrides`, [`HYBRIDEP_RECIPE_SMS`]). No row sets `moe_shared_expert_overlap`:
+//! DeepSeek-V3's recipe turns it on (`recipes/deepseek/deepseek_v3.py` `deepseek_v3_pretrain_config`, "Default from
+//! DeepSeekModelProvider") and then calls `apply_flex_dispatcher_backend` (`training/flex_dispatcher_backend.py`),
+//! which sets `moe_token_dispatcher_type = "flex"` and `moe_shared_expert_overlap = False` for deepep and hybridep.
 //! Assumption: rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
