@@ -319,8 +319,8 @@ impl FrameworkTraits {
 /// Megatron-Core's (router, permutation, dispatch, grouped or per-expert GEMMs, combine) under every framework; the
 /// framework's kernels, optimizer and gradient reduction apply to them as to the dense layers. Errors name the
 /// field: `parallelism.ep` > 1 under `hf` (no expert parallelism); `parallelism.moe_token_dispatcher` naming a
-/// dispatcher the framework lacks; Megatron-Core's `parallelism.overlap_moe_expert_parallel_comm` and
-/// `parallelism.moe_shared_expert_overlap` under another framework.
+/// dispatcher the framework lacks; Megatron-Core's `parallelism.overlap_moe_expert_parallel_comm`,
+/// `parallelism.moe_shared_expert_overlap` and `parallelism.moe_hybridep_num_sms` under another framework.
 pub fn moe_under(
     framework: Framework,
     moe: &mut MoeTraining,
@@ -354,6 +354,7 @@ pub fn moe_under(
     for (on, field) in [
         (moe.overlap_ep_comm, "overlap_moe_expert_parallel_comm"),
         (moe.shared_expert_overlap, "moe_shared_expert_overlap"),
+        (moe.hybridep_num_sms.is_some(), "moe_hybridep_num_sms"),
     ] {
         if on {
             return Err(bad(

@@ -253,6 +253,10 @@ fn moe_models_run_under_each_framework_with_its_dispatchers() {
         serde_json::json!({"ep": 8, "moe_token_dispatcher": "alltoall", "overlap_moe_expert_parallel_comm": true});
     assert!(qwen30b(overlap.clone(), Framework::Megatron).is_ok());
     assert_eq!(field(overlap, Framework::Torchtitan), "parallelism.overlap_moe_expert_parallel_comm");
+    // Megatron-Core's HybridEP SM budget is not torchtitan's option, though torchtitan has HybridEP.
+    let sms = serde_json::json!({"ep": 8, "moe_token_dispatcher": "hybridep", "moe_hybridep_num_sms": 32});
+    assert!(qwen30b(sms.clone(), Framework::Nemo).is_ok());
+    assert_eq!(field(sms, Framework::Torchtitan), "parallelism.moe_hybridep_num_sms");
 }
 
 #[test]

@@ -112,6 +112,9 @@ async fn moe_configuration_errors_name_their_field() {
             "parallelism.overlap_moe_expert_parallel_comm",
         ),
         (json!({"moe_load_imbalance": 0.5}), "parallelism.moe_load_imbalance"),
+        // HybridEP's SM budget: its dispatcher only (this request runs deepep), at a measured count (16 or 32).
+        (json!({"moe_hybridep_num_sms": 32}), "parallelism.moe_hybridep_num_sms"),
+        (json!({"moe_token_dispatcher": "hybridep", "moe_hybridep_num_sms": 24}), "parallelism.moe_hybridep_num_sms"),
         (json!({"recompute": "none", "recompute_modules": ["moe_act"]}), "parallelism.recompute_modules"),
     ];
     for (change, field) in cases {

@@ -20,6 +20,11 @@
 //! container on runs the full-iteration CUDA graph and the expert all-to-all overlap its recipe switched to
 //! (`full_iteration_mxfp8`). DeepSeek-V3's pipeline runs the recipe's layout: uneven first and last stages without
 //! interleaving (`deepseek_split`), Megatron-Core's `pipeline_model_parallel_layout` with it (`deepseek_layout`).
+//! HybridEP runs on 32 SMs in every row that uses it (`moe_hybridep_num_sms`: `scripts/performance/utils/overrides.py`
+//! @ 00538e26 `_set_common_perf_overrides`, [`HYBRIDEP_RECIPE_SMS`]). No row sets `moe_shared_expert_overlap`:
+//! DeepSeek-V3's recipe turns it on (`recipes/deepseek/deepseek_v3.py` `deepseek_v3_pretrain_config`, "Default from
+//! DeepSeekModelProvider") and then calls `apply_flex_dispatcher_backend` (`training/flex_dispatcher_backend.py`),
+//! which sets `moe_token_dispatcher_type = "flex"` and `moe_shared_expert_overlap = False` for deepep and hybridep.
 //! Assumption: rows of older containers ran the recipes of the commits above.
 //!
 //! The systems are the presets `dgx-h100` (its nodes × 512, as the dense rows), `dgx-b200`, `dgx-b300`,
@@ -108,6 +113,13 @@ fn first_number(cell: &str) -> Option<f64> {
     head.trim().parse::<f64>().ok()
 }
 
+/// The SMs HybridEP runs on in every NeMo / Megatron-Bridge performance recipe: `_set_common_perf_overrides`
+/// (`scripts/performance/utils/overrides.py` @ 00538e26, lines 65–68: "TODO: This needs to be adjusted when
+/// overlapping HybridEP with computation or the number of SMs for HybridEP is reduced. if
+/// recipe.model.moe_flex_dispatcher_backend == "hybridep": recipe.model.moe_hybridep_num_sms = 32"), which
+/// `set_workload_base_configs` applies to every preset, against Megatron-Core's default 16.
+const HYBRIDEP_RECIPE_SMS: u32 = 32;
+
 /// The MoE options of a row (see the module doc).
 fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64, token_drop: bool) {
     let h100 = gpu == "DGX-H100";
@@ -122,6 +134,9 @@ fn moe_options(p: &mut Value, model: &str, gpu: &str, ep: u64, pp: u64, vp: u64,
     p["ep"] = json!(ep);
     p["expert_tp"] = json!(1);
     p["moe_token_dispatcher"] = json!(dispatcher);
+    if dispatcher == "hybridep" {
+        p["moe_hybridep_num_sms"] = json!(HYBRIDEP_RECIPE_SMS);
+    }
     p["overlap_moe_expert_parallel_comm"] = json!(overlap && ep > 1 && (pp == 1 || vp > 1));
     p["moe_grouped_gemm"] = json!(true);
     if token_drop {
@@ -421,6 +436,28 @@ mod tests {
         assert!((b200.measured_s - 33_554_432.0 / 974_080.0).abs() < 1e-9, "{}", b200.measured_s);
         assert!(b200.trap.is_none() && row(&out, "256", "DGX-B300").trap.is_none());
         assert!(row(&out, "445", "DGX-H100").trap.is_none());
+    }
+
+    #[test]
+    fn hybridep_rows_run_the_recipes_32_sms() {
+        use crate::llm::moe::Dispatcher;
+        let out = loaded();
+        // Every row whose dispatcher is HybridEP runs it on 32 SMs, the performance recipes' override; the
+        // alltoall (Qwen3-235B-A22B on B200) and DeepEP (DeepSeek-V3 B200 pp 8 · vp 2 · ep 32) rows leave it unset.
+        let mut hybridep = 0;
+        for r in &out.rows {
+            let p = &r.request.parallelism;
+            if p.moe_token_dispatcher == Some(Dispatcher::Hybridep) {
+                assert_eq!(p.moe_hybridep_num_sms, Some(32), "{}", r.id);
+                hybridep += 1;
+            } else {
+                assert_eq!(p.moe_hybridep_num_sms, None, "{}", r.id);
+            }
+        }
+        assert!(hybridep > 50, "{hybridep}");
+        // Qwen3-235B-A22B on GB200 (line 355, 26.04: ep 32 on one NVL72 domain) and on B200 (line 539, alltoall).
+        assert_eq!(row(&out, "355", "DGX-GB200").request.parallelism.moe_hybridep_num_sms, Some(32));
+        assert_eq!(row(&out, "539", "DGX-B200").request.parallelism.moe_hybridep_num_sms, None);
     }
 
     #[test]

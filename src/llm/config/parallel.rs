@@ -150,6 +150,13 @@ with_training_options! {
         /// dispatcher). Default `false`.
         #[serde(default)]
         pub moe_shared_expert_overlap: bool = false,
+        /// Megatron-Core's `moe_hybridep_num_sms`: the SMs HybridEP's dispatch and combine kernels run on
+        /// (`moe_token_dispatcher` `hybridep` only). perfcast times them at the rates DeepEP's
+        /// `docs/README_Hybrid-EP.md` measured at 16 and at 32 SMs ([`crate::llm::moe::nvlink`]), so 16 or 32.
+        /// NeMo / Megatron-Bridge's performance recipes set 32 (`scripts/performance/utils/overrides.py`
+        /// `_set_common_perf_overrides`). Default 16 (Megatron-Core's, `transformer_config.py`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub moe_hybridep_num_sms: Option<u32> = None,
         /// Megatron-Core's `moe_grouped_gemm`: the local experts run as one grouped GEMM (TEGroupedMLP) instead of one
         /// GEMM per expert (SequentialMLP). Default `false` (Megatron-Core's default).
         #[serde(default)]

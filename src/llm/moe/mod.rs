@@ -121,6 +121,7 @@ pub fn validate_training(model: &ModelSpec, par: &ParallelSpec, shape: Shape) ->
                 dispatcher: par.moe_token_dispatcher,
                 overlap_ep_comm: par.overlap_moe_expert_parallel_comm,
                 shared_expert_overlap: par.moe_shared_expert_overlap,
+                hybridep_num_sms: par.moe_hybridep_num_sms,
                 force_load_balancing: par.moe_router_force_load_balancing,
                 load_imbalance: par.moe_load_imbalance,
                 capacity_factor: par.moe_expert_capacity_factor,
@@ -181,6 +182,10 @@ pub struct MoeReport {
     pub load_factor: f64,
     pub overlap_moe_expert_parallel_comm: bool,
     pub moe_shared_expert_overlap: bool,
+    /// The SMs HybridEP's dispatch and combine run on (Megatron-Core's `moe_hybridep_num_sms`; absent for
+    /// another dispatcher).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe_hybridep_num_sms: Option<u32>,
     pub moe_router_force_load_balancing: bool,
     pub moe_grouped_gemm: bool,
     /// Megatron-Core's capacity factor (absent: dropless).
@@ -204,6 +209,7 @@ impl MoeReport {
             load_factor: m.load_factor(),
             overlap_moe_expert_parallel_comm: m.overlap_ep_comm,
             moe_shared_expert_overlap: m.shared_expert_overlap,
+            moe_hybridep_num_sms: (m.dispatcher == Dispatcher::Hybridep).then(|| m.hybridep_sms()),
             moe_router_force_load_balancing: m.force_load_balancing,
             moe_grouped_gemm: m.grouped_gemm,
             moe_expert_capacity_factor: m.capacity_factor,

@@ -107,12 +107,21 @@ pub struct MoeParallelInput {
     pub dispatcher: Option<Dispatcher>,
     pub overlap_ep_comm: bool,
     pub shared_expert_overlap: bool,
+    pub hybridep_num_sms: Option<u32>,
     pub force_load_balancing: bool,
     pub load_imbalance: Option<f64>,
     pub capacity_factor: Option<f64>,
     pub pad_to_capacity: bool,
     pub grouped_gemm: bool,
 }
+
+/// Megatron-Core's default `moe_hybridep_num_sms` (`transformer_config.py`: "In pure NVL scenarios, 16 SMs can
+/// generally achieve good bandwidth").
+pub const HYBRIDEP_DEFAULT_SMS: u32 = 16;
+
+/// The SM counts of HybridEP's measured rates (DeepEP `docs/README_Hybrid-EP.md`, "GB200 Platform": 16 and 32 SMs;
+/// [`super::nvlink`]): the values `moe_hybridep_num_sms` may take.
+pub const HYBRIDEP_MEASURED_SMS: [u32; 2] = [16, 32];
 
 /// The resolved MoE training configuration every later stage reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +142,9 @@ pub struct MoeTraining {
     /// Megatron-Core's `moe_shared_expert_overlap`: the shared experts compute while the dispatch and combine
     /// all-to-alls run.
     pub shared_expert_overlap: bool,
+    /// Megatron-Core's `moe_hybridep_num_sms` as the request gave it (16 or 32; `None`: Megatron-Core's default
+    /// 16, [`MoeTraining::hybridep_sms`]).
+    pub hybridep_num_sms: Option<u32>,
     /// Megatron-Core's `moe_router_force_load_balancing`: random router logits, tokens spread uniformly.
     pub force_load_balancing: bool,
     /// Routed token copies of the busiest expert-parallel rank over the mean, ≥ 1 (see
@@ -161,12 +173,19 @@ impl MoeTraining {
             dispatcher,
             overlap_ep_comm: false,
             shared_expert_overlap: false,
+            hybridep_num_sms: None,
             force_load_balancing: true,
             imbalance: 1.0,
             capacity_factor: None,
             pad_to_capacity: false,
             grouped_gemm: true,
         }
+    }
+
+    /// The SMs HybridEP's kernels run on: the request's `moe_hybridep_num_sms`, else Megatron-Core's default
+    /// [`HYBRIDEP_DEFAULT_SMS`].
+    pub fn hybridep_sms(&self) -> u32 {
+        self.hybridep_num_sms.unwrap_or(HYBRIDEP_DEFAULT_SMS)
     }
 
     /// Experts on one GPU, E/ep.
@@ -220,7 +239,8 @@ impl MoeTraining {
 /// ranks with etp, etp not dividing the expert width, tp > 1 with ep > 1 without sequence parallelism (Megatron-LM
 /// `arguments.py`), the overlaps' requirements (`overlap_moe_expert_parallel_comm`: ep > 1, an all-to-all or flex
 /// dispatcher, no full recompute, the interleaved schedule with pp > 1; `moe_shared_expert_overlap`: the
-/// alltoall dispatcher and shared experts), an imbalance below 1 or a capacity factor ≤ 0.
+/// alltoall dispatcher and shared experts), `moe_hybridep_num_sms` without the hybridep dispatcher or outside
+/// [`HYBRIDEP_MEASURED_SMS`], an imbalance below 1 or a capacity factor ≤ 0.
 #[allow(clippy::too_many_arguments)]
 pub fn resolve(
     moe: &MoeConfig,
@@ -300,6 +320,26 @@ pub fn resolve(
             ));
         }
     }
+    if let Some(sms) = p.hybridep_num_sms {
+        if dispatcher != Dispatcher::Hybridep {
+            return Err(bad(
+                "parallelism.moe_hybridep_num_sms",
+                format!(
+                    "moe_hybridep_num_sms sets HybridEP's SMs: it needs moe_token_dispatcher hybridep, not {}",
+                    dispatcher.as_str()
+                ),
+            ));
+        }
+        if !HYBRIDEP_MEASURED_SMS.contains(&sms) {
+            return Err(bad(
+                "parallelism.moe_hybridep_num_sms",
+                format!(
+                    "perfcast times HybridEP at the rates measured with 16 and 32 SMs (DeepEP README_Hybrid-EP, \
+                     GB200); got {sms}"
+                ),
+            ));
+        }
+    }
     if let Some(g) = p.load_imbalance {
         if !(g.is_finite() && g >= 1.0) {
             return Err(bad(
@@ -334,6 +374,7 @@ pub fn resolve(
         dispatcher,
         overlap_ep_comm: p.overlap_ep_comm,
         shared_expert_overlap: p.shared_expert_overlap,
+        hybridep_num_sms: p.hybridep_num_sms,
         force_load_balancing: p.force_load_balancing,
         imbalance,
         capacity_factor: p.capacity_factor,
@@ -354,6 +395,7 @@ mod tests {
             dispatcher: Some(Dispatcher::Alltoall),
             overlap_ep_comm: false,
             shared_expert_overlap: false,
+            hybridep_num_sms: None,
             force_load_balancing: true,
             load_imbalance: None,
             capacity_factor: None,
@@ -392,6 +434,19 @@ mod tests {
         assert!(resolve(&m, &overlap, 2, 32, true, false, 8, 4, 2048).is_ok());
         let shared = MoeParallelInput { shared_expert_overlap: true, ..input(8, Some(1)) };
         assert_eq!(field(shared, true, false, 1, 1), "parallelism.moe_shared_expert_overlap");
+        // moe_hybridep_num_sms: HybridEP's only, at a measured SM count (16 or 32).
+        let sms = |d: Dispatcher, n: u32| MoeParallelInput {
+            dispatcher: Some(d),
+            hybridep_num_sms: Some(n),
+            ..input(8, Some(1))
+        };
+        assert_eq!(field(sms(Dispatcher::Alltoall, 32), true, false, 1, 1), "parallelism.moe_hybridep_num_sms");
+        assert_eq!(field(sms(Dispatcher::Hybridep, 24), true, false, 1, 1), "parallelism.moe_hybridep_num_sms");
+        assert_eq!(field(sms(Dispatcher::Hybridep, 0), true, false, 1, 1), "parallelism.moe_hybridep_num_sms");
+        let r = resolve(&m, &sms(Dispatcher::Hybridep, 32), 2, 32, true, false, 1, 1, 2048).unwrap();
+        assert_eq!(r.hybridep_sms(), 32);
+        let hybridep = MoeParallelInput { dispatcher: Some(Dispatcher::Hybridep), ..input(8, Some(1)) };
+        assert_eq!(resolve(&m, &hybridep, 2, 32, true, false, 1, 1, 2048).unwrap().hybridep_sms(), 16);
         let low = MoeParallelInput { load_imbalance: Some(0.9), ..input(8, Some(1)) };
         assert_eq!(field(low, true, false, 1, 1), "parallelism.moe_load_imbalance");
         let pad = MoeParallelInput { pad_to_capacity: true, ..input(8, Some(1)) };
