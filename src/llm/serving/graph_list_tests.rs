@@ -30,7 +30,7 @@ fn a_capture_list_is_sorted_deduplicated_and_sets_the_largest_graph_batch() {
     assert_eq!(cfg.settings.cuda_graph_max_batch, 256);
     // Without a list: the engine's default (trtllm-serve: 1–31, 32, 64, 128, 34 sizes), unchanged.
     let default = validate(&request("trtllm", json!({})), &system()).unwrap();
-    assert_eq!((default.cuda_graph_batch_sizes, default.cuda_graph_sizes().len()), (None, 34));
+    assert_eq!((default.cuda_graph_batch_sizes.is_none(), default.cuda_graph_sizes().len()), (true, 34));
     // vLLM drops the sizes above max_num_batched_tokens (64 here): [32, 128] → [32], largest 32.
     let v = validate(
         &request(

@@ -37,8 +37,8 @@ fn a_disaggregated_runs_decode_batch_size_caps_its_decode_workers() {
     // decode_attention_dp_size 1, decode_batch_size 48 (4 × 1 × 48 = 192 clients): max_num_seqs 48 per decode
     // worker; the prefill pool keeps the engine's default batch (prefill_batch_size 1 is not passed).
     let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
-    let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
-    assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
+    let (p, d) = (r.request.prefill.clone().unwrap(), r.request.decode.clone().unwrap());
+    assert_eq!((d.workers, d.engine_options.as_ref().and_then(|o| o.max_num_seqs)), (4, Some(48)));
     // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off and 1024 + 1500 → 2,528
     // tokens; decode's budget 48 → 64.
     let po = p.engine_options.unwrap();

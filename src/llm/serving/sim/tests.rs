@@ -358,7 +358,13 @@ fn same_both_ways(
             .map(|((s, w), t)| Pool { settings: s.clone(), workers: *w, timer: t })
             .collect();
         // With a front end, a tokenizer of a thousandth of it per prompt token too (prompts up to 400 tokens).
-        let opts = SimOptions { max_steps: 1_000_000, trace_steps, frontend_s, tokenize_s_per_token: frontend_s / 1e3 };
+        let opts = SimOptions {
+            max_steps: 1_000_000,
+            trace_steps,
+            frontend_s,
+            tokenize_s_per_token: frontend_s / 1e3,
+            tokenizer_threads: 1,
+        };
         let o = simulate(&mut ps, reqs, concurrency, &|input| 1e-5 * input as f64, opts).unwrap();
         drop(ps);
         (o, timers.iter().map(|t| t.calls).sum::<u64>())
