@@ -138,7 +138,8 @@ fn the_1_3_0rc1_runs_capture_their_templates_graphs_and_dynamo_runs_use_its_fron
     // The six DeepSeek-R1-NVFP4 B200 4,000 / 1,000 runs of TensorRT-LLM 1.3.0rc1 (image
     // ai-dynamo/tensorrtllm-runtime:0.9.0): aiconfigurator's 1.3.0rc1 template, 1, 2, 4, …, 256 without padding, in
     // place of the 512 padded graphs of the other TensorRT-LLM runs; Dynamo's front end.
-    let r1: Vec<&RunRow> = rows.iter().filter(|r| r.id.contains("deepseek_r1_nvfp4_b200_sxm_trtllm_agg_4000x1000")).collect();
+    let r1: Vec<&RunRow> =
+        rows.iter().filter(|r| r.id.contains("deepseek_r1_nvfp4_b200_sxm_trtllm_agg_4000x1000")).collect();
     assert_eq!(r1.len(), 6);
     for r in &r1 {
         let o = &r.request.engine_options;
@@ -150,7 +151,9 @@ fn the_1_3_0rc1_runs_capture_their_templates_graphs_and_dynamo_runs_use_its_fron
     // front end, and TensorRT-LLM's usual padded graphs up to 512.
     let q = rows
         .iter()
-        .find(|r| r.id == "nvidia_qwen3_32b_nvfp4_nvidia_qwen3_32b_nvfp4_gb200_trtllm_disagg_15000x500_c552_tp_epnone_1")
+        .find(|r| {
+            r.id == "nvidia_qwen3_32b_nvfp4_nvidia_qwen3_32b_nvfp4_gb200_trtllm_disagg_15000x500_c552_tp_epnone_1"
+        })
         .unwrap();
     assert_eq!(q.request.frontend.map(|f| f.server), Some(FrontendServer::Dynamo));
     assert_eq!(q.request.engine_options.cuda_graph_max_batch, Some(512));
