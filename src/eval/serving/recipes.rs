@@ -74,9 +74,44 @@ pub fn trtllm_max_num_tokens(role: WorkerRole, isl: u32, batch_size: u32) -> u32
     raw.max(1).div_ceil(TOKENS_PER_BLOCK) * TOKENS_PER_BLOCK
 }
 
+/// The CUDA-graph capture list of aiconfigurator's engine template for TensorRT-LLM 1.3.0rc1
+/// (ai-dynamo/aiconfigurator `src/aiconfigurator/generator/config/backend_templates/trtllm/
+/// extra_engine_args.1.3.0rc1.yaml.j2` @581e4591: `cuda_graph_config.batch_sizes` defaults to
+/// `[1,2,4,8,16,32,64,128,256]` and `enable_padding` to `false`), for the runs of that engine version
+/// (`backend_version` 1.3.0rc1: NVIDIA's gap-analysis job on `ai-dynamo/tensorrtllm-runtime:0.9.0`, the file's six
+/// DeepSeek-R1-NVFP4 B200 4,000 / 1,000 rows); `None` for every other run. Without padding a decode batch of
+/// another size has no graph and runs eagerly (TensorRT-LLM's `CUDAGraphRunner._get_padded_batch` pads nothing
+/// when `not self.padding_enabled`, `tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py`). Which rule and template
+/// the job ran is not recorded; the template of its version is the reading (oddrows' row A).
+pub fn trtllm_template_graph_batch_sizes(engine: Engine, backend_version: &str) -> Option<&'static [u32]> {
+    const TRTLLM_1_3_0RC1: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+    (engine == Engine::Trtllm && backend_version == "1.3.0rc1").then_some(&TRTLLM_1_3_0RC1[..])
+}
+
+/// Whether a run's `silicon_data_source` names an NVIDIA Dynamo runtime image (`…/ai-dynamo/…-runtime:…`, with or
+/// without the `image=` key): its requests went through Dynamo's front end, which tokenizes them concurrently
+/// ([`crate::llm::serving::frontend`]), not the engine's own API server.
+pub fn runs_under_dynamo(silicon_data_source: &str) -> bool {
+    silicon_data_source.contains("ai-dynamo/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_1_3_0rc1_template_captures_powers_of_two_and_dynamo_images_are_read() {
+        let l = trtllm_template_graph_batch_sizes(Engine::Trtllm, "1.3.0rc1").unwrap();
+        // 2^0 … 2^8: nine sizes, 256 the largest; the per-rank batches of the six runs (56, 28, 10, 12, 6, 5) are
+        // none of them.
+        assert_eq!((l.len(), l[8]), (9, 256));
+        assert!([56, 28, 10, 12, 6, 5].iter().all(|b| !l.contains(b)));
+        assert_eq!(trtllm_template_graph_batch_sizes(Engine::Trtllm, "1.3.0rc5"), None);
+        assert_eq!(trtllm_template_graph_batch_sizes(Engine::Sglang, "1.3.0rc1"), None);
+        assert!(runs_under_dynamo("measured=2026-03-06; image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1"));
+        assert!(runs_under_dynamo("workflow_run_id=265; nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"));
+        assert!(!runs_under_dynamo("measured=2026-03-25; image=lmsysorg/sglang:v0.5.9-cu130"));
+    }
 
     #[test]
     fn aiconfigurators_trtllm_token_budgets() {

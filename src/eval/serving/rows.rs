@@ -23,7 +23,10 @@ use serde_json::json;
 
 use super::dynamo_trt::{entry_of_row, fill_request};
 use super::gpus_as_tp::gpus_as_tp;
-use super::recipes::{sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens, WorkerRole};
+use super::recipes::{
+    runs_under_dynamo, sglang_kv_cache_dtype, sglang_recv_interval, trtllm_max_num_tokens,
+    trtllm_template_graph_batch_sizes, WorkerRole,
+};
 use super::speculative::{columns, db_dump_measurements, inferencex_mtp, row_is_speculative};
 use crate::hw::SystemSpec;
 use crate::llm::serving::request::{Engine, InferenceRequest};
@@ -197,6 +200,7 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
     );
     let (isl, osl, ttft, tpot) = (c("isl")?, c("osl")?, c("silicon_ttft_ms")?, c("silicon_tpot_ms")?);
     let batch_size = c("batch_size")?;
+    let backend_version = c("backend_version")?;
     let dec_bs = c("decode_batch_size")?;
     let par = |p: &str| -> Result<[usize; 5], String> {
         Ok([
@@ -334,11 +338,21 @@ pub fn load(path: &Path, client: Client) -> Result<(Vec<RunRow>, BTreeMap<String
             let graphs = trtllm_graph_max_batch(per_rank);
             req["engine_options"] =
                 json!({"async_scheduling": true, "cuda_graph_max_batch": graphs, "cuda_graph_padding": true});
+            // The capture list of aiconfigurator's template for the run's engine version, where it has one
+            // ([`trtllm_template_graph_batch_sizes`]): padding off, the template's sizes.
+            if let Some(sizes) = trtllm_template_graph_batch_sizes(engine, &get(backend_version)) {
+                req["engine_options"] =
+                    json!({"async_scheduling": true, "cuda_graph_batch_sizes": sizes, "cuda_graph_padding": false});
+            }
             // aiconfigurator's aggregated token budget where the row gives its batch size (else the engine's).
             if let (true, Some(bs)) = (mode == "agg", per_rank.filter(|&b| b > 0)) {
                 req["engine_options"]["max_num_batched_tokens"] =
                     json!(trtllm_max_num_tokens(WorkerRole::Agg, in_len, bs));
             }
+        }
+        // NVIDIA Dynamo's front end tokenizes the requests concurrently ([`runs_under_dynamo`]).
+        if runs_under_dynamo(&get(source)) {
+            req["frontend"] = json!({"server": "dynamo"});
         }
         let mut workers_known = true;
         if let Some(entry) = recipe {

@@ -13,7 +13,7 @@ use super::memory::{serving_memory, ServingMemory};
 use super::request::{Engine, Slo};
 use super::sim::instance::{InstanceSettings, Role};
 use super::sim::stats::{stats_s, LatencyStats};
-use super::sim::steps::{graph_sizes, StepTimer};
+use super::sim::steps::StepTimer;
 use super::sim::{simulate, Pool, SimLimits, SimOptions, SimOutcome};
 use super::steady::Solver;
 use super::validate::ServingConfig;
@@ -40,11 +40,7 @@ pub fn instance_settings(cfg: &ServingConfig, memory: &ServingMemory, role: Role
         max_prefill_tokens: SGLANG_MAX_PREFILL_TOKENS.max(s.max_num_batched_tokens).saturating_mul(dp),
         block_tokens: block,
         kv_blocks: memory.kv_capacity_tokens / block as u64 * dp as u64,
-        graph_sizes: if s.cuda_graphs {
-            graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding)
-        } else {
-            Vec::new()
-        },
+        graph_sizes: if s.cuda_graphs { cfg.cuda_graph_sizes() } else { Vec::new() },
         graph_padding: s.cuda_graph_padding,
         dp,
         recv_interval: s.scheduler_recv_interval,
@@ -71,13 +67,14 @@ pub fn frontend_s(cfg: &ServingConfig, consts: &ServingConstants) -> f64 {
 
 /// The simulation's options for `cfg` under `consts`: at most `max_steps` steps, the first `trace_steps` kept, the
 /// engine's front end per request and the tokenization per prompt token
-/// ([`ServingConstants::tokenize_us_per_token`]).
+/// ([`ServingConstants::tokenize_us_per_token`]) on the front end's threads ([`ServingConfig::tokenizer_threads`]).
 fn sim_options(cfg: &ServingConfig, consts: &ServingConstants, max_steps: u64, trace_steps: usize) -> SimOptions {
     SimOptions {
         max_steps,
         trace_steps,
         frontend_s: frontend_s(cfg, consts),
         tokenize_s_per_token: consts.tokenize_us_per_token * 1e-6,
+        tokenizer_threads: cfg.tokenizer_threads,
     }
 }
 
@@ -108,7 +105,7 @@ pub fn simulate_disaggregated(
     limits: &SimLimits,
     trace_steps: usize,
 ) -> Result<(SimOutcome, DisaggReport), ConfigError> {
-    let pools = cfg.pools.ok_or_else(|| crate::llm::config::bad("mode", "not a disaggregated deployment"))?;
+    let pools = cfg.pools.as_ref().ok_or_else(|| crate::llm::config::bad("mode", "not a disaggregated deployment"))?;
     let (pcfg, dcfg) = (cfg.for_pool(&pools.prefill), cfg.for_pool(&pools.decode));
     let gpu = &backend.system().gpu;
     let (pmem, dmem) = (serving_memory(&pcfg, gpu), serving_memory(&dcfg, gpu));
@@ -128,7 +125,7 @@ pub fn simulate_disaggregated(
     let o = simulate(&mut sim_pools, &reqs, cfg.traffic.concurrency, &|i| transfers.time_s(i), options)?;
     let input = cfg.traffic.input_tokens;
     let report = DisaggReport {
-        pools,
+        pools: pools.clone(),
         prefill_memory: pmem,
         kv_transfer_ms: transfers.time_s(input) * 1e3,
         kv_transfer_bytes_per_gpu: input as f64 * pmem.kv_bytes_per_token_per_gpu,

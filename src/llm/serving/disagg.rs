@@ -23,7 +23,7 @@ use crate::cost::CostBackend;
 use crate::op::Collective;
 
 /// One pool of a disaggregated deployment, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct PoolConfig {
     /// Workers in the pool.
     pub workers: u32,
@@ -34,10 +34,14 @@ pub struct PoolConfig {
     pub attention_dp: u32,
     /// The pool's engine settings.
     pub settings: EngineSettings,
+    /// The pool's CUDA-graph capture list where the request gives one
+    /// ([`ServingConfig::cuda_graph_batch_sizes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_batch_sizes: Option<Vec<u32>>,
 }
 
 /// The two pools.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct DisaggPools {
     pub prefill: PoolConfig,
     pub decode: PoolConfig,
@@ -53,6 +57,7 @@ impl ServingConfig {
             attention_dp: pool.attention_dp,
             dp_attention: pool.attention_dp > 1,
             settings: pool.settings,
+            cuda_graph_batch_sizes: pool.cuda_graph_batch_sizes.clone(),
             pools: None,
             ..self.clone()
         }

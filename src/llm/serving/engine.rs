@@ -187,8 +187,9 @@ pub struct ServingConstants {
     /// operator list folds into its neighbours), the same physical effect; see [`ServingConstants::CALIBRATED`].
     pub python_kernel_us: f64,
     /// CPU time the serving front end takes to tokenize one prompt token, µs: a request's prompt of n tokens
-    /// reaches the engine n × this after the front end starts on it. Every engine tokenizes on one thread, so
-    /// requests that arrive together are tokenized one after another ([`super::sim::SimOptions::tokenize_s_per_token`]).
+    /// reaches the engine n × this after the front end starts on it. Every engine's own API server tokenizes on one
+    /// thread, so requests that arrive together are tokenized one after another; NVIDIA Dynamo's front end tokenizes
+    /// several at once, each at this speed ([`super::frontend`], [`super::sim::SimOptions::tokenizer_threads`]).
     /// See [`ServingConstants::CALIBRATED`] for its sources.
     pub tokenize_us_per_token: f64,
     /// GPU time of one analytic kernel beyond its body when a decode step replays a CUDA graph, µs: it replaces
@@ -283,7 +284,9 @@ impl ServingConstants {
     /// versions), SGLang's `TokenizerManager._tokenize_texts` inline on its process's asyncio loop
     /// (`tokenizer_worker_num` 1 and `enable_dynamic_batch_tokenizer` off by default; SGLang issue #6553 on its
     /// "single-core bottleneck"), `trtllm-serve` inside `LLM.generate_async` (`tensorrt_llm/llmapi/llm.py`, the
-    /// `input_processor` call) on the OpenAI server's event loop.
+    /// `input_processor` call) on the OpenAI server's event loop. NVIDIA Dynamo's Rust front end, in front of any of
+    /// them, tokenizes each request on one of its tokio worker threads instead ([`super::frontend`], the request's
+    /// `frontend`).
     ///
     /// **The rest of the front end** ([`HostCost::request_us`]: HTTP, the hand-off to the engine process, streaming
     /// the first token back). vLLM V1: 10 ms — vLLM PR #54628 (benchmark: Responses API backend) compares the

@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod derate;
 pub mod disagg;
 pub mod engine;
+pub mod frontend;
 pub mod fusion;
 pub mod hf;
 pub mod interval;
@@ -42,6 +43,8 @@ pub mod workload;
 mod dsa_tests;
 #[cfg(test)]
 mod fusion_tests;
+#[cfg(test)]
+mod graph_list_tests;
 #[cfg(test)]
 mod kernel_cost_tests;
 #[cfg(test)]
@@ -154,7 +157,8 @@ fn predict_on(
     let kv = (settings.kv_blocks, settings.block_tokens);
     // A deployment that cannot hold one request's KV cache would drop every simulated request: the steady state
     // answers "as if it fitted" (the report warns).
-    let fits = memory.fits && cfg.pools.is_none_or(|p| serving_memory(&cfg.for_pool(&p.prefill), &system.gpu).fits);
+    let fits =
+        memory.fits && cfg.pools.as_ref().is_none_or(|p| serving_memory(&cfg.for_pool(&p.prefill), &system.gpu).fits);
     let (simulation, disagg) = match (cfg.simulate && fits, cfg.pools.is_some()) {
         (false, true) if cfg.simulate => {
             return Err(crate::llm::config::bad(

@@ -46,6 +46,7 @@ impl<'de> Deserialize<'de> for ModelRef {
     }
 }
 
+pub use super::frontend::{Frontend, FrontendServer};
 pub use super::runtime::{TrtllmBackend, TrtllmLauncher, VllmEngine};
 pub use crate::llm::moe::{MlaSpec, MoeSpec};
 
@@ -216,7 +217,7 @@ impl Engine {
 
 /// Overrides of the engine's scheduling defaults (each absent field keeps the engine's default,
 /// [`super::engine::EngineDefaults`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9}))]
 pub struct EngineOptions {
@@ -252,6 +253,19 @@ pub struct EngineOptions {
     /// under `trtllm-bench`). vLLM and SGLang always pad.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_padding: Option<bool>,
+    /// The decode batch sizes (sequences per attention data-parallel rank) the engine captures a CUDA graph for,
+    /// replacing the engine's default list (`src/llm/serving/sim/steps.rs`, `graph_sizes`); sorted and
+    /// de-duplicated, each 1–[`MAX_CUDA_GRAPH_BATCH`](super::validate::MAX_CUDA_GRAPH_BATCH), and the largest
+    /// becomes `cuda_graph_max_batch` (give that too only if it equals the largest). Each engine's flag:
+    /// TensorRT-LLM `cuda_graph_config.batch_sizes` (`CudaGraphConfig` in `tensorrt_llm/llmapi/llm_args.py`: its
+    /// `max_batch_size` becomes the largest size), vLLM `compilation_config.cudagraph_capture_sizes` (or
+    /// `--cudagraph-capture-sizes`; `VllmConfig._set_cudagraph_sizes`, `vllm/config/vllm.py`, drops the sizes above
+    /// `max_num_batched_tokens` and sets `max_cudagraph_capture_size` to the largest kept), SGLang `--cuda-graph-bs`
+    /// (`ServerArgs`, `python/sglang/srt/server_args.py`: `cuda_graph_max_bs = max(cuda_graph_bs)`). A batch between
+    /// two sizes replays the next larger size's graph, padded, where the engine pads (vLLM and SGLang always,
+    /// TensorRT-LLM with `cuda_graph_padding`), else runs eagerly (`replays_graph` in the same file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_batch_sizes: Option<Vec<u32>>,
     /// Which TensorRT-LLM entry point started the engine, for the defaults it sets ([`TrtllmLauncher`]): `serve`
     /// (`trtllm-serve` or the LLM API) or `bench` (`trtllm-bench throughput`). Default: `bench` for an offline
     /// workload (neither `concurrency` nor `request_rate`: every request at once, as `trtllm-bench throughput`
@@ -297,6 +311,7 @@ impl EngineOptions {
             cuda_graphs: over.cuda_graphs.or(self.cuda_graphs),
             cuda_graph_max_batch: over.cuda_graph_max_batch.or(self.cuda_graph_max_batch),
             cuda_graph_padding: over.cuda_graph_padding.or(self.cuda_graph_padding),
+            cuda_graph_batch_sizes: over.cuda_graph_batch_sizes.clone().or_else(|| self.cuda_graph_batch_sizes.clone()),
             trtllm_launcher: over.trtllm_launcher.or(self.trtllm_launcher),
             vllm_engine: over.vllm_engine.or(self.vllm_engine),
             trtllm_backend: over.trtllm_backend.or(self.trtllm_backend),
@@ -416,7 +431,7 @@ pub enum ServingMode {
 }
 
 /// One pool of a disaggregated deployment: `workers` instances of `parallelism` each.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"workers": 2, "parallelism": {"tp": 4}}))]
 pub struct WorkerPool {
@@ -484,6 +499,10 @@ pub struct InferenceRequest {
     /// ([`SpeculativeDecoding`]). Default: none (one token per sequence per decode step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeDecoding>,
+    /// The HTTP front end that tokenizes the requests before the engines ([`Frontend`]): the engine's own API server
+    /// (default, one tokenizer thread) or NVIDIA Dynamo's (requests tokenized concurrently).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<Frontend>,
 }
 
 /// How speculative tokens are drafted.

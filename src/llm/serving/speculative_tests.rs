@@ -162,7 +162,13 @@ fn the_simulation_decodes_e_tokens_a_step_and_reports_every_output_token() {
         let mut timer =
             ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
         let mut pools = [Pool { settings: settings.clone(), workers: 1, timer: &mut timer }];
-        let opts = SimOptions { max_steps: 100_000, trace_steps, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
+        let opts = SimOptions {
+            max_steps: 100_000,
+            trace_steps,
+            frontend_s: 0.0,
+            tokenize_s_per_token: 0.0,
+            tokenizer_threads: 1,
+        };
         let o = simulate(&mut pools, &reqs, Some(2), &|_| 0.0, opts).unwrap();
         assert_eq!(o.steps, 29);
         for (ttft, e2e, tpot) in o.ttft_s.iter().zip(&o.e2e_s).zip(&o.tpot_s).map(|((a, b), c)| (a, b, c)) {

@@ -37,8 +37,8 @@ fn a_disaggregated_runs_decode_batch_size_caps_its_decode_workers() {
     // decode_attention_dp_size 1, decode_batch_size 48 (4 × 1 × 48 = 192 clients): max_num_seqs 48 per decode
     // worker; the prefill pool keeps the engine's default batch (prefill_batch_size 1 is not passed).
     let r = rows.iter().find(|r| r.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c192_cfg759").unwrap();
-    let (p, d) = (r.request.prefill.unwrap(), r.request.decode.unwrap());
-    assert_eq!((d.workers, d.engine_options.and_then(|o| o.max_num_seqs)), (4, Some(48)));
+    let (p, d) = (r.request.prefill.clone().unwrap(), r.request.decode.clone().unwrap());
+    assert_eq!((d.workers, d.engine_options.as_ref().and_then(|o| o.max_num_seqs)), (4, Some(48)));
     // aiconfigurator's TensorRT-LLM workers: prefill with the overlap scheduler off and 1024 + 1500 → 2,528
     // tokens; decode's budget 48 → 64.
     let po = p.engine_options.unwrap();
@@ -128,4 +128,35 @@ fn one_measurement_filed_under_two_labels_is_kept_once_with_its_worker_counts() 
         assert!(seen.insert(key), "{}", r.id);
     }
     assert!(skipped[SAME_MEASUREMENT] > 0);
+}
+
+#[test]
+fn the_1_3_0rc1_runs_capture_their_templates_graphs_and_dynamo_runs_use_its_front_end() {
+    use crate::llm::serving::request::FrontendServer;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/aiconfigurator/serving_runs_blackwell.csv");
+    let (rows, _) = load(&path, Client::Fixed).unwrap();
+    // The six DeepSeek-R1-NVFP4 B200 4,000 / 1,000 runs of TensorRT-LLM 1.3.0rc1 (image
+    // ai-dynamo/tensorrtllm-runtime:0.9.0): aiconfigurator's 1.3.0rc1 template, 1, 2, 4, …, 256 without padding, in
+    // place of the 512 padded graphs of the other TensorRT-LLM runs; Dynamo's front end.
+    let r1: Vec<&RunRow> =
+        rows.iter().filter(|r| r.id.contains("deepseek_r1_nvfp4_b200_sxm_trtllm_agg_4000x1000")).collect();
+    assert_eq!(r1.len(), 6);
+    for r in &r1 {
+        let o = &r.request.engine_options;
+        assert_eq!(o.cuda_graph_batch_sizes.as_deref(), Some(&[1, 2, 4, 8, 16, 32, 64, 128, 256][..]));
+        assert_eq!((o.cuda_graph_padding, o.cuda_graph_max_batch), (Some(false), None));
+        assert_eq!(r.request.frontend.map(|f| f.server), Some(FrontendServer::Dynamo));
+    }
+    // The Qwen3-32B GB200 15,000 / 500 disaggregated run (image ai-dynamo/tensorrtllm-runtime:0.8.1): Dynamo's
+    // front end, and TensorRT-LLM's usual padded graphs up to 512.
+    let q = rows
+        .iter()
+        .find(|r| {
+            r.id == "nvidia_qwen3_32b_nvfp4_nvidia_qwen3_32b_nvfp4_gb200_trtllm_disagg_15000x500_c552_tp_epnone_1"
+        })
+        .unwrap();
+    assert_eq!(q.request.frontend.map(|f| f.server), Some(FrontendServer::Dynamo));
+    assert_eq!(q.request.engine_options.cuda_graph_max_batch, Some(512));
+    // No vLLM run names a Dynamo image: each keeps its engine's own front end.
+    assert!(rows.iter().filter(|r| r.engine == Engine::Vllm).all(|r| r.request.frontend.is_none()));
 }

@@ -163,13 +163,14 @@ fn configuration(
         precision,
         kv_cache_dtype: req.kv_cache_dtype,
         engine: req.engine,
-        engine_options: req.engine_options,
+        engine_options: req.engine_options.clone(),
         workload: Workload::closed(req.workload.input_tokens, req.workload.output_tokens, 1),
         slo: Some(req.slo),
         mode: Default::default(),
         prefill: None,
         decode: None,
         speculative: None,
+        frontend: None,
     }
 }
 

@@ -104,13 +104,14 @@ fn sharing_operator_times_among_candidates_changes_no_answer() {
             precision: if p.precision == Precision::Bf16 { ServingPrecision::Bf16 } else { ServingPrecision::Fp8 },
             kv_cache_dtype: None,
             engine: sreq.engine,
-            engine_options: sreq.engine_options,
+            engine_options: sreq.engine_options.clone(),
             workload: Workload::closed(1024, 256, 1),
             slo: Some(sreq.slo),
             mode: Default::default(),
             prefill: None,
             decode: None,
             speculative: None,
+            frontend: None,
         };
         c.workload.concurrency = Some(n);
         c

@@ -111,11 +111,15 @@ pub struct SimOptions {
     /// The front end's time per request beyond tokenization, s: a request reaches its first instance this long
     /// after its tokenization ends ([`crate::llm::serving::engine::HostCost::request_us`]).
     pub frontend_s: f64,
-    /// The front end's tokenization time per prompt token, s
-    /// ([`crate::llm::serving::engine::ServingConstants::tokenize_us_per_token`]). The deployment's front end
-    /// tokenizes on one thread (vLLM's API server, SGLang's `TokenizerManager`, `trtllm-serve`; sources there): a
-    /// request's tokenization starts when it is sent or when the previous request's ends, whichever is later.
+    /// The front end's tokenization time per prompt token on one thread, s
+    /// ([`crate::llm::serving::engine::ServingConstants::tokenize_us_per_token`]).
     pub tokenize_s_per_token: f64,
+    /// Threads the front end tokenizes on ([`crate::llm::serving::frontend`]; 0 counts as 1): an engine's own API
+    /// server has one (vLLM's API server, SGLang's `TokenizerManager`, `trtllm-serve`), so a request's tokenization
+    /// starts when it is sent or when the previous request's ends, whichever is later; NVIDIA Dynamo's front end
+    /// has its tokio workers, and each request, in the order sent, takes the thread that is free first (the lowest
+    /// on ties) from when it is sent.
+    pub tokenizer_threads: u32,
 }
 
 /// What the benchmark client measures, and what the engine saw.
@@ -230,8 +234,8 @@ pub fn simulate(
     // Requests whose last token the client got (completions), and requests that left an instance in a step.
     let (mut done, mut left): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut scratch = RunScratch::default();
-    // When the front end's one tokenizer thread is free (SimOptions::tokenize_s_per_token).
-    let mut tokenizer_free = 0.0f64;
+    // When each of the front end's tokenizer threads is free (SimOptions::tokenizer_threads).
+    let mut tokenizer_free = vec![0.0f64; options.tokenizer_threads.max(1) as usize];
     while finished < n {
         // The next event: a send, a transfer's arrival, or an instance's step (sends and arrivals first on ties).
         let send_at = (next < n).then(|| {
@@ -257,9 +261,13 @@ pub fn simulate(
             next += 1;
             reqs[r].sent_s = send_t;
             if options.frontend_s > 0.0 || options.tokenize_s_per_token > 0.0 {
-                // Sends come in time order, so the tokenizer serves them first come, first served.
-                tokenizer_free = tokenizer_free.max(send_t) + reqs[r].input as f64 * options.tokenize_s_per_token;
-                transfers.push(Reverse((Time(tokenizer_free + options.frontend_s), r as u32, 0)));
+                // Sends come in time order, so the tokenizer threads serve them first come, first served: each on
+                // the thread free first.
+                let k = (0..tokenizer_free.len())
+                    .min_by(|&a, &b| tokenizer_free[a].total_cmp(&tokenizer_free[b]).then(a.cmp(&b)))
+                    .expect("at least one tokenizer thread");
+                tokenizer_free[k] = tokenizer_free[k].max(send_t) + reqs[r].input as f64 * options.tokenize_s_per_token;
+                transfers.push(Reverse((Time(tokenizer_free[k] + options.frontend_s), r as u32, 0)));
                 continue;
             }
             let i = route(&mut turns[0], ranges[0].clone());

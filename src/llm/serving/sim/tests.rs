@@ -36,8 +36,13 @@ pub(super) fn same(n: usize, input: u32, output: u32) -> Vec<SimRequest> {
     vec![SimRequest { input, output, arrival_s: 0.0 }; n]
 }
 
-pub(super) const OPTS: SimOptions =
-    SimOptions { max_steps: 100_000, trace_steps: 1000, frontend_s: 0.0, tokenize_s_per_token: 0.0 };
+pub(super) const OPTS: SimOptions = SimOptions {
+    max_steps: 100_000,
+    trace_steps: 1000,
+    frontend_s: 0.0,
+    tokenize_s_per_token: 0.0,
+    tokenizer_threads: 1,
+};
 pub(super) const STEPS: ConstantSteps =
     ConstantSteps { decode_s: 0.010, prefill_s: 0.050, decode_launch_s: 0.0, prefill_launch_s: 0.0 };
 
@@ -250,6 +255,22 @@ fn simultaneous_requests_are_tokenized_one_after_another() {
 }
 
 #[test]
+fn simultaneous_requests_are_tokenized_two_at_a_time_on_two_threads() {
+    // The same 4 requests on a front end with 2 tokenizer threads (Dynamo's tokio workers): requests 1 and 2 take
+    // threads 1 and 2 at 0 and reach their instances at 1.024 ms; 3 and 4 take them again when they free up at
+    // 1.024 ms and arrive at 2.048 ms. Prefills of 50 ms on idle instances: first tokens at 51.024, 51.024,
+    // 52.048, 52.048 ms.
+    let two = SimOptions { tokenize_s_per_token: 1e-6, tokenizer_threads: 2, ..OPTS };
+    let o = vllm_run(4, &same(4, 1024, 1), Some(4), two);
+    close(&o.ttft_s, &[0.051024, 0.051024, 0.052048, 0.052048]);
+    let starts: Vec<f64> = o.trace.iter().map(|s| s.start_s).collect();
+    close(&starts, &[0.001024, 0.001024, 0.002048, 0.002048]);
+    // 4 threads: all four arrive at 1.024 ms (TTFT 51.024 ms each).
+    let four = vllm_run(4, &same(4, 1024, 1), Some(4), SimOptions { tokenizer_threads: 4, ..two });
+    close(&four.ttft_s, &[0.051024; 4]);
+}
+
+#[test]
 fn a_request_arriving_mid_step_waits_for_the_next_step() {
     // The same 4 tokenized requests (2 output tokens) on one instance: request 1 arrives at 1.024 ms and prefills
     // alone in step 1 [1.024, 51.024] (first token at 51.024); 2–4 arrive during it (2.048–4.096 ms) and wait for
@@ -337,7 +358,13 @@ fn same_both_ways(
             .map(|((s, w), t)| Pool { settings: s.clone(), workers: *w, timer: t })
             .collect();
         // With a front end, a tokenizer of a thousandth of it per prompt token too (prompts up to 400 tokens).
-        let opts = SimOptions { max_steps: 1_000_000, trace_steps, frontend_s, tokenize_s_per_token: frontend_s / 1e3 };
+        let opts = SimOptions {
+            max_steps: 1_000_000,
+            trace_steps,
+            frontend_s,
+            tokenize_s_per_token: frontend_s / 1e3,
+            tokenizer_threads: 1,
+        };
         let o = simulate(&mut ps, reqs, concurrency, &|input| 1e-5 * input as f64, opts).unwrap();
         drop(ps);
         (o, timers.iter().map(|t| t.calls).sum::<u64>())

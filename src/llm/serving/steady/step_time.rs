@@ -9,7 +9,7 @@ use crate::llm::config::ConfigError;
 use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::launch::{LaunchCounts, LaunchPath, OpHost};
-use crate::llm::serving::sim::steps::{graph_sizes, padded, replays_graph};
+use crate::llm::serving::sim::steps::{padded, replays_graph};
 use crate::llm::serving::speculative::mtp_module_extras;
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
@@ -150,7 +150,7 @@ impl Solver<'_> {
         let mut micro = self.micro(&load);
         // A decode-only step replays a graph when its batch is (padded to) a captured size.
         let s = &cfg.settings;
-        let sizes = graph_sizes(cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding);
+        let sizes = cfg.cuda_graph_sizes();
         let graph =
             s.cuda_graphs && load.prefill_tokens == 0 && replays_graph(&sizes, micro.decode_seqs, s.cuda_graph_padding);
         let launch = LaunchPath::of(cfg.engine, s, graph, micro.tokens());
@@ -217,12 +217,7 @@ impl Solver<'_> {
     /// The slowest stage's operators of `step`, each timed (the report's operator table).
     pub fn detail(&mut self, step: &StepResult) -> Result<TimedStep, ConfigError> {
         let mut micro = self.micro(&step.load);
-        let s = &self.cfg.settings;
-        pad_piecewise(
-            &mut micro,
-            step.launch,
-            &graph_sizes(self.cfg.engine, s.cuda_graph_max_batch, s.cuda_graph_padding),
-        );
+        pad_piecewise(&mut micro, step.launch, &self.cfg.cuda_graph_sizes());
         let (role, dense, moe) = self.stages()[step.slowest_stage];
         let ops = stage_ops(self.cfg, self.timer.backend().system(), &micro, role, dense, moe);
         let mut timed = time_step(ops, &mut self.timer)?;

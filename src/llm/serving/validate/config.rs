@@ -8,6 +8,7 @@ use crate::llm::serving::disagg::DisaggPools;
 use crate::llm::serving::engine::EngineSettings;
 use crate::llm::serving::model::ServingModel;
 use crate::llm::serving::request::{Engine, ServingMode, Slo};
+use crate::llm::serving::sim::steps::graph_sizes;
 use crate::llm::serving::speculative::Speculative;
 use crate::llm::serving::workload::Traffic;
 
@@ -53,6 +54,14 @@ pub struct ServingConfig {
     /// Speculative decoding (`None`: one token per sequence per decode step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<Speculative>,
+    /// The decode batch sizes (per attention data-parallel rank) with a captured CUDA graph the request gave
+    /// (`engine_options.cuda_graph_batch_sizes`, ascending and unique; `settings.cuda_graph_max_batch` is the
+    /// largest); `None`: the engine's default list ([`Self::cuda_graph_sizes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_batch_sizes: Option<Vec<u32>>,
+    /// Threads the front end tokenizes requests on at once ([`crate::llm::serving::frontend::tokenizer_threads`]: 1
+    /// for the engine's own API server).
+    pub tokenizer_threads: u32,
 }
 
 impl ServingConfig {
@@ -74,6 +83,16 @@ impl ServingConfig {
         match (self.engine, self.precision) {
             (Engine::Sglang, Precision::Fp8) => Precision::Fp8Block,
             (_, p) => p,
+        }
+    }
+
+    /// The decode batch sizes (per attention data-parallel rank) with a captured CUDA graph, ascending: the
+    /// request's list ([`Self::cuda_graph_batch_sizes`]), else the engine's default up to
+    /// `settings.cuda_graph_max_batch` ([`graph_sizes`]). Whether graphs run at all is `settings.cuda_graphs`.
+    pub fn cuda_graph_sizes(&self) -> Vec<u32> {
+        match &self.cuda_graph_batch_sizes {
+            Some(sizes) => sizes.clone(),
+            None => graph_sizes(self.engine, self.settings.cuda_graph_max_batch, self.settings.cuda_graph_padding),
         }
     }
 

@@ -25,9 +25,11 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
     check_size(&model, p, system)?;
     let gpu = &system.gpu;
     let (activation_precision, kv_cache_dtype) = precisions(req, gpu)?;
-    let settings = engine_settings(req, gpu, tp)?;
+    let mut settings = engine_settings(req, gpu, tp)?;
+    let cuda_graph_batch_sizes = super::graphs::capture_list(&req.engine_options, req.engine, &mut settings)?;
     let traffic = workload(&req.workload)?;
     slo(&req.slo)?;
+    let tokenizer_threads = crate::llm::serving::frontend::tokenizer_threads(&req.frontend)?;
     Ok(ServingConfig {
         model,
         tp,
@@ -50,6 +52,8 @@ pub(super) fn validate_instance(req: &InferenceRequest, system: &System) -> Resu
         mode: ServingMode::Agg,
         pools: None,
         speculative,
+        cuda_graph_batch_sizes,
+        tokenizer_threads,
     })
 }
 
@@ -215,7 +219,7 @@ fn precisions(req: &InferenceRequest, gpu: &GpuSpec) -> Result<(Precision, Preci
 /// to another engine than TensorRT-LLM.
 fn engine_settings(req: &InferenceRequest, gpu: &GpuSpec, tp: u32) -> Result<EngineSettings, ConfigError> {
     let d = sglang_speculative_defaults(req, trtllm_defaults(req, defaults(req.engine, gpu, tp)));
-    let o = req.engine_options;
+    let o = &req.engine_options;
     let settings = EngineSettings {
         max_num_seqs: o.max_num_seqs.unwrap_or(d.max_num_seqs),
         max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(d.max_num_batched_tokens),
@@ -339,7 +343,7 @@ pub(super) fn trtllm_defaults(req: &InferenceRequest, mut d: EngineSettings) -> 
     if req.engine != Engine::Trtllm {
         return d;
     }
-    let o = req.engine_options;
+    let o = &req.engine_options;
     d.trtllm_backend = o.trtllm_backend.unwrap_or(d.trtllm_backend);
     if d.trtllm_backend == TrtllmBackend::Tensorrt {
         d.cuda_graphs = false;

@@ -8,11 +8,13 @@
 //! or disaggregated entry point.
 
 mod config;
+mod graphs;
 mod instance;
 mod resolve;
 mod workload;
 
 pub use config::ServingConfig;
+pub use graphs::{MAX_CUDA_GRAPH_BATCH, MAX_CUDA_GRAPH_SIZES};
 pub use resolve::resolve_model;
 pub use workload::{check_limits, MAX_TOKENS};
 
@@ -81,6 +83,7 @@ fn validate_disagg(req: &InferenceRequest, system: &System) -> Result<ServingCon
             ep: cfg.ep,
             attention_dp: cfg.attention_dp,
             settings: cfg.settings,
+            cuda_graph_batch_sizes: cfg.cuda_graph_batch_sizes.clone(),
         };
         Ok((cfg, pc))
     };
