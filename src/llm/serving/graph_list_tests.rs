@@ -87,15 +87,7 @@ fn without_padding_only_a_listed_batch_replays_its_graph() {
         validate(&request("trtllm", json!({"cuda_graph_batch_sizes": list, "cuda_graph_padding": false})), &system())
             .unwrap();
     let b = ServingDerated::new(AnalyticBackend::new(system()), ServingConstants::CALIBRATED);
-    let load = |n| step::StepLoad {
-        decode_seqs: n,
-        decode_context: 1100,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: n,
-        graph_pad_tokens: 0,
-        draft_tokens: 0,
-    };
+    let load = |n| step::StepLoad::decode(n, 1100, 1024);
     let mut solver = steady::Solver::new(&cfg, &b, ServingConstants::CALIBRATED, 1000);
     let (at64, at56) = (solver.step(load(64)).unwrap(), solver.step(load(56)).unwrap());
     assert!(at64.cuda_graph && !at56.cuda_graph && at56.time_s > at64.time_s);

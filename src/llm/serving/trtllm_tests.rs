@@ -68,15 +68,7 @@ fn without_padding_only_a_captured_batch_size_replays_a_graph() {
     let s = system("dgx-h100");
     let b = ServingDerated::new(AnalyticBackend::new(s.clone()), ServingConstants::CALIBRATED);
     let mut solver = steady::Solver::new(&cfg, &b, ServingConstants::CALIBRATED, 1000);
-    let load = |n| step::StepLoad {
-        decode_seqs: n,
-        decode_context: 1100,
-        prefill_tokens: 0,
-        prompt_len: 1024,
-        sampled: n,
-        graph_pad_tokens: 0,
-        draft_tokens: 0,
-    };
+    let load = |n| step::StepLoad::decode(n, 1100, 1024);
     let (at32, at33) = (solver.step(load(32)).unwrap(), solver.step(load(33)).unwrap());
     assert!(at32.cuda_graph && !at33.cuda_graph);
     assert!(at33.time_s > at32.time_s);
