@@ -248,6 +248,47 @@ mod tests {
     }
 
     #[test]
+    fn nemo_gb300_rows_printed_in_configurations_that_cannot_run_are_traps() {
+        let mut out = E2eData::default();
+        nemo(&data(), &mut out).unwrap();
+        let row = |line: &str| out.rows.iter().find(|r| r.id.contains(&format!("line {line} "))).unwrap();
+        // Only lines 399 and 401 (26.02.01, DGX-GB300, Llama 3 70B) are traps.
+        let traps: Vec<&str> = out.rows.iter().filter(|r| r.trap.is_some()).map(|r| r.id.as_str()).collect();
+        assert_eq!(traps.len(), 2, "{traps:?}");
+        assert!(row("399").trap.is_some() && row("401").trap.is_some());
+        assert!(row("403").trap.is_none() && row("202").trap.is_none() && row("400").trap.is_none());
+        // Line 399 as printed: TP 1, PP 1, no FSDP on 64 GPUs, MBS 2, GBS 256 → dp 64, 256 / (2 · 64) = 2 micro-batches.
+        let p = &row("399").request.parallelism;
+        assert_eq!((p.tp, p.pp, p.dp, p.micro_batch, p.zero_stage), (1, 1, 64, 2, 1));
+        // Its per-GPU state without FSDP, by hand: Llama 3 70B holds 2 · 128,256 · 8,192 = 2,101,346,304 embedding
+        // and output parameters and 80 layers of (2 · 8,192² + 2 · 8,192 · 1,024 + 3 · 8,192 · 28,672 + 2 · 8,192)
+        // = 855,654,400, so 68,452,352,000 + 2,101,346,304 = 70,553,698,304 parameters; bf16 weights and gradients
+        // 4 B each = 282.2 GB, the optimizer's fp32 shard 12 B / 64 = 13.2 GB: 295.5 GB > GB300's 288 GB.
+        let m = &row("399").request.model;
+        let layer = 2 * 8192u64.pow(2) + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192;
+        let params = 80 * layer + 2 * 128_256 * 8192;
+        assert_eq!((m.layers, m.hidden, m.ffn_hidden, m.vocab), (80, 8192, Some(28672), 128_256));
+        assert_eq!(params, 70_553_698_304);
+        assert!(params as f64 * (4.0 + 12.0 / 64.0) > 288e9);
+        // Line 401 as printed: PP 4 without VP, MBS 2: dp 16, 256 / (2 · 16) = 8 micro-batches, bubble 3/8; line 202's
+        // PP 4 · VP 5, MBS 1: 16 micro-batches, bubble 3/80. Measured: 256 · 8192 / (4,798 · 64) = 6.8295 s and
+        // 2,097,152 / (4,864 · 64) = 6.7368 s; equal throughput needs (1 + 3/8)/(1 + 3/80) = 1.3253× per token.
+        let (p401, p202) = (&row("401").request.parallelism, &row("202").request.parallelism);
+        assert_eq!((p401.pp, p401.virtual_stages, p401.dp, p401.micro_batch), (4, 1, 16, 2));
+        assert_eq!((p202.pp, p202.virtual_stages, p202.dp, p202.micro_batch), (4, 5, 16, 1));
+        assert!((row("401").measured_s - 2_097_152.0 / 307_072.0).abs() < 1e-9, "{}", row("401").measured_s);
+        assert!((row("202").measured_s - 2_097_152.0 / 311_296.0).abs() < 1e-9, "{}", row("202").measured_s);
+        // The bubbles from the requests' own fields: (pp − 1)/(m · vp) with m = GBS / (MBS · dp).
+        let bubble = |p: &crate::llm::config::ParallelSpec| {
+            let m = p.global_batch.unwrap() / (p.micro_batch * p.dp);
+            (p.pp - 1) as f64 / (m * p.virtual_stages) as f64
+        };
+        assert!(((1.0 + bubble(p401)) / (1.0 + bubble(p202)) - 1.3253).abs() < 1e-4);
+        // … while the measured steps differ by 6.8295 / 6.7368 = 1.0138.
+        assert!((row("401").measured_s / row("202").measured_s - 1.0138).abs() < 1e-4);
+    }
+
+    #[test]
     fn nemo_long_sequence_rows_convert_tflops_with_nemos_formula() {
         let mut out = E2eData::default();
         nemo_long(&data(), &mut out).unwrap();

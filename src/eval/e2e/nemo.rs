@@ -75,6 +75,37 @@ pub(super) fn nemo_parallelism(tp: u64, pp: u64, cp: u64, vp: u64, mbs: u64, gbs
 /// gb300}`), so the rows ran their sequence-parallel collectives through NCCL, unoverlapped.
 const NVFP4_TP_COMM_OVERLAP: bool = false;
 
+/// Why the Blackwell row at `line` of `source_path` on `system` is a data trap, or `None`: a configuration printed
+/// in the table that cannot have run as printed (the rows are still predicted and scored; the report shows each
+/// subset holding them a second time without them, [`super::E2eRow::trap`]). Two Llama 3 70B rows of the 26.02.01
+/// container on DGX-GB300 (`performance-summary-archive.md`, 64 GPUs, GBS 256, MBS 2, sequence 8192):
+/// - line 399, NVFP4, TP 1 · PP 1, FSDP 0, 7,002 tokens/s/GPU: without FSDP every GPU holds the whole model's bf16
+///   weights and gradients, 70.55 × 10⁹ parameters × 4 B = 282.2 GB, and the distributed optimizer's fp32 shard
+///   (12 B / 64 each, 13.2 GB): 295.4 GB before any activation, over the GPU's 288 GB (GB300 NVL72 datasheet). The
+///   same container's FP8 row (line 403) prints the same cells with FSDP 64, as do lines 201, 306 and 487.
+/// - line 401, MXFP8, TP 1 · PP 4 without VP, FSDP 0, 4,798 tokens/s/GPU: 256 / (2 · 16) = 8 micro-batches, so
+///   1F1B's bubble is (pp − 1)/m = 3/8 of the compute, against 3/(5 · 16) = 3/80 for the PP 4 · VP 5, MBS 1 GB300
+///   MXFP8 rows of the other containers (lines 202, 304, 485: 4,864, 4,742, 4,596). Matching them would need the
+///   micro-batch of 2 alone to run each token (11/8)/(83/80) = 1.325× faster; the train-split B300 fp8 GEMMs
+///   (aiconfigurator TensorRT-LLM table) take 0.97–1.10 of the per-token time at 16,384 rows as at 8,192 for
+///   Llama 3 70B's shapes.
+fn trap(source_path: &str, line: &str, system: &str) -> Option<&'static str> {
+    if source_path != "docs/performance-summary-archive.md" || system != "DGX-GB300" {
+        return None;
+    }
+    match line {
+        "399" => Some(
+            "26.02.01 GB300 NVFP4 70B printed TP 1, PP 1 without FSDP: bf16 weights and gradients alone (282 GB) plus \
+             the optimizer shard exceed the GPU's 288 GB; the same container's FP8 row (line 403) prints FSDP 64",
+        ),
+        "401" => Some(
+            "26.02.01 GB300 MXFP8 70B printed PP 4 without VP at MBS 2 (8 micro-batches, bubble 3/8) yet runs at the \
+             throughput of the PP 4 · VP 5, MBS 1 rows (bubble 3/80): 1.3x faster per token from MBS 2 alone",
+        ),
+        _ => None,
+    }
+}
+
 fn first_number(cell: &str) -> Option<f64> {
     let head = cell.split('(').next()?.replace([',', '*'], "");
     head.trim().parse::<f64>().ok()
@@ -102,7 +133,8 @@ fn system_of(system: &str, legacy: bool) -> Option<(&'static str, SystemSpec)> {
 /// rows (DGX B200, B300, GB200 / GB300 NVL72) the predicted-only `nemo-blackwell` ([`system_of`]).
 /// Mixture-of-experts or hybrid models, fine-tuning tasks and rows without a precision are skipped; the precision
 /// cell's recipe is passed as `fp8_recipe` ([`super::nemo_precision`]); nvfp4 rows run without
-/// `tp_comm_overlap`, as their recipes state ([`NVFP4_TP_COMM_OVERLAP`]).
+/// `tp_comm_overlap`, as their recipes state ([`NVFP4_TP_COMM_OVERLAP`]). Two GB300 rows whose printed
+/// configuration cannot have run as printed carry their reason as a data trap ([`trap`]).
 /// NeMo 24.07's table (no precision column) is FP8 (its SOURCE.txt).
 pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
     for r in csv_records(&data.join("nemo_megatron_bridge_perf/nemo_perf_tables_long.csv"))? {
@@ -177,7 +209,7 @@ pub fn nemo(data: &Path, out: &mut E2eData) -> Result<(), String> {
             measured_s: step,
             without_update: false,
             group: name.to_string(),
-            trap: None,
+            trap: trap(g("source_path"), g("line"), system),
         });
     }
     Ok(())
