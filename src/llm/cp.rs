@@ -207,6 +207,26 @@ pub fn attention_calls(cfg: &TrainingConfig, hp: u64, kvp: u64) -> (u32, u64, u6
     (r, l / r as u64, (hp / a).max(1), (kvp / a).max(1))
 }
 
+/// The time of one of `steps` ring steps (a layer's FlashAttention calls under context parallelism,
+/// [`attention_calls`]) over the causal call of the same FLOPs the learned model times, averaged over the steps:
+/// (1 + (steps − 1)·`full_over_causal`) / steps. With the load-balanced split one step per pass is causal — step 0,
+/// the rank's own two chunks against each other (Transformer Engine `AttnFuncWithCPAndKVP2P.forward`: `causal=True`
+/// / `attn_mask_type` causal for `i == 0`; PyTorch `_templated_ring_attention`: `is_causal` only when `i == 0`) —
+/// and the other steps run without the mask: both query chunks against the first key/value chunk (`i <= rank`)
+/// or the second query chunk against both key/value chunks, `causal=False` / `no_mask`; the backward mirrors them
+/// (`AttnFuncWithCPAndKVP2P.backward`, `_templated_ring_attention_backward`). Each such step has the FLOPs of a
+/// causal call of l/cp tokens, which is how [`attention_calls`] counts it, but runs at the unmasked rate
+/// (`full_over_causal`: [`crate::llm::framework::AttentionKernel::full_over_causal`]). TE's `all_gather` kind, whose
+/// two calls per rank are causal but attend a key prefix of mostly whole tiles, is counted the same way. 1 for one
+/// call (no ring: cp 1, Ulysses `a2a`).
+pub fn ring_step_scale(steps: u32, full_over_causal: f64) -> f64 {
+    if steps <= 1 {
+        return 1.0;
+    }
+    let n = steps as f64;
+    (1.0 + (n - 1.0) * full_over_causal) / n
+}
+
 /// The context-parallel communication of one layer per micro-batch (module doc): `hp` query heads and `kv` key/value
 /// heads of dimension `dh` on this tensor-parallel rank, `e` bytes per element.
 pub fn cp_ops(cfg: &TrainingConfig, layout: &Layout, hp: u64, kv: u64, dh: u64, e: f64) -> Vec<StageOp> {

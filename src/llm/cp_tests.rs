@@ -215,6 +215,44 @@ fn a_ring_steps_exposed_communication() {
 }
 
 #[test]
+fn one_ring_step_is_causal_and_the_others_run_unmasked() {
+    // 32 steps, FlashAttention-2's 335/370 = 0.905405 per unmasked step: (1 + 31 · 0.905405) / 32 = 29.067568 / 32
+    // = 0.908361. cp 2 under cuDNN's 539/595 = 0.905882: (1 + 0.905882) / 2 = 0.952941. One call: 1.
+    assert!((ring_step_scale(32, 335.0 / 370.0) - 0.908361).abs() < 1e-6);
+    assert!((ring_step_scale(2, 539.0 / 595.0) - 0.952941).abs() < 1e-6);
+    assert_eq!(ring_step_scale(1, 0.5), 1.0);
+    assert_eq!(ring_step_scale(0, 0.5), 1.0);
+}
+
+#[test]
+fn a_ring_steps_attention_is_charged_at_the_unmasked_share_on_hopper() {
+    // Llama-2 7B-like attention at 1M tokens, tp 8, cp 32, attention_backend flash2 (NeMo 24.03.01's H100 row):
+    // the per-call FlashAttention time through the framework's timer is the plain timer's causal time × 1.75
+    // (FlashAttention-2 over -3) × 0.908361 (31 of 32 steps unmasked, above), forward and backward alike. Without
+    // context parallelism (16k tokens, tp 2) only the 1.75 applies.
+    let flash = |seq: u32, par: serde_json::Value| {
+        let c = cfg(seq, par, Framework::Megatron).unwrap();
+        let backend = Derated::new(AnalyticBackend::new(dgx_h100(32)), Efficiency::CALIBRATED);
+        let ops = layer_ops(&c, &Layout::new(&c, 8), PREC);
+        let plain = time_ops(&ops, &mut Timer::new(&backend)).unwrap();
+        let framework = time_ops(&ops, &mut Timer::for_training(&backend, &c)).unwrap();
+        ops.iter()
+            .zip(plain.iter().zip(&framework))
+            .filter(|(o, _)| o.name == OpName::FlashAttention)
+            .map(|(o, (p, f))| (o.phase, f.time.time_us / p.time.time_us))
+            .collect::<Vec<_>>()
+    };
+    let ring = flash(1 << 20, serde_json::json!({"tp": 8, "context_parallel": 32, "attention_backend": "flash2"}));
+    assert_eq!(ring.len(), 2);
+    for (phase, ratio) in ring {
+        assert!((ratio - 1.75 * 0.908361).abs() < 1e-5, "{phase:?} {ratio}");
+    }
+    for (phase, ratio) in flash(1 << 14, serde_json::json!({"tp": 2, "attention_backend": "flash2"})) {
+        assert!((ratio - 1.75).abs() < 1e-9, "{phase:?} {ratio}");
+    }
+}
+
+#[test]
 fn exposed_ring_communication_grows_as_the_chunks_shrink() {
     // A send grows with l/cp, a step's attention with (l/cp)²: the smaller each rank's chunk, the larger the
     // exposed share. 32k tokens at tp 8 over 2 nodes: cp 2 → 16k per rank, cp 16 → 2k.

@@ -170,6 +170,17 @@ pub const FA2_ON_HOPPER_SLOWDOWN: f64 = 1.75;
 /// prefill model measured vLLM's FlashAttention-3 (`vllm_flash_attn_fa3` in aiconfigurator's tables).
 pub const CUDNN_OVER_FA3_ON_HOPPER: (f64, f64) = (648.0 / 595.0, 561.0 / 516.0);
 
+/// FlashAttention-2's rate with the causal mask over its rate without, on Hopper: Shah et al. 2024
+/// ("FlashAttention-3", Fig. 5(d) against 5(c), H100 SXM5, bf16, head dim 128, 16k tokens, FLOPs of the causal
+/// call counted as half): 335 TFLOP/s against 370. A call without the mask of the same FLOPs therefore takes 335 / 370
+/// = 0.905 of the causal call's time: every tile is full, no diagonal tile is masked and every thread block of
+/// the grid does the same work (with the mask, query block i visits i + 1 key blocks).
+pub const FA2_CAUSAL_OVER_FULL_RATE_ON_HOPPER: f64 = 335.0 / 370.0;
+
+/// cuDNN's flash-attention rate with the causal mask over its rate without, on Hopper: Shah et al. 2024 (Fig. 5(d)
+/// against 5(c), same benchmark as [`FA2_CAUSAL_OVER_FULL_RATE_ON_HOPPER`]): 539 TFLOP/s against 595.
+pub const CUDNN_CAUSAL_OVER_FULL_RATE_ON_HOPPER: f64 = 539.0 / 595.0;
+
 /// FlashAttention (v1)'s time over FlashAttention-2's, (forward, backward): Dao 2023 ("FlashAttention-2", §4.1,
 /// A100 80 GB, head dim 64 and 128, causal and not, 512–16k tokens): "FlashAttention-2 is around 2× faster than
 /// FlashAttention" in both passes.
@@ -206,6 +217,23 @@ impl AttentionKernel {
             AttentionKernel::Flash1 => (fa2 * FLASH1_OVER_FA2.0, fa2 * FLASH1_OVER_FA2.1),
             AttentionKernel::Triton => (fa2 * TRITON_FLASH_OVER_FA2.0, fa2 * TRITON_FLASH_OVER_FA2.1),
         }
+    }
+
+    /// The time of a call without the causal mask over a causal call of the same FLOPs, forward and backward, on
+    /// `gpu` — what a context-parallel ring step that attends a whole other chunk costs per FLOP against the
+    /// learned model's causal prefill ([`crate::llm::cp::ring_step_scale`]): cuDNN's and FlashAttention-2's
+    /// measured ratios on Hopper ([`CUDNN_CAUSAL_OVER_FULL_RATE_ON_HOPPER`],
+    /// [`FA2_CAUSAL_OVER_FULL_RATE_ON_HOPPER`]); 1 where no measurement exists (other GPUs, FlashAttention v1, the
+    /// Triton port). Assumption: the backward takes the forward's ratio — the paper publishes no causal backward,
+    /// and the backward's causal grid is the forward's mirror image (key block j visits the query blocks from j on).
+    pub fn full_over_causal(self, gpu: &GpuSpec) -> (f64, f64) {
+        let r = match self {
+            _ if gpu.generation() != "hopper" => 1.0,
+            AttentionKernel::Fused => CUDNN_CAUSAL_OVER_FULL_RATE_ON_HOPPER,
+            AttentionKernel::Flash2 => FA2_CAUSAL_OVER_FULL_RATE_ON_HOPPER,
+            AttentionKernel::Flash1 | AttentionKernel::Triton => 1.0,
+        };
+        (r, r)
     }
 }
 

@@ -55,6 +55,10 @@ pub struct Timer<'a> {
     /// Time multipliers (forward, backward) of the attention kernel the framework calls over the one the backend
     /// times ([`crate::llm::framework::AttentionKernel::slowdown`]); 1 by default.
     attention_scale: (f64, f64),
+    /// The attention kernel's time without the causal mask over its causal time, (forward, backward), for the
+    /// context-parallel ring's unmasked steps ([`crate::llm::framework::AttentionKernel::full_over_causal`]); 1 by
+    /// default.
+    full_over_causal: (f64, f64),
     /// How the optimizer step is launched (fused by default).
     optimizer: OptimizerImpl,
     /// Which passes replay as CUDA graphs (none by default).
@@ -87,6 +91,7 @@ impl<'a> Timer<'a> {
             backend,
             cache: FxHashMap::default(),
             attention_scale: (1.0, 1.0),
+            full_over_causal: (1.0, 1.0),
             optimizer: OptimizerImpl::Fused,
             graphs: CudaGraphs::None,
         }
@@ -107,6 +112,7 @@ impl<'a> Timer<'a> {
         let fw = &cfg.framework;
         Timer {
             attention_scale: fw.attention.slowdown(&backend.system().gpu),
+            full_over_causal: fw.attention.full_over_causal(&backend.system().gpu),
             optimizer: fw.optimizer,
             graphs: fw.cuda_graphs,
             ..Timer::new(backend)
@@ -231,17 +237,21 @@ pub fn overlap_charge(comm: f64, exposed: f64, kappa: f64) -> f64 {
 }
 
 /// Every op of `ops` timed, in order (the attention kernel scaled by the framework's
-/// [`Timer::attention_scale`]), with its per-call charged time: its time, or for an op overlapping another
+/// [`Timer::attention_scale`], and a context-parallel ring's steps by [`crate::llm::cp::ring_step_scale`]), with its per-call charged time: its time, or for an op overlapping another
 /// ([`super::operators::Overlap`]) its exposed part over one call of its partner in `ops` (same phase, same
 /// recomputation flag) plus the contention κ × its hidden part ([`overlap_charge`]).
 pub fn time_ops(ops: &[StageOp], timer: &mut Timer) -> Result<Vec<TimedOp>, ConfigError> {
     let (fwd_scale, bwd_scale) = timer.attention_scale;
+    let (fwd_full, bwd_full) = timer.full_over_causal;
     let timed: Vec<Timed> = ops
         .iter()
         .map(|o| {
             let t = timer.time(&o.work)?;
             // A recomputed forward runs the forward kernel.
-            let scale = if o.phase == Phase::Fwd || o.recompute { fwd_scale } else { bwd_scale };
+            let fwd = o.phase == Phase::Fwd || o.recompute;
+            let scale = if fwd { fwd_scale } else { bwd_scale };
+            // A layer's FlashAttention calls beyond one are context parallelism's ring steps.
+            let scale = scale * crate::llm::cp::ring_step_scale(o.calls, if fwd { fwd_full } else { bwd_full });
             Ok(if o.name == OpName::FlashAttention && scale != 1.0 {
                 Timed { time_us: t.time_us * scale, ..t }
             } else {
