@@ -206,6 +206,10 @@ pub struct ServingConstants {
     pub custom_op_us: f64,
     /// Host time of replaying one of vLLM V1's piecewise CUDA graphs (one graph launch), µs ([`super::launch`]).
     pub piece_replay_us: f64,
+    /// Host time `cudaGraphLaunch` takes per node of the graph it launches, µs: charged where a whole-step graph's
+    /// launch is not hidden behind GPU work (SGLang's spec-v1 EAGLE iteration, [`super::spec_v1`]). See
+    /// [`ServingConstants::CALIBRATED`] for its source.
+    pub graph_node_launch_us: f64,
 }
 
 impl ServingConstants {
@@ -296,6 +300,12 @@ impl ServingConstants {
     /// alone is under 1 ms (vLLM PR #51349's trace), so the rest is the Python API server's HTTP and SSE path. One
     /// measurement (a laptop under WSL2, vLLM 0.28-dev, a 0.5 B model, 8 clients), not fitted. vLLM V0 (in-process
     /// engine, no ZMQ hand-off), SGLang and TensorRT-LLM: no measured figure found, 0.
+    ///
+    /// **Launching a whole-step CUDA graph.** `graph_node_launch_us` 0.98 µs a node: sgl-project/sglang issue
+    /// #29960 profiled SGLang's EAGLE/MTP target-verify graph (DeepSeek-V4-Flash, 2× RTX PRO 6000 Blackwell, TP2, top-k
+    /// 1, 2 steps): `cudaGraphLaunch` took the host 2.826 ms for its 2,876 nodes (0.983 µs a node; vLLM's verify
+    /// graph in the same issue, 1.983 ms for 2,187 nodes, 0.907 µs). Measured, not fitted. perfcast counts a graph's
+    /// nodes as its step's counted kernels.
     pub const CALIBRATED: ServingConstants = ServingConstants {
         efficiency: Efficiency {
             gemm_16bit: 0.8,
@@ -326,6 +336,7 @@ impl ServingConstants {
         inductor_kernel_us: 9.1,
         custom_op_us: 20.9,
         piece_replay_us: 6.0,
+        graph_node_launch_us: 0.98,
     };
 
     /// The bare roofline: every fraction 1, 2 µs per kernel, no host cost (the lower bound the calibrated constants
@@ -344,6 +355,7 @@ impl ServingConstants {
         inductor_kernel_us: 0.0,
         custom_op_us: 0.0,
         piece_replay_us: 0.0,
+        graph_node_launch_us: 0.0,
     };
 
     /// Host time to launch one kernel of a step outside a CUDA graph under `engine` and `settings`, µs: the

@@ -32,6 +32,7 @@ pub mod request;
 pub mod runtime;
 pub mod search;
 pub mod sim;
+pub mod spec_v1;
 pub mod speculative;
 pub mod steady;
 pub mod step;
@@ -55,6 +56,8 @@ mod mla_tests;
 mod precision_tests;
 #[cfg(test)]
 mod solver_tests;
+#[cfg(test)]
+mod spec_v1_tests;
 #[cfg(test)]
 mod speculative_tests;
 #[cfg(test)]

@@ -38,6 +38,13 @@
 //! formula above. The blog ran batch 1 on prompts from a real dataset; no source gives the acceptance on
 //! synthetic prompts, and none is modelled.
 //!
+//! **SGLang.** Its EAGLE worker's first draft pass of a decode step is the draft-extend, padded to k + 1 rows per
+//! sequence ([`Speculative::draft_passes`]); without overlap scheduling (spec v1, SGLang v0.5.9's default) its
+//! iteration's host path around the verify's device syncs is charged by [`super::spec_v1`]. SGLang runs the draft
+//! layer's experts on its Triton fused MoE when the main runner is `flashinfer_trtllm`
+//! (`ServerArgs._handle_speculative_decoding`: `speculative_moe_runner_backend` "auto"; `Fp8MoEMethod.create_moe_runner`
+//! picks Triton without JIT DeepGEMM): not modelled, the operator timer takes one kernel family per engine.
+//!
 //! Not modelled: the drafts' KV-cache writes beyond the accepted tokens; the host's launches of the draft passes
 //! outside CUDA graphs.
 
@@ -45,7 +52,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::model::ServingModel;
-use super::request::{SpeculativeDecoding, SpeculativeMethod};
+use super::request::{Engine, SpeculativeDecoding, SpeculativeMethod};
 use super::step::{compute, Emit, StepLoad};
 use super::validate::ServingConfig;
 use crate::llm::config::{bad, ConfigError};
@@ -106,12 +113,20 @@ impl Speculative {
         }
     }
 
-    /// The MTP module's passes of a step of `load` (one micro-batch), as (load, passes): the first over the step's
-    /// decodes and prefill tokens (one token per decode), sampling as the step does; the k − 1 more over the
-    /// sequences that sample (decodes and finished prompts), one token each, at the decodes' context (the
+    /// The MTP module's passes of a step of `load` (one micro-batch) under `engine`, as (load, passes): the first
+    /// over the step's decodes and prefill tokens (one token per decode), sampling as the step does; the k − 1 more
+    /// over the sequences that sample (decodes and finished prompts), one token each, at the decodes' context (the
     /// prompt's length for a prefill-only step).
-    pub fn draft_passes(&self, load: &StepLoad) -> [(StepLoad, u32); 2] {
-        let first = StepLoad { draft_tokens: 0, graph_pad_tokens: 0, ..*load };
+    ///
+    /// SGLang's first pass over decodes is EAGLE's draft-extend (`EAGLEWorker.forward_draft_extend_after_decode`,
+    /// `srt/speculative/eagle_worker.py`, v0.5.9), replayed from `EAGLEDraftExtendCudaGraphRunner`, whose graphs are
+    /// captured with `num_tokens_per_bs = speculative_num_steps + 1` (`eagle_draft_extend_cuda_graph_runner.py`):
+    /// every decode runs k + 1 rows through the layer's GEMMs and experts whatever it accepted (padded), with k + 1
+    /// query tokens in attention ([`StepLoad::draft_tokens`] k), while the LM head runs one position per sequence
+    /// (`LogitsProcessor` keeps each sequence's last token in an extend mode, `layers/logits_processor.py`).
+    pub fn draft_passes(&self, load: &StepLoad, engine: Engine) -> [(StepLoad, u32); 2] {
+        let extend_rows = if engine == Engine::Sglang && load.decode_seqs > 0 { self.draft_tokens } else { 0 };
+        let first = StepLoad { draft_tokens: extend_rows, graph_pad_tokens: 0, ..*load };
         let context = if load.decode_seqs > 0 { load.decode_context } else { load.prompt_len };
         let rest = StepLoad {
             decode_seqs: load.sampled,

@@ -125,7 +125,7 @@ fn a_verification_step_runs_k_plus_1_tokens_per_sequence() {
     assert_eq!(dims(OpName::AttentionDecode), vec![8, 1536, 32, 1, 288]);
     assert!(ops.iter().all(|o| !matches!(o.op.work, Work::WideEp(_))));
     // The drafter's passes: the first over the step's 8 decodes, then k − 1 = 2 more over the 8 that sample.
-    let [(first, one), (rest, more)] = mtp(3, 0.85).draft_passes(&decode);
+    let [(first, one), (rest, more)] = mtp(3, 0.85).draft_passes(&decode, request::Engine::Trtllm);
     assert_eq!((first.tokens(), first.sampled, one), (8, 8, 1));
     assert_eq!((rest.decode_seqs, rest.decode_context, rest.sampled, more), (8, 1536, 8, 2));
 }

@@ -10,6 +10,7 @@ use crate::llm::operators::{OpName, Work};
 use crate::llm::serving::fusion::fused_charge;
 use crate::llm::serving::launch::{LaunchCounts, LaunchPath, OpHost};
 use crate::llm::serving::sim::steps::{padded, replays_graph};
+use crate::llm::serving::spec_v1::{self, SpecV1Step};
 use crate::llm::serving::speculative::mtp_module_extras;
 use crate::llm::serving::step::{for_each_op, stage_ops, time_step, StageRole, StepLoad, TimedStep};
 
@@ -156,21 +157,38 @@ impl Solver<'_> {
         let launch = LaunchPath::of(cfg.engine, s, graph, micro.tokens());
         pad_piecewise(&mut micro, launch, &sizes);
         let (mut slowest, mut gpu_s, mut launch_s) = (0usize, 0.0f64, 0.0f64);
+        let (mut verify_nodes, mut draft) = (0.0f64, DraftTimes::default());
         for (i, (role, dense, moe)) in self.stages().into_iter().enumerate() {
             let (g, k, analytic) = self.stage_time(&micro, role, dense, moe, false)?;
             let replayed = analytic.in_graph(launch);
             let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
-            let g = if role.last { g + self.draft_s(&drafted, launch)? } else { g };
+            if role.last {
+                draft = self.draft_s(&drafted, launch)?;
+            }
+            let g = if role.last { g + (draft.extend_s + draft.decode_s) } else { g };
             let l = launch.host_us(&k, &self.consts, cfg.engine, s) * 1e-6;
             if i == 0 || g.max(l) > gpu_s.max(launch_s) {
-                (slowest, gpu_s, launch_s) = (i, g, l);
+                (slowest, gpu_s, launch_s, verify_nodes) = (i, g, l, k.total());
             }
         }
         let host = self.consts.host(cfg.engine, &cfg.settings);
         // Each data-parallel rank runs its own scheduler over its share of the sequences.
         let seqs = (load.decode_seqs as f64 + (load.prefill_tokens as f64 / load.prompt_len.max(1) as f64).ceil())
             / cfg.dp() as f64;
-        let overhead_s = (host.step_us + host.seq_us * seqs) * 1e-6;
+        let mut overhead_us = host.step_us + host.seq_us * seqs;
+        // SGLang's spec-v1 EAGLE iteration: its host path around the verify's syncs ([`spec_v1`]).
+        if load.decode_seqs > 0 && spec_v1::applies(cfg) {
+            let v1 = SpecV1Step {
+                graph: launch == LaunchPath::Graph,
+                verify_nodes,
+                draft_decode_nodes: draft.decode_nodes,
+                draft_extend_nodes: draft.extend_nodes,
+                draft_decode_gpu_us: draft.decode_s * 1e6,
+                seqs: load.decode_seqs as f64 / cfg.dp() as f64,
+            };
+            overhead_us += spec_v1::exposed_host_us(&v1, &host, &self.consts);
+        }
+        let overhead_s = overhead_us * 1e-6;
         let result = StepResult {
             load,
             // Host work between steps adds to the GPU's, unless the engine schedules asynchronously: then the
@@ -191,27 +209,33 @@ impl Solver<'_> {
         Ok(result)
     }
 
-    /// GPU seconds of the MTP module's draft passes in a step of `micro` (one micro-batch, before verification;
+    /// The MTP module's draft passes in a step of `micro` (one micro-batch, before verification;
     /// [`crate::llm::serving::speculative`]), run on the last stage, launched as the step's kernels are (`launch`):
-    /// 0 without speculative decoding. The module is one MoE layer on a mixture-of-experts model (DeepSeek-V3's
-    /// layer 61), else one dense layer, with the embedding and the output head, and its own norms and `eh_proj`.
-    fn draft_s(&mut self, micro: &StepLoad, launch: LaunchPath) -> Result<f64, ConfigError> {
+    /// their GPU seconds and kernels, the first pass apart from the k − 1 others (all 0 without speculative
+    /// decoding). The module is one MoE layer on a mixture-of-experts model (DeepSeek-V3's layer 61), else one dense
+    /// layer, with the embedding and the output head, and its own norms and `eh_proj`.
+    fn draft_s(&mut self, micro: &StepLoad, launch: LaunchPath) -> Result<DraftTimes, ConfigError> {
         let Some(sp) = self.cfg.speculative else {
-            return Ok(0.0);
+            return Ok(DraftTimes::default());
         };
         let (dense, moe) = if self.cfg.model.moe.is_some() { (0, 1) } else { (1, 0) };
         let role = StageRole { first: true, last: true };
-        let mut total = 0.0;
-        for (load, passes) in sp.draft_passes(micro) {
+        let mut out = DraftTimes::default();
+        for (i, (load, passes)) in sp.draft_passes(micro, self.cfg.engine).into_iter().enumerate() {
             if passes == 0 || load.tokens() == 0 {
                 continue;
             }
-            let (g, _, analytic) = self.stage_time(&load, role, dense, moe, true)?;
+            let (g, k, analytic) = self.stage_time(&load, role, dense, moe, true)?;
             let replayed = analytic.in_graph(launch);
             let g = if replayed > 0.0 { (g + replayed * self.graph_delta_us() * 1e-6).max(0.0) } else { g };
-            total += passes as f64 * g;
+            let (s, n) = (passes as f64 * g, passes as f64 * k.total());
+            if i == 0 {
+                (out.extend_s, out.extend_nodes) = (s, n);
+            } else {
+                (out.decode_s, out.decode_nodes) = (s, n);
+            }
         }
-        Ok(total)
+        Ok(out)
     }
 
     /// The slowest stage's operators of `step`, each timed (the report's operator table).
@@ -240,6 +264,20 @@ impl Solver<'_> {
         }
         Ok(timed)
     }
+}
+
+/// The MTP module's draft passes of one step on the last stage ([`Solver::step`]): the first pass (SGLang's
+/// draft-extend) and the k − 1 draft-decode passes after it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct DraftTimes {
+    /// GPU time of the first pass, s.
+    extend_s: f64,
+    /// Counted kernels of the first pass.
+    extend_nodes: f64,
+    /// GPU time of the k − 1 later passes together, s.
+    decode_s: f64,
+    /// Counted kernels of the k − 1 later passes together.
+    decode_nodes: f64,
 }
 
 /// Pads `micro`'s tokens on a piecewise-graph step (`launch`) up to the next of the captured `sizes`, as vLLM does
