@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use super::model::{DsaIndexer, MoeConfig, ServingModel};
+use super::model::{DsaIndexer, MoeConfig, ServingModel, SlidingWindow};
 use super::request::MlaSpec;
 use crate::llm::config::{Activation, Norm};
 
@@ -51,6 +51,7 @@ fn dense(
         mla: None,
         dsa: None,
         mtp_layers: 0,
+        sliding_window: None,
     }
 }
 
@@ -306,12 +307,16 @@ fn build() -> Vec<CatalogEntry> {
              tie_word_embeddings false",
         ),
         entry(
-            moe(dense("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, false), 128, 4, 2880, 0, 0),
+            ServingModel {
+                sliding_window: Some(SlidingWindow { window_tokens: 128, layers: 18 }),
+                ..moe(dense("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, false), 128, 4, 2880, 0, 0)
+            },
             &["openai/gpt-oss-120b"],
             "openai/gpt-oss-120b config.json: num_hidden_layers 36, hidden_size 2880, num_attention_heads 64, \
              num_key_value_heads 8, head_dim 64, num_local_experts 128, num_experts_per_tok 4, intermediate_size \
-             2880, vocab_size 201088; every other layer's 128-token sliding window (and its smaller KV cache) and \
-             the attention sinks are not modelled: every layer attends and caches the whole context",
+             2880, vocab_size 201088, sliding_window 128 with layer_types alternating sliding_attention / \
+             full_attention (18 windowed layers: vLLM's OAIAttention.__init__, gpt_oss.py); the windowed layers' \
+             smaller KV cache and the attention sinks are not modelled: every layer caches the whole context",
         ),
         entry(gpt3("GPT-3-125M", 12, 768, 12, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Small"),
         entry(gpt3("GPT-3-350M", 24, 1024, 16, 64), &[], "Brown et al. 2020, Table 2.1: GPT-3 Medium"),

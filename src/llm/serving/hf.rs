@@ -21,12 +21,16 @@
 //! | group-limited routing | `n_group`, `topk_group` (DeepSeek) | none |
 //! | MLA | `kv_lora_rank`, `q_lora_rank` (null = 0), `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim` | none |
 //! | MTP modules (speculative decoding's drafter) | `num_nextn_predict_layers` (0–16) | 0 |
+//! | sliding-window attention ([`SlidingWindow`]) | `sliding_window` (tokens) on the `layer_types` entries `"sliding_attention"` | none |
+//!
+//! A `sliding_window` without `layer_types` is not modelled (every layer attends the whole context): which layers
+//! it applies to differs by architecture (Qwen2's only with `use_sliding_window`, Gemma 2's every other layer).
 //!
 //! `decoder_sparse_step` other than 1 (MoE every k-th layer) is refused: perfcast's MoE layers are contiguous.
 
 use serde_json::{Map, Value};
 
-use super::model::{DsaIndexer, MoeConfig, ServingModel};
+use super::model::{DsaIndexer, MoeConfig, ServingModel, SlidingWindow};
 use super::request::MlaSpec;
 use crate::llm::config::{bad, Activation, ConfigError, Norm};
 
@@ -162,7 +166,40 @@ pub fn parse(hf_config: &Value, name: Option<&str>) -> Result<ServingModel, Conf
         dsa: dsa(cfg, mla.is_some())?,
         mla,
         mtp_layers: nextn_layers(cfg)?,
+        sliding_window: sliding_window(cfg, layers)?,
     })
+}
+
+/// The sliding window `layer_types` asks for: its `"sliding_attention"` entries counted, over the
+/// `sliding_window` tokens (gpt-oss's config.json: 128, every other layer); `None` without `layer_types` or
+/// without such an entry. Errors name `layer_types` (not an array of strings, or not one entry per layer) or
+/// `sliding_window` (missing while a layer needs it).
+fn sliding_window(cfg: &Map<String, Value>, layers: u32) -> Result<Option<SlidingWindow>, ConfigError> {
+    const TYPES: &str = "layer_types";
+    let types = match cfg.get(TYPES) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(v) => return Err(bad(&field(TYPES), format!("must be an array of layer types, got {v}"))),
+    };
+    if types.len() != layers as usize {
+        let n = types.len();
+        return Err(bad(&field(TYPES), format!("has {n} entries for {layers} layers (num_hidden_layers)")));
+    }
+    let mut windowed = 0;
+    for t in types {
+        match t.as_str() {
+            Some("sliding_attention") => windowed += 1,
+            Some(_) => {}
+            None => return Err(bad(&field(TYPES), format!("entries must be strings, got {t}"))),
+        }
+    }
+    if windowed == 0 {
+        return Ok(None);
+    }
+    let window_tokens = uint(cfg, &["sliding_window"])?.ok_or_else(|| {
+        bad(&field("sliding_window"), "missing: layer_types names sliding_attention layers")
+    })?;
+    Ok(Some(SlidingWindow { window_tokens, layers: windowed }))
 }
 
 /// DeepSeek sparse attention's indexer (`index_n_heads`, `index_head_dim`, `index_topk`, as DeepSeek-V3.2's and
@@ -273,6 +310,36 @@ mod tests {
             "n_group": 8, "topk_group": 4, "vocab_size": 129280, "tie_word_embeddings": false,
             "num_nextn_predict_layers": 1});
         assert_eq!(parse(&ds, Some("DeepSeek-V3")).unwrap(), lookup("DeepSeek-V3").unwrap().model);
+    }
+
+    #[test]
+    fn gpt_oss_config_gives_the_catalog_model_with_its_sliding_window() {
+        // openai/gpt-oss-120b config.json (abridged to the keys read): 36 layers alternating from
+        // "sliding_attention", so 18 windowed layers of a 128-token window.
+        let types: Vec<&str> =
+            (0..36).map(|i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" }).collect();
+        let oss = json!({"hidden_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64,
+            "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 128,
+            "num_experts_per_tok": 4, "vocab_size": 201088, "tie_word_embeddings": false, "sliding_window": 128,
+            "layer_types": types});
+        let m = parse(&oss, Some("gpt-oss-120b")).unwrap();
+        assert_eq!(m.sliding_window, Some(SlidingWindow { window_tokens: 128, layers: 18 }));
+        assert_eq!(m, lookup("gpt-oss-120b").unwrap().model);
+        // Qwen2.5's sliding_window without layer_types (and use_sliding_window false): not modelled.
+        let mut q = oss.clone();
+        q.as_object_mut().unwrap().remove("layer_types");
+        q["use_sliding_window"] = json!(false);
+        assert_eq!(parse(&q, None).unwrap().sliding_window, None);
+        // Errors name their key: a layer_types of the wrong length, a window missing while a layer needs one.
+        let mut short = oss.clone();
+        short["layer_types"] = json!(["sliding_attention", "full_attention"]);
+        assert_eq!(parse(&short, None).unwrap_err().field, "model.hf_config.layer_types");
+        let mut bad_entry = oss.clone();
+        bad_entry["layer_types"][3] = json!(7);
+        assert_eq!(parse(&bad_entry, None).unwrap_err().field, "model.hf_config.layer_types");
+        let mut no_window = oss;
+        no_window.as_object_mut().unwrap().remove("sliding_window");
+        assert_eq!(parse(&no_window, None).unwrap_err().field, "model.hf_config.sliding_window");
     }
 
     #[test]

@@ -55,6 +55,8 @@ mod mla_tests;
 #[cfg(test)]
 mod precision_tests;
 #[cfg(test)]
+mod sliding_window_tests;
+#[cfg(test)]
 mod solver_tests;
 #[cfg(test)]
 mod spec_v1_tests;

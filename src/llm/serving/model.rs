@@ -50,6 +50,9 @@ pub struct ServingModel {
     /// DeepSeek-V3/R1), which only speculative decoding runs ([`super::speculative`]); 0: none.
     #[serde(skip_serializing_if = "is_zero")]
     pub mtp_layers: u32,
+    /// Sliding-window attention on some layers ([`SlidingWindow`]; `None`: every layer attends the whole context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<SlidingWindow>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -78,6 +81,40 @@ impl DsaIndexer {
     /// 128 of them (SGLang's `NSATokenToKVPool` index buffer, `head_dim_with_sf` = 132 for 128 dims).
     pub fn key_bytes(&self) -> f64 {
         self.head_dim as f64 + 4.0 * self.head_dim.div_ceil(128) as f64
+    }
+}
+
+/// Sliding-window attention (config.json `sliding_window` and `layer_types`): the layers whose `layer_types` entry is
+/// `"sliding_attention"` attend only the last `window_tokens` tokens of the context (the query's own included), the
+/// `"full_attention"` layers the whole context. gpt-oss (`openai/gpt-oss-120b`: `sliding_window` 128, `layer_types`
+/// alternating from `"sliding_attention"` on layer 0) windows every even layer: vLLM's
+/// `OAIAttention.__init__` (`vllm/model_executor/models/gpt_oss.py`: `sliding_window = config.sliding_window if
+/// self.layer_idx % 2 == 0 else None`) and TensorRT-LLM's `AttentionBlock.__init__`
+/// (`tensorrt_llm/_torch/models/modeling_gpt_oss.py`, which passes `attention_window_size` to the attention op).
+///
+/// What it changes ([`super::step`]): a windowed layer's decode attention reads min(C, W) cached tokens of a C-token
+/// context, and its prefill attention over a prompt of S tokens computes Σ_{i=1..S} min(i, W) query–key pairs
+/// ([`SlidingWindow::prefill_keys`]) instead of S(S + 1)/2. The KV-cache capacity still reserves every layer's
+/// whole context (vLLM's hybrid allocator frees a windowed layer's blocks beyond the window; not modelled: the KV
+/// cache never binds the measured gpt-oss runs), and the windowed layers are spread evenly over pipeline stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct SlidingWindow {
+    /// Tokens a windowed layer's query attends, W (config.json `sliding_window`).
+    pub window_tokens: u32,
+    /// Layers attending over the window (config.json `layer_types` entries `"sliding_attention"`), ≤ layers.
+    pub layers: u32,
+}
+
+impl SlidingWindow {
+    /// Query–key pairs of a causal prompt of `s` tokens under a window of W = `window_tokens` (token i, 1-based,
+    /// attends min(i, W) keys): Σ_{i=1..s} min(i, W) = s(s + 1)/2 for s ≤ W, and W(W + 1)/2 + (s − W)·W beyond.
+    pub fn prefill_keys(&self, s: u64) -> f64 {
+        let (s, w) = (s as f64, self.window_tokens as f64);
+        if s <= w {
+            s * (s + 1.0) / 2.0
+        } else {
+            w * (w + 1.0) / 2.0 + (s - w) * w
+        }
     }
 }
 

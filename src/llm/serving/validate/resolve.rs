@@ -87,6 +87,7 @@ fn from_fields(s: &ServingModelSpec) -> Result<ServingModel, ConfigError> {
         mla: s.mla.clone(),
         dsa: None,
         mtp_layers: 0,
+        sliding_window: None,
     })
 }
 
