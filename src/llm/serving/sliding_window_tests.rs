@@ -85,15 +85,7 @@ fn gpt_oss_prefill_charges_its_windowed_layers_the_kept_key_pairs() {
     // One 1,024-token prompt alone. Causal attention over it: 1,024·1,025/2 = 524,800 query–key pairs; a windowed
     // layer keeps 122,944 of them (the closed form above). 18 full layers + 18 × 122,944/524,800 windowed ones
     // = 18 + 4.216829… = 22.216829… layer-equivalents of the prompt's causal attention.
-    let load = StepLoad {
-        decode_seqs: 0,
-        decode_context: 0,
-        prefill_tokens: 1024,
-        prompt_len: 1024,
-        sampled: 1,
-        graph_pad_tokens: 0,
-        draft_tokens: 0,
-    };
+    let load = StepLoad::prefill(1024);
     let got = rows(&config("gpt-oss-120b", "fp4"), &load, OpName::AttentionPrefill);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, vec![1, 1024, 64, 8, 64]);

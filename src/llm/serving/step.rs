@@ -93,6 +93,20 @@ impl StepLoad {
             draft_tokens: 0,
         }
     }
+
+    /// A prefill-only step for tests: one whole prompt of `prompt_len` tokens, all of it prefilled this step, sampling
+    /// its first token; no decodes, no CUDA-graph padding.
+    pub(crate) const fn prefill(prompt_len: u32) -> StepLoad {
+        StepLoad {
+            decode_seqs: 0,
+            decode_context: 0,
+            prefill_tokens: prompt_len,
+            prompt_len,
+            sampled: 1,
+            graph_pad_tokens: 0,
+            draft_tokens: 0,
+        }
+    }
 }
 
 impl StepLoad {
